@@ -1,0 +1,65 @@
+// Package events keeps the last few hundred things that happened on the
+// site (server appeared, restarted, lost, duplicate name seen) for the
+// status page and the operator API. It is a bounded ring: old events fall
+// off, nothing grows.
+package events
+
+import (
+	"sync"
+	"time"
+)
+
+// Event is one line of site history.
+type Event struct {
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"` // appeared, restarted, lost, listed, unlistable, duplicate, ...
+	GUID     string    `json:"guid,omitempty"`
+	Endpoint string    `json:"endpoint,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// Log is a bounded, concurrency-safe ring of events.
+type Log struct {
+	mu   sync.Mutex
+	buf  []Event
+	next int
+	full bool
+}
+
+// New returns a log keeping the last n events.
+func New(n int) *Log {
+	if n <= 0 {
+		n = 1
+	}
+	return &Log{buf: make([]Event, n)}
+}
+
+// Add records an event.
+func (l *Log) Add(e Event) {
+	l.mu.Lock()
+	l.buf[l.next] = e
+	l.next++
+	if l.next == len(l.buf) {
+		l.next, l.full = 0, true
+	}
+	l.mu.Unlock()
+}
+
+// Recent returns up to n events, newest first.
+func (l *Log) Recent(n int) []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	size := l.next
+	if l.full {
+		size = len(l.buf)
+	}
+	if n <= 0 || n > size {
+		n = size
+	}
+	out := make([]Event, 0, n)
+	for i := 0; i < n; i++ {
+		j := (l.next - 1 - i + len(l.buf)) % len(l.buf)
+		out = append(out, l.buf[j])
+	}
+	return out
+}

@@ -1,0 +1,10 @@
+// Package pva is the PVAccess wire format: the 8-byte header, the primitive
+// encodings (Size, String, Status, address, GUID), the messages a name
+// server sends and receives, and the pvData subset the `server` RPC needs.
+//
+// It is pure data and functions: no sockets, goroutines, logging or clocks.
+// Decoders never panic, never allocate from an untrusted length, and return
+// a *DecodeError naming the message and field on short or malformed input.
+// Search decoding hands out views into the caller's buffer (names are not
+// copied), as the spec's server contract requires.
+package pva

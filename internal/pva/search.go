@@ -1,0 +1,247 @@
+package pva
+
+// Search flags (CMD_SEARCH).
+const (
+	SearchMustReply = 0x01
+	SearchUnicast   = 0x80
+)
+
+// SearchSeqFind is the constant searchSequenceID PVXS sends ("find").
+const SearchSeqFind = 0x66696e64
+
+// Search is a CMD_SEARCH payload. Decode fills a reused value: Names and
+// Protocols are views into the decoded buffer (see SearchName).
+type Search struct {
+	Seq       uint32
+	Flags     uint8
+	ReplyAddr Address
+	ReplyPort uint16
+	Protocols [][]byte
+	Names     []SearchName
+}
+
+// MustReply reports the MustReply flag.
+func (s *Search) MustReply() bool { return s.Flags&SearchMustReply != 0 }
+
+// Unicast reports the Unicast flag.
+func (s *Search) Unicast() bool { return s.Flags&SearchUnicast != 0 }
+
+// IsDiscovery reports a discovery ping: no protocols, no names (spec §7).
+func (s *Search) IsDiscovery() bool { return len(s.Protocols) == 0 && len(s.Names) == 0 }
+
+// HasProtocol reports whether p is in the protocol list.
+func (s *Search) HasProtocol(p string) bool {
+	for _, q := range s.Protocols {
+		if string(q) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Search payload offsets, for in-place edits when forwarding.
+const (
+	SearchOffFlags     = 4
+	SearchOffReplyAddr = 8
+	SearchOffReplyPort = 24
+	searchFixed        = 26 // seq, flags, reserved, address, port
+)
+
+// maxSearchNames bounds the pre-sized name slice from a count field; a
+// name costs at least 5 bytes, so count is also checked against the payload.
+const minNameBytes = 5
+
+// Decode decodes a CMD_SEARCH payload in the given byte order into s,
+// reusing s's slices. Names are views into payload.
+func (s *Search) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_SEARCH")
+	s.Seq = r.U32("searchSequenceID")
+	s.Flags = r.U8("flags")
+	r.Skip(3, "reserved")
+	s.ReplyAddr = r.Address("replyAddress")
+	s.ReplyPort = r.U16("replyPort")
+	np := r.Size("protocols.count")
+	s.Protocols = s.Protocols[:0]
+	if !r.Failed() && np > r.Remaining() {
+		r.Fail("protocols.count", "count exceeds payload")
+	}
+	for i := 0; i < np && !r.Failed(); i++ {
+		s.Protocols = append(s.Protocols, r.StringBytes("protocols"))
+	}
+	n := int(r.U16("count"))
+	s.Names = s.Names[:0]
+	if !r.Failed() && n*minNameBytes > r.Remaining() {
+		r.Fail("count", "count exceeds payload")
+	}
+	for i := 0; i < n && !r.Failed(); i++ {
+		cid := r.U32("names.cid")
+		name := r.StringBytes("names.name")
+		s.Names = append(s.Names, SearchName{CID: cid, Name: name})
+	}
+	return r.Err()
+}
+
+// AppendSearch appends a whole CMD_SEARCH message (header included).
+// flags carries the header flags (byte order, direction).
+func AppendSearch(dst []byte, flags uint8, s *Search) []byte {
+	dst, start := beginMessage(dst, flags, CmdSearch)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.U32(s.Seq)
+	w.U8(s.Flags)
+	w.B = append(w.B, 0, 0, 0)
+	w.Address(s.ReplyAddr)
+	w.U16(s.ReplyPort)
+	w.Size(len(s.Protocols))
+	for _, p := range s.Protocols {
+		w.StringBytes(p)
+	}
+	w.U16(uint16(len(s.Names)))
+	for _, n := range s.Names {
+		w.U32(n.CID)
+		w.StringBytes(n.Name)
+	}
+	return finishMessage(w.B, start)
+}
+
+// SearchResponse is a CMD_SEARCH_RESPONSE payload.
+type SearchResponse struct {
+	GUID     GUID
+	Seq      uint32
+	Addr     Address
+	Port     uint16
+	Protocol []byte // view into the decoded buffer
+	Found    bool
+	CIDs     []uint32
+}
+
+// Decode decodes a CMD_SEARCH_RESPONSE payload into m, reusing m.CIDs.
+func (m *SearchResponse) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_SEARCH_RESPONSE")
+	m.GUID = r.GUID("guid")
+	m.Seq = r.U32("searchSequenceID")
+	m.Addr = r.Address("serverAddress")
+	m.Port = r.U16("serverPort")
+	m.Protocol = r.StringBytes("protocol")
+	m.Found = r.U8("found") != 0
+	n := int(r.U16("count"))
+	m.CIDs = m.CIDs[:0]
+	if !r.Failed() && n*4 > r.Remaining() {
+		r.Fail("count", "count exceeds payload")
+	}
+	for i := 0; i < n && !r.Failed(); i++ {
+		m.CIDs = append(m.CIDs, r.U32("cids"))
+	}
+	return r.Err()
+}
+
+// AppendSearchResponse appends a whole CMD_SEARCH_RESPONSE message.
+func AppendSearchResponse(dst []byte, flags uint8, m *SearchResponse) []byte {
+	dst, start := beginMessage(dst, flags, CmdSearchResponse)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.GUID(m.GUID)
+	w.U32(m.Seq)
+	w.Address(m.Addr)
+	w.U16(m.Port)
+	w.StringBytes(m.Protocol)
+	if m.Found {
+		w.U8(1)
+	} else {
+		w.U8(0)
+	}
+	w.U16(uint16(len(m.CIDs)))
+	for _, c := range m.CIDs {
+		w.U32(c)
+	}
+	return finishMessage(w.B, start)
+}
+
+// Beacon is a CMD_BEACON payload.
+type Beacon struct {
+	GUID        GUID
+	Flags       uint8 // historically QoS; PVXS sends 0 and ignores it
+	Sequence    uint8
+	ChangeCount uint16
+	Addr        Address
+	Port        uint16
+	Protocol    string
+	// Status is the raw trailing server-status field (type + value); PVXS
+	// sends the null type 0xFF and everyone ignores it. Empty if absent.
+	Status []byte
+}
+
+// Decode decodes a CMD_BEACON payload. Protocol is copied (beacons are
+// rare; the tracker keeps it).
+func (m *Beacon) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_BEACON")
+	m.GUID = r.GUID("guid")
+	m.Flags = r.U8("flags")
+	m.Sequence = r.U8("sequence")
+	m.ChangeCount = r.U16("changeCount")
+	m.Addr = r.Address("serverAddress")
+	m.Port = r.U16("serverPort")
+	m.Protocol = r.String("protocol")
+	m.Status = nil
+	if !r.Failed() && r.Remaining() > 0 {
+		m.Status = r.B[r.Off:]
+	}
+	return r.Err()
+}
+
+// AppendBeacon appends a whole CMD_BEACON message. A nil Status is sent as
+// the null type 0xFF, as PVXS does.
+func AppendBeacon(dst []byte, flags uint8, m *Beacon) []byte {
+	dst, start := beginMessage(dst, flags, CmdBeacon)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.GUID(m.GUID)
+	w.U8(m.Flags)
+	w.U8(m.Sequence)
+	w.U16(m.ChangeCount)
+	w.Address(m.Addr)
+	w.U16(m.Port)
+	w.String(m.Protocol)
+	if m.Status == nil {
+		w.U8(0xFF)
+	} else {
+		w.B = append(w.B, m.Status...)
+	}
+	return finishMessage(w.B, start)
+}
+
+// DecodeOriginTag decodes a CMD_ORIGIN_TAG payload: the original
+// destination address of a forwarded search. Trailing bytes are allowed
+// (PVXS skips len-16), so newer peers may extend it.
+func DecodeOriginTag(payload []byte, bigEndian bool) (Address, error) {
+	r := NewReader(payload, bigEndian, "CMD_ORIGIN_TAG")
+	a := r.Address("originAddress")
+	return a, r.Err()
+}
+
+// AppendOriginTag appends a CMD_ORIGIN_TAG message.
+func AppendOriginTag(dst []byte, flags uint8, origin Address) []byte {
+	dst, start := beginMessage(dst, flags, CmdOriginTag)
+	dst = append(dst, origin[:]...)
+	return finishMessage(dst, start)
+}
+
+// AppendForward appends the datagram a server sends to the loopback
+// multicast group for a unicast search it received (spec §5, capture #4):
+// CMD_ORIGIN_TAG with the original destination, then the original search
+// message with the Unicast flag cleared and the reply address replaced by
+// the resolved reply destination. msg is the whole original CMD_SEARCH
+// message (header included) and must be well formed.
+func AppendForward(dst []byte, origin Address, msg []byte, reply Address) ([]byte, error) {
+	h, payload, _, err := SplitMessage(msg)
+	if err != nil {
+		return dst, err
+	}
+	if h.Command != CmdSearch || len(payload) < searchFixed {
+		return dst, &DecodeError{Msg: "CMD_SEARCH", Field: "payload", Reason: "not a search message"}
+	}
+	dst = AppendOriginTag(dst, FlagBigEndian, origin)
+	at := len(dst)
+	dst = append(dst, msg[:HeaderSize+len(payload)]...)
+	p := dst[at+HeaderSize:]
+	p[SearchOffFlags] &^= SearchUnicast
+	copy(p[SearchOffReplyAddr:SearchOffReplyAddr+16], reply[:])
+	return dst, nil
+}
