@@ -1,6 +1,10 @@
 // Package pva is the PVAccess wire format: the 8-byte header, the primitive
 // encodings (Size, String, Status, address, GUID), the messages a name
-// server sends and receives, and the pvData subset the `server` RPC needs.
+// server sends and receives, and the pvData subset the `server` RPC and a
+// simulated server's GET need: type descriptors (with the receiver's 0xFD/
+// 0xFE TypeCache), a generic Value tree, BitSet, and the NTURI /
+// NTScalarArray / NTScalar helpers. It does not own connection state: the
+// caller keeps one TypeCache per connection and direction.
 //
 // It is pure data and functions: no sockets, goroutines, logging or clocks.
 // Decoders never panic, never allocate from an untrusted length, and return

@@ -1,0 +1,105 @@
+// Command pvans-sim runs simulated PVA servers (package internal/sim)
+// until interrupted: N servers × M names on loopback by default, each with
+// its own GUID, TCP port and UDP socket, beaconing to the given
+// destinations.
+//
+//	pvans-sim -servers 20 -names 1000 -beacon 127.0.0.1:5076 -names-out names.txt
+//
+// The names file (one name a line) feeds `pvans-bench -names`.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/sim"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "pvans-sim:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		o        sim.Options
+		host     = flag.String("host", "127.0.0.1", "listen address of every server")
+		beacons  = flag.String("beacon", "", "comma-separated host:port beacon destinations (none: no beacons)")
+		namesOut = flag.String("names-out", "", "write every server's names to this file, one a line")
+		tcpPort  = flag.Uint("tcp-port", 0, "server i listens on TCP tcp-port+i (0: ephemeral)")
+		udpPort  = flag.Uint("udp-port", 0, "site fan-out UDP port (0: ephemeral)")
+		srvUDP   = flag.Uint("server-udp-port", 0, "server i's own UDP socket on server-udp-port+i (0: ephemeral)")
+	)
+	flag.IntVar(&o.Servers, "servers", 1, "number of servers")
+	flag.IntVar(&o.NamesPerServer, "names", 10, "names per server")
+	flag.IntVar(&o.NameLen, "name-len", 0, "mean name length (0: plain sim:s<i>:pv<j>)")
+	flag.DurationVar(&o.BeaconInterval, "beacon-interval", 0, "fixed beacon period (0: PVXS schedule 15 s ×10, then 180 s)")
+	flag.Parse()
+
+	var err error
+	if o.Host, err = netip.ParseAddr(*host); err != nil {
+		return fmt.Errorf("-host: %w", err)
+	}
+	if *tcpPort > 65535 || *udpPort > 65535 || *srvUDP > 65535 {
+		return fmt.Errorf("port out of range")
+	}
+	o.TCPPort, o.UDPPort, o.ServerUDPPort = uint16(*tcpPort), uint16(*udpPort), uint16(*srvUDP)
+	for _, b := range strings.Split(*beacons, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		ap, err := netip.ParseAddrPort(b)
+		if err != nil {
+			return fmt.Errorf("-beacon %q: %w", b, err)
+		}
+		o.BeaconDests = append(o.BeaconDests, ap)
+	}
+	o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+f+"\n", a...) }
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	site, err := sim.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer site.Close()
+
+	fmt.Printf("site fan-out UDP %s\n", site.UDPAddr())
+	for _, s := range site.Servers() {
+		fmt.Printf("server %d guid %s tcp %s udp %s names %d\n", s.Index, s.GUID, s.TCP, s.UDP, len(s.Names))
+	}
+	if *namesOut != "" {
+		if err := writeNames(*namesOut, site.AllNames()); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func writeNames(path string, names []string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, n := range names {
+		w.WriteString(n)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/buildinfo"
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/httpapi"
+)
+
+func cmdVersion(stdout io.Writer) int {
+	fmt.Fprintln(stdout, "pvans", buildinfo.String())
+	return 0
+}
+
+// loadConfig parses the daemon's flags and loads the configuration.
+func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("pvans "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fv := config.RegisterFlags(fs)
+	version := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
+	}
+	if *version {
+		return nil, fs, errVersion
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := config.Load(fv.Options(os.LookupEnv))
+	return cfg, fs, err
+}
+
+var errVersion = errors.New("version requested")
+
+func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
+	cfg, _, err := loadConfig("check-config", args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "pvans: configuration refused:\n"+err.Error())
+		return 1
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
+	for _, s := range cfg.Provenance() {
+		v := s.Value
+		if v == "" {
+			v = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Key, v, s.Source)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(stdout, "configuration OK")
+	return 0
+}
+
+// cmdList asks a running daemon's HTTP API what it knows.
+func cmdList(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pvans list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	api := fs.String("api", "http://127.0.0.1:9076", "the daemon's HTTP API `URL`")
+	servers := fs.Bool("servers", false, "list servers (the default)")
+	names := fs.String("names", "", "list names matching `GLOB`")
+	limit := fs.Int("limit", 1000, "at most this many names")
+	dups := fs.Bool("duplicates", false, "list duplicate names")
+	asJSON := fs.Bool("json", false, "print the API's JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	_ = servers
+	path := "/v1/servers"
+	switch {
+	case *dups:
+		path = "/v1/duplicates"
+	case *names != "":
+		path = "/v1/names?match=" + url.QueryEscape(*names) + fmt.Sprintf("&limit=%d", *limit)
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(strings.TrimRight(*api, "/") + path)
+	if err != nil {
+		fmt.Fprintf(stderr, "pvans list: %v (is the daemon running with --http-listen at %s?)\n", err, *api)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "pvans list: %s: %s %v\n", path, resp.Status, strings.TrimSpace(string(body)))
+		return 1
+	}
+	if *asJSON {
+		_, _ = stdout.Write(body)
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch {
+	case *dups:
+		var ds []httpapi.Duplicate
+		if err := json.Unmarshal(body, &ds); err != nil {
+			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
+			return 1
+		}
+		fmt.Fprintln(tw, "NAME\tANSWERED BY\tALSO CLAIMED BY")
+		for _, d := range ds {
+			fmt.Fprintf(tw, "%s\t%s %s\t%s %s\n", d.Name, d.HolderEndpoint, d.HolderGUID, d.ClaimantEndpoint, d.ClaimantGUID)
+		}
+	case *names != "":
+		var ns []httpapi.Name
+		if err := json.Unmarshal(body, &ns); err != nil {
+			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
+			return 1
+		}
+		fmt.Fprintln(tw, "NAME\tENDPOINT\tGUID\tLEARNED BY")
+		for _, n := range ns {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Endpoint, n.GUID, n.How)
+		}
+	default:
+		var ss []httpapi.Server
+		if err := json.Unmarshal(body, &ss); err != nil {
+			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
+			return 1
+		}
+		fmt.Fprintln(tw, "ENDPOINT\tGUID\tNAMES\tDISCOVERED\tPROBE\tLAST SEEN")
+		for _, s := range ss {
+			probe := s.ProbeState
+			if s.ProbeError != "" {
+				probe += " (" + s.ProbeError + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Endpoint, s.GUID, s.Names, s.Discovered, probe,
+				s.LastSeen.Format(time.RFC3339))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/buildinfo"
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/daemon"
+	"github.com/pvans-project/pvans/internal/logging"
+	"github.com/pvans-project/pvans/internal/sdnotify"
+)
+
+// shutdownTimeout bounds graceful shutdown (systemd's TimeoutStopSec is 20 s).
+const shutdownTimeout = 15 * time.Second
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	cfg, _, err := loadConfig("run", args, stderr)
+	switch {
+	case errors.Is(err, errVersion):
+		return cmdVersion(stdout)
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "pvans: configuration refused, not starting:\n"+err.Error())
+		return 1
+	}
+	log, lvl, err := logging.New(cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		fmt.Fprintln(stderr, "pvans:", err)
+		return 1
+	}
+	defer func() { _ = log.Sync() }()
+	log.Info("pvans starting", zap.String("version", buildinfo.String()), zap.Int("pid", os.Getpid()))
+
+	notify := sdnotify.FromEnv()
+	d, err := daemon.New(cfg, daemon.Options{Logger: log})
+	if err != nil {
+		log.Error("cannot build the daemon", zap.Error(err))
+		return 1
+	}
+	if err := d.Start(); err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	_ = notify.Ready("serving")
+
+	stopWatchdog := make(chan struct{})
+	if iv := sdnotify.WatchdogInterval(); iv > 0 && notify.Enabled() {
+		go func() {
+			t := time.NewTicker(iv)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					_ = notify.Watchdog()
+				case <-stopWatchdog:
+					return
+				}
+			}
+		}()
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			_ = notify.Reloading()
+			next, rerr := config.Reload(cfg)
+			if rerr != nil {
+				log.Error("configuration reload refused; keeping the last good configuration", zap.Error(rerr))
+			} else {
+				if err := logging.SetLevel(lvl, next.Log.Level); err != nil {
+					log.Warn("log level not changed", zap.Error(err))
+				}
+				if keys := d.Reload(next); len(keys) > 0 {
+					log.Warn("configuration reloaded; these settings take effect at the next restart", zap.Strings("settings", keys))
+				} else {
+					log.Info("configuration reloaded")
+				}
+				cfg = next
+			}
+			_ = notify.Ready("serving")
+			continue
+		}
+		log.Info("shutting down", zap.Stringer("signal", sig))
+		break
+	}
+	close(stopWatchdog)
+	_ = notify.Stopping()
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := d.Shutdown(ctx); err != nil {
+		log.Error("shutdown", zap.Error(err))
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}

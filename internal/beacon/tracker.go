@@ -1,0 +1,392 @@
+// Package beacon is the server tracker: it turns received beacons and
+// discovery replies into "new", "changed", "sources changed" and "lost"
+// events, one table entry per server endpoint.
+//
+// It owns the table (keyed, as PVXS keys it, by the server's TCP endpoint
+// and protocol string), the expiry check, and the tracking limit that
+// contains restart storms. It does not own sockets or datagram decoding
+// (internal/udpsearch calls Observe), probing (internal/probe reacts to the
+// events), or the registry.
+//
+// # Change detection
+//
+// As in PVXS (ContextImpl::onBeacon), a different GUID or a different header
+// version at a known endpoint means the server restarted (EventChanged); a
+// different sender address alone does not count. Unlike the PVXS client,
+// which ignores it, the tracker also watches the beacon's change count: PVXS
+// servers bump it when their set of Sources changes, which is exactly when a
+// name server must list the server again (EventSourcesChanged). A discovery
+// reply carries no change count, so it never moves the stored one.
+//
+// # Expiry
+//
+// An entry not refreshed for Options.Expiry (360 s, twice the 180 s slow
+// beacon period), or stamped more than 15 s in the future (a stepped wall
+// clock), is dropped with EventLost. The check runs every
+// Options.CheckInterval. The spec lists 180 s; PVXS also runs it every 10 s
+// from its channel-cache timer, and so does this tracker by default: a
+// name server that keeps answering for a dead server costs every client a
+// failed connect, and a 20 000-entry scan every 10 s is cheap. The check
+// interval is the detection granularity: an entry is lost at the first check
+// at or after LastSeen+Expiry, never before.
+package beacon
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// Defaults (spec §2 and the table of timers).
+const (
+	DefaultExpiry        = 360 * time.Second
+	DefaultCheckInterval = 10 * time.Second
+	DefaultLimit         = 20000
+	// FutureSlack is how far in the future a last-seen time may lie before
+	// the entry is dropped (PVXS tickBeaconClean).
+	FutureSlack = 15 * time.Second
+)
+
+// Via says how a server was heard from.
+type Via uint8
+
+// Ways a server announces itself.
+const (
+	ViaBeacon    Via = iota // CMD_BEACON
+	ViaDiscovery            // found=0 reply to a discovery ping
+)
+
+func (v Via) String() string {
+	if v == ViaDiscovery {
+		return "discovery"
+	}
+	return "beacon"
+}
+
+// EventKind is what happened to a server.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EventNew            EventKind = iota // endpoint not tracked before
+	EventChanged                         // new GUID or version at a tracked endpoint: a restart
+	EventSourcesChanged                  // same GUID, change count moved
+	EventLost                            // expired
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventNew:
+		return "new"
+	case EventChanged:
+		return "changed"
+	case EventSourcesChanged:
+		return "sources-changed"
+	case EventLost:
+		return "lost"
+	}
+	return "invalid"
+}
+
+// Event is one change in the table. For EventChanged OldGUID is the GUID it
+// replaces; for EventLost the fields are those of the dropped entry.
+type Event struct {
+	Kind        EventKind
+	GUID        pva.GUID
+	OldGUID     pva.GUID
+	Endpoint    netip.AddrPort
+	Protocol    string
+	Version     uint8
+	ChangeCount uint16
+	Via         Via
+	At          time.Time
+}
+
+// Observation is one received beacon or discovery reply.
+type Observation struct {
+	GUID pva.GUID
+	// Endpoint is the server's TCP endpoint; the caller has already
+	// replaced a wildcard address by the datagram's source IP.
+	Endpoint    netip.AddrPort
+	Protocol    string
+	Version     uint8 // header version byte
+	ChangeCount uint16
+	From        netip.AddrPort // datagram source
+	Via         Via
+}
+
+// Entry is one tracked server.
+type Entry struct {
+	GUID      pva.GUID
+	Endpoint  netip.AddrPort
+	Protocol  string
+	Version   uint8
+	FirstSeen time.Time // when this GUID was first seen at this endpoint
+	LastSeen  time.Time
+	// ChangeCount is the last beacon's change count; HasChangeCount is
+	// false until a beacon (not a discovery reply) has been seen.
+	ChangeCount    uint16
+	HasChangeCount bool
+	ChangeMoves    uint64 // times the change count moved under this GUID
+	Sender         netip.AddrPort
+	Via            Via // how it was last heard from
+}
+
+// Stats are the tracker's counters since New.
+type Stats struct {
+	Observed       uint64 // beacons and discovery replies observed
+	New            uint64
+	Changed        uint64
+	SourcesChanged uint64
+	Lost           uint64
+	Dropped        uint64 // observations of new endpoints ignored at the limit
+	Tracked        int    // entries now
+}
+
+// Options configure a Tracker. Zero values take the defaults.
+type Options struct {
+	Clock         clock.Clock
+	Expiry        time.Duration
+	CheckInterval time.Duration
+	Limit         int
+	// OnEvent receives every event, in order, outside the tracker's lock;
+	// it may call back into the tracker. It should not block for long: the
+	// caller of Observe (the UDP receiver) may be the one delivering.
+	OnEvent func(Event)
+	Logger  *zap.Logger
+}
+
+type key struct {
+	ep    netip.AddrPort
+	proto string
+}
+
+// Tracker is the server table. It is safe for concurrent use.
+type Tracker struct {
+	opt Options
+	log *zap.Logger
+
+	mu         sync.Mutex
+	table      map[key]*Entry
+	stats      Stats
+	timer      clock.Timer
+	closed     bool
+	queue      []Event
+	delivering bool
+	warnedFull bool
+}
+
+// New returns a tracker; call Start to run the expiry check.
+func New(opt Options) *Tracker {
+	if opt.Clock == nil {
+		opt.Clock = clock.Real{}
+	}
+	if opt.Expiry <= 0 {
+		opt.Expiry = DefaultExpiry
+	}
+	if opt.CheckInterval <= 0 {
+		opt.CheckInterval = DefaultCheckInterval
+	}
+	if opt.Limit <= 0 {
+		opt.Limit = DefaultLimit
+	}
+	if opt.Logger == nil {
+		opt.Logger = zap.NewNop()
+	}
+	return &Tracker{opt: opt, log: opt.Logger, table: make(map[key]*Entry)}
+}
+
+// Observe records one beacon or discovery reply.
+func (t *Tracker) Observe(o Observation) {
+	now := t.opt.Clock.Now()
+	t.mu.Lock()
+	t.stats.Observed++
+	k := key{o.Endpoint, o.Protocol}
+	e := t.table[k]
+	switch {
+	case e == nil:
+		if len(t.table) >= t.opt.Limit {
+			t.stats.Dropped++
+			warn := !t.warnedFull
+			t.warnedFull = true
+			t.mu.Unlock()
+			if warn {
+				t.log.Warn("beacon tracking limit reached; ignoring new servers",
+					zap.Int("limit", t.opt.Limit), zap.Stringer("endpoint", o.Endpoint))
+			}
+			return
+		}
+		e = &Entry{GUID: o.GUID, Endpoint: o.Endpoint, Protocol: o.Protocol, Version: o.Version,
+			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via}
+		if o.Via == ViaBeacon {
+			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
+		}
+		t.table[k] = e
+		t.stats.New++
+		t.queue = append(t.queue, t.event(EventNew, e, pva.GUID{}, now))
+	case e.GUID != o.GUID || e.Version != o.Version:
+		old := e.GUID
+		*e = Entry{GUID: o.GUID, Endpoint: o.Endpoint, Protocol: o.Protocol, Version: o.Version,
+			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via}
+		if o.Via == ViaBeacon {
+			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
+		}
+		t.stats.Changed++
+		t.queue = append(t.queue, t.event(EventChanged, e, old, now))
+	default:
+		e.LastSeen, e.Sender, e.Via = now, o.From, o.Via
+		if o.Via == ViaBeacon {
+			moved := e.HasChangeCount && e.ChangeCount != o.ChangeCount
+			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
+			if moved {
+				e.ChangeMoves++
+				t.stats.SourcesChanged++
+				t.queue = append(t.queue, t.event(EventSourcesChanged, e, pva.GUID{}, now))
+			}
+		}
+	}
+	t.mu.Unlock()
+	t.deliver()
+}
+
+func (t *Tracker) event(k EventKind, e *Entry, old pva.GUID, now time.Time) Event {
+	return Event{Kind: k, GUID: e.GUID, OldGUID: old, Endpoint: e.Endpoint, Protocol: e.Protocol,
+		Version: e.Version, ChangeCount: e.ChangeCount, Via: e.Via, At: now}
+}
+
+// deliver drains the event queue outside the lock. Only one goroutine
+// delivers at a time, so OnEvent sees events in table order; a call made
+// from inside OnEvent queues its events for the running loop.
+func (t *Tracker) deliver() {
+	t.mu.Lock()
+	if t.delivering || len(t.queue) == 0 {
+		t.mu.Unlock()
+		return
+	}
+	t.delivering = true
+	for len(t.queue) > 0 {
+		q := t.queue
+		t.queue = nil
+		t.mu.Unlock()
+		for _, ev := range q {
+			t.logEvent(ev)
+			if t.opt.OnEvent != nil {
+				t.opt.OnEvent(ev)
+			}
+		}
+		t.mu.Lock()
+	}
+	t.delivering = false
+	t.mu.Unlock()
+}
+
+func (t *Tracker) logEvent(ev Event) {
+	if ce := t.log.Check(zap.DebugLevel, "server "+ev.Kind.String()); ce != nil {
+		ce.Write(zap.Stringer("guid", ev.GUID), zap.Stringer("endpoint", ev.Endpoint),
+			zap.String("protocol", ev.Protocol), zap.Uint16("change_count", ev.ChangeCount),
+			zap.Stringer("via", ev.Via))
+	}
+}
+
+// Forget drops every entry at endpoint (all protocols) without an event,
+// so that the server's next beacon is reported as new. The prober calls it
+// when its watch connection to the server dies. It reports whether anything
+// was tracked.
+func (t *Tracker) Forget(endpoint netip.AddrPort) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	found := false
+	for k := range t.table {
+		if k.ep == endpoint {
+			delete(t.table, k)
+			found = true
+		}
+	}
+	return found
+}
+
+// Servers returns a copy of every entry, in no particular order.
+func (t *Tracker) Servers() []Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Entry, 0, len(t.table))
+	for _, e := range t.table {
+		out = append(out, *e)
+	}
+	return out
+}
+
+// Lookup returns the entry for an endpoint and protocol.
+func (t *Tracker) Lookup(endpoint netip.AddrPort, protocol string) (Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.table[key{endpoint, protocol}]; e != nil {
+		return *e, true
+	}
+	return Entry{}, false
+}
+
+// Stats returns the counters.
+func (t *Tracker) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stats
+	s.Tracked = len(t.table)
+	return s
+}
+
+// Start runs the expiry check every CheckInterval until Close.
+func (t *Tracker) Start() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.timer != nil {
+		return
+	}
+	t.timer = t.opt.Clock.AfterFunc(t.opt.CheckInterval, t.tick)
+}
+
+// Close stops the expiry check. The table is kept (Servers still works).
+func (t *Tracker) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+}
+
+func (t *Tracker) tick() {
+	t.Expire()
+	t.mu.Lock()
+	if !t.closed {
+		t.timer = t.opt.Clock.AfterFunc(t.opt.CheckInterval, t.tick)
+	}
+	t.mu.Unlock()
+}
+
+// Expire runs one expiry check now and returns how many entries it dropped.
+func (t *Tracker) Expire() int {
+	now := t.opt.Clock.Now()
+	t.mu.Lock()
+	n := 0
+	for k, e := range t.table {
+		age := now.Sub(e.LastSeen)
+		if age >= t.opt.Expiry || age < -FutureSlack {
+			delete(t.table, k)
+			t.stats.Lost++
+			t.queue = append(t.queue, t.event(EventLost, e, pva.GUID{}, now))
+			n++
+		}
+	}
+	if n > 0 && len(t.table) < t.opt.Limit {
+		t.warnedFull = false
+	}
+	t.mu.Unlock()
+	t.deliver()
+	return n
+}

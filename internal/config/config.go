@@ -1,0 +1,297 @@
+// Package config owns pvans's one Config struct: its defaults, the YAML
+// file, the EPICS_* environment variables with their PVXS meanings, the
+// command-line flags, validation with errors that name the setting, the
+// value and the reason, and a record of where every value came from.
+//
+// Precedence is flags over environment over file over defaults. Every
+// source is parsed, even one a higher source overrides, so a typo in the
+// file is refused at start rather than surfacing on the day the overriding
+// flag is removed.
+//
+// It does not open sockets, read interface lists or apply anything: the
+// daemon's parts receive plain values. Resolving host names in address
+// lists is the one lookup it does, and the resolver is injectable.
+package config
+
+import (
+	"math"
+	"net/netip"
+	"time"
+)
+
+// Config is the whole configuration of the daemon. Build it with Defaults
+// or Load; Load records provenance, Defaults does not need to.
+type Config struct {
+	PVA       PVA
+	HTTP      HTTP
+	Log       Log
+	Snapshot  Snapshot
+	Registry  Registry
+	TCP       TCP
+	UDP       UDP
+	Probe     Probe
+	Beacon    Beacon
+	Static    Static
+	Search    Search
+	Access    Access
+	RateLimit RateLimit
+
+	// prov maps a setting key to where its value came from; a missing key
+	// means the default.
+	prov map[string]origin
+	// opts are kept so Reload can read the same sources again.
+	opts   LoadOptions
+	loaded bool
+}
+
+// PVA holds the settings with EPICS environment variables. Their meanings
+// are the PVXS server's (and, for the name servers and search list, the
+// PVXS client's).
+type PVA struct {
+	// Interfaces the UDP and TCP listeners bind (EPICS_PVAS_INTF_ADDR_LIST).
+	// Ports written in the list are parsed and ignored, as in PVXS.
+	Interfaces []netip.Addr
+	// ServerPort is the TCP name-server port.
+	ServerPort uint16
+	// BroadcastPort is the UDP search and beacon port.
+	BroadcastPort uint16
+	// AddrList is where discovery pings and search-through searches go.
+	AddrList []netip.AddrPort
+	// AutoAddrList adds every interface broadcast address to AddrList.
+	AutoAddrList bool
+	// IgnoreAddrList: UDP searches from these sources are dropped; port 0
+	// matches any source port.
+	IgnoreAddrList []netip.AddrPort
+	// BeaconAddrList is where the daemon's own beacons go, if it sends any.
+	BeaconAddrList []netip.AddrPort
+	// AutoBeaconAddrList adds every interface broadcast address to
+	// BeaconAddrList.
+	AutoBeaconAddrList bool
+	// NameServers are upstream TCP name servers to forward searches to.
+	NameServers []netip.AddrPort
+	// ConnTmo is EPICS_PVA_CONN_TMO in seconds, as written; TCPTimeout is
+	// what the connections use.
+	ConnTmo float64
+}
+
+// TCPTimeout is PVXS's tcpTimeout: 4/3 × EPICS_PVA_CONN_TMO, 40 s when
+// that is not a positive finite number, and never under 2 s. The 4/3 keeps
+// a 30 s setting from racing peers that echo every 30 s.
+func (p PVA) TCPTimeout() time.Duration {
+	tmo := p.ConnTmo * 4 / 3
+	const maxSeconds = float64(math.MaxInt64 / int64(time.Second))
+	switch {
+	case math.IsNaN(tmo) || math.IsInf(tmo, 0) || tmo <= 0 || tmo >= maxSeconds:
+		return 40 * time.Second
+	case tmo < 2:
+		return 2 * time.Second
+	}
+	return time.Duration(tmo * float64(time.Second))
+}
+
+// HTTP is the metrics and health endpoint.
+type HTTP struct {
+	// Listen is host:port; empty turns the endpoint off.
+	Listen string
+}
+
+// Log chooses what is logged and how.
+type Log struct {
+	Level  string // debug, info, warn, error
+	Format string // auto (console on a terminal, json otherwise), console, json
+}
+
+// Snapshot is the registry's save file, so a restarted daemon answers at
+// once instead of after a full probe round.
+type Snapshot struct {
+	// Path of the snapshot file; empty disables saving and loading.
+	Path string
+	// Interval between saves.
+	Interval time.Duration
+	// UnverifiedWindow: names loaded from a snapshot are answered for this
+	// long without a probe confirming their server; then they are dropped.
+	UnverifiedWindow time.Duration
+}
+
+// Registry bounds what the daemon remembers.
+type Registry struct {
+	MaxServers int // also the beacon tracking limit (PVXS: 20000)
+	MaxNames   int
+	// FieldNames answers "rec.FIELD" with the server claiming "rec", since
+	// QSRV serves field channels it never lists.
+	FieldNames bool
+}
+
+// TCP bounds the name-server listener.
+type TCP struct {
+	MaxConnections       int
+	SendQueueBytes       int64 // per connection; beyond it the connection is closed
+	WaitersPerConnection int   // unanswered names remembered per connection
+	// IdleTimeout closes a connection that sent nothing for this long.
+	// Unless set explicitly it follows PVA.TCPTimeout().
+	IdleTimeout time.Duration
+	// ReadTimeout bounds the handshake and the arrival of one whole message
+	// once it has started (slow-loris defence).
+	ReadTimeout     time.Duration
+	MaxMessageBytes int64
+}
+
+// UDP is the port-5076 side.
+type UDP struct {
+	ReceiveBufferBytes int64 // SO_RCVBUF; 0 leaves the OS default
+	AnswerSearches     bool  // answer UDP searches with registry names
+	SendBeacons        bool  // announce the daemon itself with beacons
+}
+
+// Probe is how servers are listed and watched.
+type Probe struct {
+	Concurrency     int
+	ReprobeInterval time.Duration
+	BackoffMin      time.Duration
+	BackoffMax      time.Duration
+	EchoInterval    time.Duration
+	Timeout         time.Duration // connect plus one listing RPC
+}
+
+// Beacon is the server tracker.
+type Beacon struct {
+	Expiry        time.Duration
+	CheckInterval time.Duration
+}
+
+// Static lists what is known without discovery.
+type Static struct {
+	Servers  []netip.AddrPort // always probed
+	NamesDir string           // directory of static name lists; empty = none
+}
+
+// Search chooses how unknown names and servers are looked for.
+type Search struct {
+	Through          bool // search unknown names on AddrList
+	DiscoveryAtStart bool // send one discovery ping to AddrList at start
+}
+
+// Access decides who may ask and who may be believed. For every list pair
+// an empty allow list allows everyone, and deny wins over allow.
+type Access struct {
+	TCPClientAllow []netip.Prefix
+	TCPClientDeny  []netip.Prefix
+	UDPClientAllow []netip.Prefix
+	UDPClientDeny  []netip.Prefix
+	NameAllow      []NamePattern
+	NameDeny       []NamePattern
+	// ServerAllow limits which server endpoints are probed and answered
+	// with; empty allows all.
+	ServerAllow []netip.Prefix
+}
+
+// TCPClientAllowed reports whether a TCP client at a may connect.
+func (a *Access) TCPClientAllowed(addr netip.Addr) bool {
+	return prefixesAllow(a.TCPClientAllow, a.TCPClientDeny, addr)
+}
+
+// UDPClientAllowed reports whether a UDP search from addr is answered.
+func (a *Access) UDPClientAllowed(addr netip.Addr) bool {
+	return prefixesAllow(a.UDPClientAllow, a.UDPClientDeny, addr)
+}
+
+// ServerAllowed reports whether a server at addr may be probed and named.
+func (a *Access) ServerAllowed(addr netip.Addr) bool {
+	return prefixesAllow(a.ServerAllow, nil, addr)
+}
+
+// NameAllowed reports whether name may be answered.
+func (a *Access) NameAllowed(name string) bool {
+	for i := range a.NameDeny {
+		if a.NameDeny[i].Match(name) {
+			return false
+		}
+	}
+	if len(a.NameAllow) == 0 {
+		return true
+	}
+	for i := range a.NameAllow {
+		if a.NameAllow[i].Match(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func prefixesAllow(allow, deny []netip.Prefix, addr netip.Addr) bool {
+	addr = addr.Unmap()
+	for _, p := range deny {
+		if p.Contains(addr) {
+			return false
+		}
+	}
+	if len(allow) == 0 {
+		return true
+	}
+	for _, p := range allow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// RateLimit bounds what one source can make the daemon do. Zero rates
+// mean unlimited.
+type RateLimit struct {
+	UDPSearchesPerSecond float64 // per source address
+	UDPSearchBurst       int
+	TCPMessagesPerSecond float64 // per source address
+	TCPMessageBurst      int
+	// ReflectionRatio caps UDP reply bytes to a source at this multiple of
+	// the search bytes it sent within ReflectionWindow, so the daemon cannot
+	// amplify a spoofed search. 0 turns the check off.
+	ReflectionRatio  float64
+	ReflectionWindow time.Duration
+}
+
+// Defaults returns the production defaults.
+func Defaults() Config {
+	c := Config{
+		PVA: PVA{
+			Interfaces:         []netip.Addr{netip.IPv4Unspecified()},
+			ServerPort:         5075,
+			BroadcastPort:      5076,
+			AutoAddrList:       true,
+			AutoBeaconAddrList: true,
+			ConnTmo:            30,
+		},
+		HTTP:     HTTP{Listen: ":9076"},
+		Log:      Log{Level: "info", Format: "auto"},
+		Snapshot: Snapshot{Path: "/var/lib/pvans/registry.snapshot", Interval: time.Minute, UnverifiedWindow: 10 * time.Minute},
+		Registry: Registry{MaxServers: 20000, MaxNames: 5_000_000, FieldNames: true},
+		TCP: TCP{
+			MaxConnections:       10000,
+			SendQueueBytes:       1 << 20,
+			WaitersPerConnection: 100_000,
+			ReadTimeout:          10 * time.Second,
+			MaxMessageBytes:      128 << 10,
+		},
+		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true},
+		Probe: Probe{
+			Concurrency:     16,
+			ReprobeInterval: 5 * time.Minute,
+			BackoffMin:      time.Second,
+			BackoffMax:      5 * time.Minute,
+			EchoInterval:    15 * time.Second,
+			Timeout:         30 * time.Second,
+		},
+		Beacon: Beacon{Expiry: 360 * time.Second, CheckInterval: 10 * time.Second},
+		Search: Search{DiscoveryAtStart: true},
+		RateLimit: RateLimit{
+			UDPSearchesPerSecond: 1000,
+			UDPSearchBurst:       2000,
+			TCPMessagesPerSecond: 1000,
+			TCPMessageBurst:      2000,
+			ReflectionRatio:      4,
+			ReflectionWindow:     10 * time.Second,
+		},
+	}
+	c.TCP.IdleTimeout = c.PVA.TCPTimeout()
+	return c
+}

@@ -1,0 +1,163 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated table in docs/configuration.md")
+
+const (
+	prodFile  = "../../configs/pvans.yaml"
+	localFile = "../../configs/local.yaml"
+	docsFile  = "../../docs/configuration.md"
+)
+
+// fileKeys lists the section.key entries a YAML file sets.
+func fileKeys(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for sec, kv := range m {
+		for k := range kv {
+			out[sec+"."+k] = true
+		}
+	}
+	return out
+}
+
+// The production example sets every key, each to its default, so it is
+// also a true table of defaults.
+func TestProductionExample(t *testing.T) {
+	keys := fileKeys(t, prodFile)
+	for _, k := range Keys() {
+		if !keys[k] {
+			t.Errorf("%s does not set %s", prodFile, k)
+		}
+	}
+	c := mustLoad(t, LoadOptions{File: prodFile})
+	d := Defaults()
+	for _, s := range c.Provenance() {
+		if want := specByKey[s.Key].get(&d); s.Value != want {
+			t.Errorf("%s: %s = %q, default is %q", prodFile, s.Key, s.Value, want)
+		}
+	}
+	// Every key carries a comment in the example.
+	data, _ := os.ReadFile(prodFile)
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		trimmed := strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(trimmed, "#") || trimmed == "" {
+			continue
+		}
+		if i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "#") {
+			t.Errorf("%s:%d: key without a comment above it: %q", prodFile, i+1, l)
+		}
+	}
+}
+
+// The local example must keep everything on loopback.
+func TestLocalExample(t *testing.T) {
+	c := mustLoad(t, LoadOptions{File: localFile})
+	if c.PVA.AutoAddrList || c.PVA.AutoBeaconAddrList {
+		t.Errorf("auto address lists on")
+	}
+	if len(c.PVA.Interfaces) != 1 || c.PVA.Interfaces[0] != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("interfaces = %v", c.PVA.Interfaces)
+	}
+	var all []netip.AddrPort
+	all = append(all, c.PVA.AddrList...)
+	all = append(all, c.PVA.BeaconAddrList...)
+	all = append(all, c.PVA.NameServers...)
+	all = append(all, c.Static.Servers...)
+	if len(c.PVA.AddrList) == 0 || len(c.PVA.BeaconAddrList) == 0 {
+		t.Errorf("addr_list/beacon_addr_list empty")
+	}
+	for _, ap := range all {
+		if !ap.Addr().IsLoopback() {
+			t.Errorf("non-loopback destination %s", ap)
+		}
+	}
+	if c.HTTP.Listen != "127.0.0.1:9076" {
+		t.Errorf("http.listen = %q", c.HTTP.Listen)
+	}
+	if !strings.HasPrefix(c.Snapshot.Path, "/tmp/") {
+		t.Errorf("snapshot path %q", c.Snapshot.Path)
+	}
+	if c.Access.UDPClientAllowed(netip.MustParseAddr("192.0.2.1")) || !c.Access.UDPClientAllowed(netip.MustParseAddr("127.0.0.1")) {
+		t.Errorf("local access lists not loopback-only")
+	}
+}
+
+const (
+	beginGen = "<!-- BEGIN GENERATED SETTINGS TABLE: go test ./internal/config -run TestDocs -update -->"
+	endGen   = "<!-- END GENERATED SETTINGS TABLE -->"
+)
+
+func referenceTable() string {
+	var b strings.Builder
+	d := Defaults()
+	cur := ""
+	for _, s := range specs {
+		sec, _, _ := strings.Cut(s.key, ".")
+		if sec != cur {
+			cur = sec
+			fmt.Fprintf(&b, "\n### `%s`\n\n", sec)
+			b.WriteString("| File key | Flag | Environment | Default | Meaning |\n")
+			b.WriteString("| --- | --- | --- | --- | --- |\n")
+		}
+		env := "—"
+		if len(s.env) > 0 {
+			env = "`" + strings.Join(s.env, "`, then `") + "`"
+		}
+		def := s.get(&d)
+		switch {
+		case s.key == "tcp.idle_timeout":
+			def = "`auto` (40s)"
+		case def == "":
+			def = "empty"
+		default:
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s | %s |\n", s.key, s.flag, env, def, strings.ReplaceAll(s.usage, "|", "\\|"))
+	}
+	return b.String()
+}
+
+// TestDocs keeps the reference table in docs/configuration.md equal to the
+// settings the code knows.
+func TestDocs(t *testing.T) {
+	data, err := os.ReadFile(docsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	i, j := strings.Index(doc, beginGen), strings.Index(doc, endGen)
+	if i < 0 || j < i {
+		t.Fatalf("%s: generated-table markers missing", docsFile)
+	}
+	gen := referenceTable()
+	if *update {
+		doc = doc[:i+len(beginGen)] + "\n" + gen + "\n" + doc[j:]
+		if err := os.WriteFile(docsFile, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got := strings.TrimSpace(doc[i+len(beginGen) : j]); got != strings.TrimSpace(gen) {
+		t.Errorf("%s is out of date; run go test ./internal/config -run TestDocs -update", docsFile)
+	}
+}

@@ -1,0 +1,594 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// raw is one value as a source wrote it.
+type raw struct {
+	text  string
+	items []string // list settings: YAML sequence items, or the text split on whitespace
+	o     origin
+}
+
+type loadCtx struct {
+	resolve Resolver
+}
+
+// spec is one setting: its names in every source, how to parse, print and
+// check it. The table below is the single list the file keys, flags,
+// environment, provenance, validation and the reference doc all come from.
+type spec struct {
+	key    string   // file key, "section.name"
+	flag   string   // flag name without dashes
+	env    []string // environment variables, first set one wins (PVXS pickone)
+	usage  string
+	isBool bool
+	isList bool
+	late   bool // parsed after the ports, which give list entries their default port
+	set    func(c *Config, x *loadCtx, v raw) error
+	get    func(c *Config) string
+	check  func(c *Config) string // "" when fine, else why not
+}
+
+var (
+	specs     []*spec
+	specByKey = map[string]*spec{}
+	specByFlg = map[string]*spec{}
+	sections  = map[string]bool{}
+)
+
+func add(s spec) {
+	sec, name, _ := strings.Cut(s.key, ".")
+	if s.flag == "" {
+		f := s.key
+		if sec == "pva" {
+			f = name
+		}
+		s.flag = strings.NewReplacer(".", "-", "_", "-").Replace(f)
+	}
+	p := &s
+	specs = append(specs, p)
+	specByKey[s.key] = p
+	specByFlg[s.flag] = p
+	sections[sec] = true
+}
+
+func init() {
+	// EPICS settings. Environment names and fallbacks follow PVXS
+	// server::Config::fromEnv (and client::Config for the name servers).
+	add(spec{key: "pva.interfaces", env: []string{"EPICS_PVAS_INTF_ADDR_LIST"}, isList: true,
+		usage: "local interface addresses the UDP and TCP listeners bind; ports are ignored; empty means 0.0.0.0",
+		set: func(c *Config, x *loadCtx, v raw) error {
+			l, err := parseInterfaceList(v.items, x.resolve)
+			if err != nil {
+				return err
+			}
+			if len(l) == 0 {
+				l = []netip.Addr{netip.IPv4Unspecified()}
+			}
+			c.PVA.Interfaces = l
+			return nil
+		},
+		get: func(c *Config) string { return joinStrings(c.PVA.Interfaces) },
+		check: func(c *Config) string {
+			if len(c.PVA.Interfaces) == 0 {
+				return "at least one interface is needed (0.0.0.0 for all)"
+			}
+			for _, a := range c.PVA.Interfaces {
+				if a.IsMulticast() {
+					return fmt.Sprintf("%s is a multicast address, not an interface", a)
+				}
+			}
+			return ""
+		}})
+	add(portSpec("pva.server_port", []string{"EPICS_PVAS_SERVER_PORT", "EPICS_PVA_SERVER_PORT"},
+		"TCP port of the name-server listener and default port of name servers and static servers",
+		func(c *Config) *uint16 { return &c.PVA.ServerPort }))
+	add(portSpec("pva.broadcast_port", []string{"EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"},
+		"UDP port for searches and beacons, and default port of the address lists",
+		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }))
+	add(addrListSpec("pva.addr_list", []string{"EPICS_PVA_ADDR_LIST"},
+		"destinations of discovery pings and search-through searches (host[:port], default port broadcast_port)",
+		func(c *Config) uint16 { return c.PVA.BroadcastPort },
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.AddrList }))
+	add(boolSpec("pva.auto_addr_list", []string{"EPICS_PVA_AUTO_ADDR_LIST"}, true,
+		"add every interface broadcast address to addr_list",
+		func(c *Config) *bool { return &c.PVA.AutoAddrList }))
+	add(addrListSpec("pva.ignore_addr_list", []string{"EPICS_PVAS_IGNORE_ADDR_LIST"},
+		"UDP searches from these sources are dropped; no port or port 0 matches any port",
+		nil,
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }))
+	add(addrListSpec("pva.beacon_addr_list", []string{"EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"},
+		"destinations of the daemon's own beacons (only with udp.send_beacons), default port broadcast_port",
+		func(c *Config) uint16 { return c.PVA.BroadcastPort },
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.BeaconAddrList }))
+	add(boolSpec("pva.auto_beacon_addr_list", []string{"EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "EPICS_PVA_AUTO_ADDR_LIST"}, true,
+		"add every interface broadcast address to beacon_addr_list",
+		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }))
+	add(addrListSpec("pva.name_servers", []string{"EPICS_PVA_NAME_SERVERS"},
+		"upstream TCP name servers (host[:port], default port server_port)",
+		func(c *Config) uint16 { return c.PVA.ServerPort },
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers }))
+	add(spec{key: "pva.conn_tmo", env: []string{"EPICS_PVA_CONN_TMO"},
+		usage: "connection timeout in seconds; TCP idle timeout is 4/3 of it (<=0 or non-finite: 40 s; minimum 2 s)",
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v.text), 64)
+			if err != nil && !errors.Is(err, strconv.ErrRange) {
+				return errors.New("not a number of seconds")
+			}
+			c.PVA.ConnTmo = f
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }})
+
+	// Daemon settings.
+	add(spec{key: "http.listen", usage: "host:port of the metrics and health endpoint; empty turns it off",
+		set: func(c *Config, _ *loadCtx, v raw) error { c.HTTP.Listen = strings.TrimSpace(v.text); return nil },
+		get: func(c *Config) string { return c.HTTP.Listen },
+		check: func(c *Config) string {
+			if c.HTTP.Listen == "" {
+				return ""
+			}
+			host, port, err := net.SplitHostPort(c.HTTP.Listen)
+			if err != nil {
+				return "must be host:port or :port"
+			}
+			if _, err := parsePortNumber(port, true); err != nil {
+				return err.Error()
+			}
+			if host != "" && strings.Contains(host, ":") {
+				if _, err := netip.ParseAddr(host); err != nil {
+					return "host is not an IP address"
+				}
+			}
+			return ""
+		}})
+	add(enumSpec("log.level", "least severe level logged", []string{"debug", "info", "warn", "error"},
+		func(c *Config) *string { return &c.Log.Level }))
+	add(enumSpec("log.format", "auto (console on a terminal, json otherwise), console or json",
+		[]string{"auto", "console", "json"}, func(c *Config) *string { return &c.Log.Format }))
+
+	add(spec{key: "snapshot.path", usage: "registry snapshot file; empty disables saving and loading",
+		set: func(c *Config, _ *loadCtx, v raw) error { c.Snapshot.Path = strings.TrimSpace(v.text); return nil },
+		get: func(c *Config) string { return c.Snapshot.Path }})
+	add(durSpec("snapshot.interval", "time between snapshot saves", time.Second, 0,
+		func(c *Config) *time.Duration { return &c.Snapshot.Interval }))
+	add(durSpec("snapshot.unverified_window", "how long names loaded from a snapshot are answered before a probe must confirm their server",
+		time.Second, 0, func(c *Config) *time.Duration { return &c.Snapshot.UnverifiedWindow }))
+
+	add(intSpec("registry.max_servers", "servers tracked at most (also the beacon tracking limit)", 1, 10_000_000,
+		func(c *Config) *int { return &c.Registry.MaxServers }))
+	add(intSpec("registry.max_names", "names held at most over all servers", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.Registry.MaxNames }))
+	add(boolSpec("registry.field_names", nil, false, `answer "rec.FIELD" with the server that claims "rec"`,
+		func(c *Config) *bool { return &c.Registry.FieldNames }))
+
+	add(intSpec("tcp.max_connections", "name-server client connections at most", 1, 10_000_000,
+		func(c *Config) *int { return &c.TCP.MaxConnections }))
+	add(bytesSpec("tcp.send_queue_bytes", "bytes queued to one slow client before it is disconnected", 4<<10, 1<<30,
+		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }))
+	add(intSpec("tcp.waiters_per_connection", "unanswered names remembered per connection for push answers", 0, 100_000_000,
+		func(c *Config) *int { return &c.TCP.WaitersPerConnection }))
+	add(spec{key: "tcp.idle_timeout", usage: "close a client silent this long; auto = 4/3 x pva.conn_tmo (PVXS tcpTimeout)",
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			t := strings.TrimSpace(v.text)
+			if strings.EqualFold(t, "auto") {
+				c.TCP.IdleTimeout = 0
+				return nil
+			}
+			d, err := parseDuration(t)
+			if err != nil {
+				return err
+			}
+			c.TCP.IdleTimeout = d
+			return nil
+		},
+		get: func(c *Config) string { return c.TCP.IdleTimeout.String() },
+		check: func(c *Config) string {
+			if c.TCP.IdleTimeout < time.Second {
+				return "must be at least 1s (or auto)"
+			}
+			return ""
+		}})
+	add(durSpec("tcp.read_timeout", "time allowed for the handshake and for one message to arrive in full once started", 100*time.Millisecond, 0,
+		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }))
+	add(bytesSpec("tcp.max_message_bytes", "largest PVA message accepted from a client", 16<<10, 64<<20,
+		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }))
+
+	add(bytesSpec("udp.receive_buffer_bytes", "SO_RCVBUF of the UDP socket; 0 keeps the OS default", 0, 1<<30,
+		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }))
+	add(boolSpec("udp.answer_searches", nil, false, "answer UDP searches with names from the registry",
+		func(c *Config) *bool { return &c.UDP.AnswerSearches }))
+	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
+		func(c *Config) *bool { return &c.UDP.SendBeacons }))
+
+	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
+		func(c *Config) *int { return &c.Probe.Concurrency }))
+	add(durSpec("probe.reprobe_interval", "time between listings of a watched server", time.Second, 0,
+		func(c *Config) *time.Duration { return &c.Probe.ReprobeInterval }))
+	add(durSpec("probe.backoff_min", "first retry delay after a failed probe", 10*time.Millisecond, 0,
+		func(c *Config) *time.Duration { return &c.Probe.BackoffMin }))
+	add(spec{key: "probe.backoff_max", usage: "longest retry delay after failed probes",
+		set: durSet(func(c *Config) *time.Duration { return &c.Probe.BackoffMax }),
+		get: func(c *Config) string { return c.Probe.BackoffMax.String() },
+		check: func(c *Config) string {
+			if c.Probe.BackoffMax < c.Probe.BackoffMin {
+				return fmt.Sprintf("must not be less than probe.backoff_min (%s)", c.Probe.BackoffMin)
+			}
+			return ""
+		}})
+	add(spec{key: "probe.echo_interval", usage: "ECHO period on probe connections; peers drop silent clients after their tcpTimeout (40 s)",
+		set: durSet(func(c *Config) *time.Duration { return &c.Probe.EchoInterval }),
+		get: func(c *Config) string { return c.Probe.EchoInterval.String() },
+		check: func(c *Config) string {
+			if d := c.Probe.EchoInterval; d < time.Second || d > 30*time.Second {
+				return "must be between 1s and 30s (PVXS peers drop a client silent for 40s)"
+			}
+			return ""
+		}})
+	add(durSpec("probe.timeout", "time allowed to connect to a server and list its names", 100*time.Millisecond, 0,
+		func(c *Config) *time.Duration { return &c.Probe.Timeout }))
+
+	add(durSpec("beacon.expiry", "a server not heard from for this long is lost (PVXS: 360s)", time.Second, 0,
+		func(c *Config) *time.Duration { return &c.Beacon.Expiry }))
+	add(spec{key: "beacon.check_interval", usage: "how often beacon expiry is checked",
+		set: durSet(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }),
+		get: func(c *Config) string { return c.Beacon.CheckInterval.String() },
+		check: func(c *Config) string {
+			if c.Beacon.CheckInterval < 100*time.Millisecond {
+				return "must be at least 100ms"
+			}
+			if c.Beacon.CheckInterval > c.Beacon.Expiry {
+				return fmt.Sprintf("must not exceed beacon.expiry (%s)", c.Beacon.Expiry)
+			}
+			return ""
+		}})
+
+	add(addrListSpec("static.servers", nil, "servers always probed, without waiting for a beacon (host[:port], default port server_port)",
+		func(c *Config) uint16 { return c.PVA.ServerPort },
+		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers }))
+	add(spec{key: "static.names_dir", usage: "directory of static name lists; empty means none",
+		set: func(c *Config, _ *loadCtx, v raw) error { c.Static.NamesDir = strings.TrimSpace(v.text); return nil },
+		get: func(c *Config) string { return c.Static.NamesDir }})
+
+	add(boolSpec("search.through", nil, false, "search names no probe could list on addr_list and name_servers, like a client",
+		func(c *Config) *bool { return &c.Search.Through }))
+	s := boolSpec("search.discovery_at_start", nil, false, "send one discovery ping to addr_list at start",
+		func(c *Config) *bool { return &c.Search.DiscoveryAtStart })
+	s.flag = "discovery-at-start"
+	add(s)
+
+	add(prefixSpec("access.tcp_client_allow", "TCP clients allowed (CIDR); empty allows all",
+		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }))
+	add(prefixSpec("access.tcp_client_deny", "TCP clients refused (CIDR); wins over allow",
+		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientDeny }))
+	add(prefixSpec("access.udp_client_allow", "UDP search sources answered (CIDR); empty allows all",
+		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientAllow }))
+	add(prefixSpec("access.udp_client_deny", "UDP search sources ignored (CIDR); wins over allow",
+		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientDeny }))
+	add(patternSpec("access.name_allow", "names answered (globs with * and ?, or re:REGEXP); empty allows all",
+		func(c *Config) *[]NamePattern { return &c.Access.NameAllow }))
+	add(patternSpec("access.name_deny", "names never answered; wins over allow",
+		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }))
+	add(prefixSpec("access.server_allow", "server endpoints probed and named in answers (CIDR); empty allows all",
+		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }))
+
+	add(floatSpec("rate_limit.udp_searches_per_second", "UDP search datagrams handled per source address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }))
+	add(intSpec("rate_limit.udp_search_burst", "UDP search datagrams a source may send at once above its rate", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }))
+	add(floatSpec("rate_limit.tcp_messages_per_second", "TCP messages handled per source address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }))
+	add(intSpec("rate_limit.tcp_message_burst", "TCP messages a source may send at once above its rate", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }))
+	add(floatSpec("rate_limit.reflection_ratio", "UDP reply bytes to a source at most this multiple of its search bytes; 0 = off", 0, 1000,
+		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }))
+	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
+		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }))
+}
+
+func portSpec(key string, env []string, usage string, p func(*Config) *uint16) spec {
+	return spec{key: key, env: env, usage: usage,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			n, err := parsePortNumber(strings.TrimSpace(v.text), false)
+			if err != nil {
+				return err
+			}
+			*p(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(int(*p(c))) },
+		check: func(c *Config) string {
+			if *p(c) == 0 {
+				return "port must be 1-65535"
+			}
+			return ""
+		}}
+}
+
+// ParseBool parses an EPICS YES/NO value, case-insensitive, also accepting
+// true/false and 1/0.
+func ParseBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "yes", "true", "1":
+		return true, nil
+	case "no", "false", "0":
+		return false, nil
+	}
+	return false, errors.New("must be YES or NO (or true/false, 1/0)")
+}
+
+func boolSpec(key string, env []string, epics bool, usage string, p func(*Config) *bool) spec {
+	return spec{key: key, env: env, usage: usage, isBool: true,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			b, err := ParseBool(v.text)
+			if err != nil {
+				return err
+			}
+			*p(c) = b
+			return nil
+		},
+		get: func(c *Config) string {
+			if epics {
+				if *p(c) {
+					return "YES"
+				}
+				return "NO"
+			}
+			return strconv.FormatBool(*p(c))
+		}}
+}
+
+func parseInt(s string) (int64, error) {
+	t := strings.ReplaceAll(strings.TrimSpace(s), "_", "")
+	n, err := strconv.ParseInt(t, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, errors.New("number out of range")
+	}
+	if err != nil {
+		return 0, errors.New("not an integer")
+	}
+	return n, nil
+}
+
+func rangeReason(n, lo, hi int64, unit string) string {
+	if n < lo || n > hi {
+		return fmt.Sprintf("must be between %d%s and %d%s", lo, unit, hi, unit)
+	}
+	return ""
+}
+
+func intSpec(key, usage string, lo, hi int, p func(*Config) *int) spec {
+	return spec{key: key, usage: usage,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			n, err := parseInt(v.text)
+			if err != nil {
+				return err
+			}
+			*p(c) = int(n)
+			return nil
+		},
+		get:   func(c *Config) string { return strconv.Itoa(*p(c)) },
+		check: func(c *Config) string { return rangeReason(int64(*p(c)), int64(lo), int64(hi), "") }}
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
+
+// parseBytes reads a byte count: an integer with an optional KiB, MiB or
+// GiB suffix (case-insensitive).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if len(t) >= len(u.suffix) && strings.EqualFold(t[len(t)-len(u.suffix):], u.suffix) {
+			t, mult = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	n, err := parseInt(t)
+	if err != nil {
+		return 0, errors.New("not a byte count (integer with optional KiB, MiB or GiB)")
+	}
+	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
+		return 0, errors.New("number out of range")
+	}
+	return n * mult, nil
+}
+
+func formatBytes(n int64) string {
+	for _, u := range byteUnits {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func bytesSpec(key, usage string, lo, hi int64, p func(*Config) *int64) spec {
+	return spec{key: key, usage: usage,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			n, err := parseBytes(v.text)
+			if err != nil {
+				return err
+			}
+			*p(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return formatBytes(*p(c)) },
+		check: func(c *Config) string {
+			if n := *p(c); n < lo || n > hi {
+				return fmt.Sprintf("must be between %s and %s", formatBytes(lo), formatBytes(hi))
+			}
+			return ""
+		}}
+}
+
+// parseDuration reads a Go duration ("90s", "5m") or a plain number of
+// seconds, the EPICS habit.
+func parseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if f, err := strconv.ParseFloat(t, 64); err == nil {
+		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > float64(math.MaxInt64/int64(time.Second)) {
+			return 0, errors.New("duration out of range")
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil {
+		return 0, errors.New(`not a duration (e.g. "90s", "5m" or a number of seconds)`)
+	}
+	return d, nil
+}
+
+func durSet(p func(*Config) *time.Duration) func(*Config, *loadCtx, raw) error {
+	return func(c *Config, _ *loadCtx, v raw) error {
+		d, err := parseDuration(v.text)
+		if err != nil {
+			return err
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+// durSpec: hi 0 means no upper bound.
+func durSpec(key, usage string, lo, hi time.Duration, p func(*Config) *time.Duration) spec {
+	return spec{key: key, usage: usage, set: durSet(p),
+		get: func(c *Config) string { return p(c).String() },
+		check: func(c *Config) string {
+			d := *p(c)
+			if d < lo {
+				return fmt.Sprintf("must be at least %s", lo)
+			}
+			if hi > 0 && d > hi {
+				return fmt.Sprintf("must be at most %s", hi)
+			}
+			return ""
+		}}
+}
+
+func floatSpec(key, usage string, lo, hi float64, p func(*Config) *float64) spec {
+	return spec{key: key, usage: usage,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v.text), 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return errors.New("not a finite number")
+			}
+			*p(c) = f
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(*p(c), 'g', -1, 64) },
+		check: func(c *Config) string {
+			if f := *p(c); !(f >= lo && f <= hi) {
+				return fmt.Sprintf("must be between %g and %g", lo, hi)
+			}
+			return ""
+		}}
+}
+
+func enumSpec(key, usage string, allowed []string, p func(*Config) *string) spec {
+	return spec{key: key, usage: usage,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			*p(c) = strings.ToLower(strings.TrimSpace(v.text))
+			return nil
+		},
+		get: func(c *Config) string { return *p(c) },
+		check: func(c *Config) string {
+			for _, a := range allowed {
+				if *p(c) == a {
+					return ""
+				}
+			}
+			return "must be one of " + strings.Join(allowed, ", ")
+		}}
+}
+
+// addrListSpec: a nil defPort gives the ignore-list form (port 0 = any).
+func addrListSpec(key string, env []string, usage string, defPort func(*Config) uint16, p func(*Config) *[]netip.AddrPort) spec {
+	return spec{key: key, env: env, usage: usage, isList: true, late: true,
+		set: func(c *Config, x *loadCtx, v raw) error {
+			var port uint16
+			if defPort != nil {
+				port = defPort(c)
+			}
+			l, err := parseAddrList(v.items, port, defPort == nil, x.resolve)
+			if err != nil {
+				return err
+			}
+			*p(c) = l
+			return nil
+		},
+		get: func(c *Config) string { return joinStrings(*p(c)) },
+		check: func(c *Config) string {
+			for _, ap := range *p(c) {
+				if !ap.Addr().IsValid() {
+					return "invalid address in list"
+				}
+				if defPort != nil && ap.Port() == 0 {
+					return fmt.Sprintf("%s: port must be 1-65535", ap)
+				}
+			}
+			return ""
+		}}
+}
+
+func prefixSpec(key, usage string, p func(*Config) *[]netip.Prefix) spec {
+	return spec{key: key, usage: usage, isList: true,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			l, err := ParsePrefixList(v.items)
+			if err != nil {
+				return err
+			}
+			*p(c) = l
+			return nil
+		},
+		get: func(c *Config) string { return joinStrings(*p(c)) },
+		check: func(c *Config) string {
+			for _, q := range *p(c) {
+				if !q.IsValid() {
+					return "invalid prefix in list"
+				}
+			}
+			return ""
+		}}
+}
+
+func patternSpec(key, usage string, p func(*Config) *[]NamePattern) spec {
+	return spec{key: key, usage: usage, isList: true,
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			l, err := parseNamePatterns(v.items)
+			if err != nil {
+				return err
+			}
+			*p(c) = l
+			return nil
+		},
+		get: func(c *Config) string { return joinStrings(*p(c)) },
+		check: func(c *Config) string {
+			for _, q := range *p(c) {
+				if q.text == "" {
+					return "pattern not built with ParseNamePattern"
+				}
+			}
+			return ""
+		}}
+}
+
+func joinStrings[T fmt.Stringer](l []T) string {
+	parts := make([]string, len(l))
+	for i, x := range l {
+		parts[i] = x.String()
+	}
+	return strings.Join(parts, " ")
+}

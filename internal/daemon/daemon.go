@@ -1,0 +1,481 @@
+// Package daemon assembles pvans from its parts: it builds each one from
+// the Config, connects the flows between them (beacons → tracker → prober
+// → registry → resolver → TCP and UDP answers; unresolved names → search
+// ring → registry), and owns start-up order, readiness, the snapshot and
+// shutdown. It holds no protocol logic of its own; cmd/pvans handles
+// flags, signals and systemd.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/buildinfo"
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/httpapi"
+	"github.com/pvans-project/pvans/internal/metrics"
+	"github.com/pvans-project/pvans/internal/probe"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/registry"
+	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/searchring"
+	"github.com/pvans-project/pvans/internal/tcpsearch"
+	"github.com/pvans-project/pvans/internal/udpsearch"
+	"github.com/pvans-project/pvans/internal/upstream"
+)
+
+// DiscoverySettle is how long after a discovery ping the daemon waits for
+// replies before calling itself ready (pvAccessCPP answers after a random
+// 50-150 ms; a loaded host is slower).
+const DiscoverySettle = 2 * time.Second
+
+// Daemon is one running pvans.
+type Daemon struct {
+	cfg     *config.Config
+	log     *zap.Logger
+	clk     clock.Clock
+	guid    pva.GUID
+	started time.Time
+
+	Registry *registry.Registry
+	Resolver *resolver.Resolver
+	Tracker  *beacon.Tracker
+	Prober   *probe.Prober
+	Ring     *searchring.Ring
+	UDP      *udpsearch.Server
+	TCP      *tcpsearch.Server
+	Upstream *upstream.Pool
+	Events   *events.Log
+	Metrics  *metrics.Metrics
+
+	nameFiles *probe.NameFiles
+	httpSrv   *http.Server
+	httpLn    net.Listener
+	probeDur  probeObserver
+
+	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
+
+	ready        atomic.Bool
+	readyWhy     atomic.Value // string
+	snapTimer    clock.Timer
+	discoverTmr  clock.Timer
+	mu           sync.Mutex
+	closed       bool
+	shutdownOnce sync.Once
+}
+
+// Options are what cmd/pvans decides besides the Config.
+type Options struct {
+	Logger *zap.Logger
+	Clock  clock.Clock
+}
+
+// New builds every part but opens no socket.
+func New(cfg *config.Config, o Options) (*Daemon, error) {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	d := &Daemon{cfg: cfg, log: o.Logger, clk: o.Clock, started: time.Now(), Events: events.New(500)}
+	if _, err := rand.Read(d.guid[:]); err != nil {
+		return nil, fmt.Errorf("daemon GUID: %w", err)
+	}
+	d.readyWhy.Store("starting")
+	d.Registry = registry.New(registry.Options{
+		MaxServers:    cfg.Registry.MaxServers,
+		MaxNames:      cfg.Registry.MaxNames,
+		FieldNames:    cfg.Registry.FieldNames,
+		UnverifiedTTL: cfg.Snapshot.UnverifiedWindow,
+		Clock:         d.clk,
+		Logger:        d.log.Named("registry"),
+	})
+	d.Resolver = resolver.New(d.Registry, resolver.Options{
+		MaxWaitsPerClient: cfg.TCP.WaitersPerConnection,
+		Clock:             d.clk,
+		Logger:            d.log.Named("resolver"),
+	})
+	d.Tracker = beacon.New(beacon.Options{
+		Clock:         d.clk,
+		Expiry:        cfg.Beacon.Expiry,
+		CheckInterval: cfg.Beacon.CheckInterval,
+		Limit:         cfg.Registry.MaxServers,
+		OnEvent:       d.onBeaconEvent,
+		Logger:        d.log.Named("beacon"),
+	})
+	d.Metrics = metrics.New(buildinfo.Get())
+	d.probeDur = newProbeObserver(d.Metrics)
+	d.Prober = probe.New(probe.Options{
+		Sink:         probeSink{d},
+		Clock:        d.clk,
+		Concurrency:  cfg.Probe.Concurrency,
+		EchoInterval: cfg.Probe.EchoInterval,
+		ProbeTimeout: cfg.Probe.Timeout,
+		Reprobe:      cfg.Probe.ReprobeInterval,
+		Backoff:      probe.Backoff{Min: cfg.Probe.BackoffMin, Max: cfg.Probe.BackoffMax, Factor: 2, Jitter: 0.2},
+		Conn:         pvaconn.Options{MaxMessage: 64 << 20, SendQueueBytes: 1 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
+		Logger:       d.log.Named("probe"),
+	})
+	return d, nil
+}
+
+// GUID is the daemon's own server identity (discovery answers, beacons).
+func (d *Daemon) GUID() pva.GUID { return d.guid }
+
+// Start loads the snapshot, binds every socket and starts every part.
+// On error everything already started is stopped again.
+func (d *Daemon) Start() (err error) {
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	cfg := d.cfg
+	snapLoaded := d.loadSnapshot()
+
+	// TCP name server first: its port is what discovery answers and beacons carry.
+	var listen []netip.AddrPort
+	for _, a := range cfg.PVA.Interfaces {
+		listen = append(listen, netip.AddrPortFrom(a, cfg.PVA.ServerPort))
+	}
+	d.TCP = tcpsearch.New(tcpsearch.Options{
+		Listen:   listen,
+		GUID:     d.guid,
+		MaxConns: cfg.TCP.MaxConnections,
+		Conn: pvaconn.Options{
+			IdleTimeout:      cfg.TCP.IdleTimeout,
+			MaxMessage:       int(cfg.TCP.MaxMessageBytes),
+			SendQueueBytes:   int(cfg.TCP.SendQueueBytes),
+			HandshakeTimeout: cfg.TCP.ReadTimeout,
+			MessageTimeout:   cfg.TCP.ReadTimeout,
+		},
+		Logger: d.log.Named("tcp"),
+	}, tcpResolver{d.Resolver})
+	if err := d.TCP.Start(); err != nil {
+		return fmt.Errorf("TCP name-server listener on %v: %w", listen, err)
+	}
+	tcpPort := cfg.PVA.ServerPort
+	if as := d.TCP.Addrs(); len(as) > 0 {
+		tcpPort = as[0].Port()
+	}
+
+	addrList := append([]netip.AddrPort(nil), cfg.PVA.AddrList...)
+	if cfg.PVA.AutoAddrList {
+		auto, aerr := udpsearch.AutoAddrList(cfg.PVA.BroadcastPort)
+		if aerr != nil {
+			d.log.Warn("cannot read interface broadcast addresses for the auto address list", zap.Error(aerr))
+		}
+		addrList = append(addrList, auto...)
+	}
+	beaconList := append([]netip.AddrPort(nil), cfg.PVA.BeaconAddrList...)
+	if cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
+		auto, _ := udpsearch.AutoAddrList(cfg.PVA.BroadcastPort)
+		beaconList = append(beaconList, auto...)
+	}
+	var ifaces []netip.Addr
+	for _, a := range cfg.PVA.Interfaces {
+		if !a.IsUnspecified() {
+			ifaces = append(ifaces, a)
+		}
+	}
+	d.UDP, err = udpsearch.New(udpsearch.Options{
+		Port:             cfg.PVA.BroadcastPort,
+		Interfaces:       ifaces,
+		IgnoreAddrs:      cfg.PVA.IgnoreAddrList,
+		GUID:             d.guid,
+		TCPPort:          tcpPort,
+		AnswerNames:      cfg.UDP.AnswerSearches,
+		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
+		AddrList:         addrList,
+		SendBeacons:      cfg.UDP.SendBeacons,
+		BeaconAddrList:   beaconList,
+		Resolver:         d.Resolver,
+		Beacons:          beaconFilter{d},
+		OnSearchResponse: d.onUDPSearchResponse,
+		Clock:            d.clk,
+	})
+	if err != nil {
+		return fmt.Errorf("UDP search port %d: %w", cfg.PVA.BroadcastPort, err)
+	}
+
+	if cfg.Search.Through || len(cfg.PVA.NameServers) > 0 {
+		d.Upstream = upstream.New(upstream.Options{
+			Servers: cfg.PVA.NameServers,
+			Conn:    pvaconn.Options{IdleTimeout: cfg.PVA.TCPTimeout(), EchoInterval: echoInterval(cfg.PVA.TCPTimeout()), MaxMessage: 1 << 20, SendQueueBytes: 4 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
+			OnReply: func(from netip.AddrPort, m *pva.SearchResponse) {
+				if r := d.Ring; r != nil {
+					r.OnReply(from, true, m)
+				}
+			},
+			OnReady: func(netip.AddrPort) {
+				if r := d.Ring; r != nil {
+					r.Poke(searchring.PokeNameServer)
+				}
+			},
+			Clock:  d.clk,
+			Logger: d.log.Named("upstream"),
+		})
+		ring, rerr := searchring.New(searchring.Options{
+			Clock:       d.clk,
+			Transport:   ringTransport{d},
+			ReplyPort:   d.UDP.ClientAddr().Port(),
+			IgnoreGUIDs: []pva.GUID{d.guid},
+			Resolved:    d.onSearchResolved,
+			Duplicate:   d.onSearchDuplicate,
+			Logger:      d.log.Named("searchring"),
+		})
+		if rerr != nil {
+			return fmt.Errorf("search ring: %w", rerr)
+		}
+		d.Ring = ring
+		if cfg.Search.Through {
+			d.Resolver.SetSearcher(ring)
+		}
+	}
+
+	d.Tracker.Start()
+	d.Prober.SetStatic(cfg.Static.Servers)
+	if cfg.Static.NamesDir != "" {
+		d.nameFiles = &probe.NameFiles{Dir: cfg.Static.NamesDir, Sink: probeSink{d}, Clock: d.clk, Logger: d.log.Named("static")}
+		d.nameFiles.Start()
+	}
+	d.registerMetrics()
+	if err := d.startHTTP(); err != nil {
+		return err
+	}
+	if cfg.Snapshot.Path != "" && cfg.Snapshot.Interval > 0 {
+		d.mu.Lock()
+		d.snapTimer = d.clk.AfterFunc(cfg.Snapshot.Interval, d.periodicSnapshot)
+		d.mu.Unlock()
+	}
+
+	switch {
+	case cfg.Search.DiscoveryAtStart && len(addrList) > 0:
+		if derr := d.Discover(); derr != nil {
+			d.log.Warn("discovery ping failed", zap.Error(derr))
+		}
+		d.readyWhy.Store("waiting for replies to the first discovery round")
+		d.discoverTmr = d.clk.AfterFunc(DiscoverySettle, func() { d.setReady("discovery round done") })
+		if snapLoaded {
+			d.setReady("snapshot loaded")
+		}
+	default:
+		d.setReady("sockets bound")
+	}
+	d.log.Info("pvans started",
+		zap.String("guid", d.guid.String()),
+		zap.Stringers("tcp", d.TCP.Addrs()),
+		zap.Stringer("udp", d.UDP.LocalAddr()),
+		zap.Stringers("search_destinations", addrList),
+		zap.Stringers("name_servers", cfg.PVA.NameServers),
+		zap.Bool("search_through", cfg.Search.Through),
+		zap.String("http", d.HTTPAddr()))
+	return nil
+}
+
+func echoInterval(tcpTimeout time.Duration) time.Duration {
+	// PVXS: clamp(tcpTimeout×3/8, 1 s, 15 s).
+	return min(max(tcpTimeout*3/8, time.Second), 15*time.Second)
+}
+
+func (d *Daemon) setReady(why string) {
+	if d.ready.CompareAndSwap(false, true) {
+		d.log.Info("ready", zap.String("because", why))
+	}
+}
+
+// Ready reports readiness and, if not ready, why.
+func (d *Daemon) Ready() (bool, string) {
+	if d.ready.Load() {
+		return true, ""
+	}
+	return false, d.readyWhy.Load().(string)
+}
+
+// Discover sends one discovery ping (empty protocol list, no names,
+// MustReply) to every search destination; replies are treated as beacons.
+func (d *Daemon) Discover() error {
+	if d.UDP == nil {
+		return errors.New("UDP socket not open")
+	}
+	ping := pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchMustReply, ReplyPort: d.UDP.ClientAddr().Port()}
+	msg := pva.AppendSearch(nil, pva.FlagBigEndian, &ping)
+	d.Events.Add(events.Event{At: time.Now(), Kind: "discovery", Detail: "discovery ping sent"})
+	return d.UDP.SendSearch(msg)
+}
+
+// HTTPAddr is the bound HTTP listener address ("" when off).
+func (d *Daemon) HTTPAddr() string {
+	if d.httpLn == nil {
+		return ""
+	}
+	return d.httpLn.Addr().String()
+}
+
+func (d *Daemon) startHTTP() error {
+	if d.cfg.HTTP.Listen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", d.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("HTTP listener %s: %w", d.cfg.HTTP.Listen, err)
+	}
+	d.httpLn = ln
+	h := httpapi.Handler(httpapi.Options{
+		Registry: regView{d.Registry},
+		Events:   d.Events,
+		Metrics:  d.Metrics.Handler(),
+		Ready:    d.Ready,
+		Discover: d.Discover,
+		Version:  buildinfo.Get(),
+		Started:  d.started,
+	})
+	d.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("HTTP server stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+func (d *Daemon) loadSnapshot() bool {
+	p := d.cfg.Snapshot.Path
+	if p == "" {
+		return false
+	}
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err := d.Registry.LoadSnapshot(p); err != nil {
+		d.log.Warn("registry snapshot not loaded; starting empty", zap.String("path", p), zap.Error(err))
+		return false
+	}
+	c := d.Registry.Counts()
+	d.log.Info("registry snapshot loaded; entries unverified until confirmed", zap.String("path", p),
+		zap.Int("servers", c.Servers), zap.Int("names", c.Names), zap.Duration("window", d.cfg.Snapshot.UnverifiedWindow))
+	// Re-probe every loaded server: a listing confirms it.
+	for _, s := range d.Registry.Servers() {
+		if d.cfg.Access.ServerAllowed(s.Addr.Addr()) {
+			d.Prober.Probe(s.GUID, s.Addr, probe.ReasonNew)
+		}
+	}
+	return true
+}
+
+// SaveSnapshot writes the registry snapshot now.
+func (d *Daemon) SaveSnapshot() error {
+	if d.cfg.Snapshot.Path == "" {
+		return nil
+	}
+	return d.Registry.SaveSnapshot(d.cfg.Snapshot.Path)
+}
+
+func (d *Daemon) periodicSnapshot() {
+	if err := d.SaveSnapshot(); err != nil {
+		d.log.Warn("registry snapshot not written", zap.String("path", d.cfg.Snapshot.Path), zap.Error(err))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.closed {
+		d.snapTimer = d.clk.AfterFunc(d.cfg.Snapshot.Interval, d.periodicSnapshot)
+	}
+}
+
+// Shutdown stops accepting, writes the snapshot and closes everything,
+// within ctx's deadline.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	var err error
+	d.shutdownOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if d.httpSrv != nil {
+				_ = d.httpSrv.Shutdown(ctx)
+			}
+			if d.TCP != nil {
+				_ = d.TCP.Close()
+			}
+			if serr := d.SaveSnapshot(); serr != nil {
+				err = fmt.Errorf("snapshot: %w", serr)
+			} else if d.cfg.Snapshot.Path != "" {
+				d.log.Info("registry snapshot written", zap.String("path", d.cfg.Snapshot.Path))
+			}
+			d.Close()
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("shutdown did not finish in time: %w", ctx.Err())
+		}
+	})
+	return err
+}
+
+// Close stops every part without writing the snapshot.
+func (d *Daemon) Close() {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed = true
+	if d.snapTimer != nil {
+		d.snapTimer.Stop()
+	}
+	if d.discoverTmr != nil {
+		d.discoverTmr.Stop()
+	}
+	d.mu.Unlock()
+	if d.httpSrv != nil {
+		_ = d.httpSrv.Close()
+	}
+	if d.TCP != nil {
+		_ = d.TCP.Close()
+	}
+	if d.UDP != nil {
+		_ = d.UDP.Close()
+	}
+	if d.Upstream != nil {
+		d.Upstream.Close()
+	}
+	if d.Ring != nil {
+		d.Ring.Close()
+	}
+	if d.nameFiles != nil {
+		d.nameFiles.Close()
+	}
+	d.Prober.Close()
+	d.Tracker.Close()
+	d.Resolver.Close()
+	d.Registry.Close()
+}
+
+// Reload applies what can change without a restart (currently: nothing
+// beyond the log level, which cmd/pvans applies) and reports the keys that
+// need a restart.
+func (d *Daemon) Reload(next *config.Config) (restartNeeded []string) {
+	for _, k := range config.Changed(d.cfg, next) {
+		if k == "log.level" || k == "log.format" {
+			continue
+		}
+		restartNeeded = append(restartNeeded, k)
+	}
+	return restartNeeded
+}

@@ -1,0 +1,257 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/sim"
+)
+
+var lo = netip.MustParseAddr("127.0.0.1")
+
+func freeUDPPort(t *testing.T) uint16 {
+	t.Helper()
+	for {
+		u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := u.LocalAddr().(*net.UDPAddr).Port
+		u.Close()
+		if p != 5076 {
+			return uint16(p)
+		}
+	}
+}
+
+func freeTCPPort(t *testing.T) uint16 {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+// testConfig is loopback only: explicit destinations, auto lists off.
+func testConfig(t *testing.T, searchDest ...netip.AddrPort) *config.Config {
+	c := config.Defaults()
+	c.PVA.Interfaces = []netip.Addr{lo}
+	c.PVA.ServerPort = freeTCPPort(t)
+	c.PVA.BroadcastPort = freeUDPPort(t)
+	c.PVA.AutoAddrList = false
+	c.PVA.AutoBeaconAddrList = false
+	c.PVA.AddrList = searchDest
+	c.HTTP.Listen = "127.0.0.1:0"
+	c.Snapshot.Path = ""
+	c.Search.Through = true
+	c.Search.DiscoveryAtStart = len(searchDest) > 0
+	c.Probe.EchoInterval = 300 * time.Millisecond
+	c.Probe.BackoffMin = 100 * time.Millisecond
+	c.Access.ServerAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	return &c
+}
+
+func startDaemon(t *testing.T, c *config.Config) *Daemon {
+	t.Helper()
+	d, err := New(c, Options{Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+func (d *Daemon) udpAddr() netip.AddrPort {
+	return netip.AddrPortFrom(lo, d.UDP.LocalAddr().Port())
+}
+
+func (d *Daemon) tcpAddr() netip.AddrPort { return d.TCP.Addrs()[0] }
+
+func query(t *testing.T, d *Daemon) *nsclient.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := nsclient.Dial(ctx, d.tcpAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func waitAnswers(t *testing.T, c *nsclient.Client, d time.Duration) []nsclient.Answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	a, unresolved, err := c.Wait(ctx)
+	if err != nil || len(unresolved) > 0 {
+		t.Fatalf("answers %+v, unresolved %v, err %v", a, unresolved, err)
+	}
+	return a
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, f func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !f() {
+		if time.Since(start) > d {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// A client waits for a name no server has; a server starts serving it and
+// beacons; the answer is pushed to the waiting client without a retry.
+func TestPushOnNewServerBeacon(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	cl := query(t, d)
+	if err := cl.Search([]string{"late:pv:one", "late:pv:two"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "waiters registered", func() bool { return d.Resolver.Stats().Waiting == 2 })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := time.Now()
+	site, err := sim.Start(ctx, sim.Options{Names: [][]string{{"late:pv:one", "late:pv:two", "other"}}, Host: lo,
+		BeaconDests: []netip.AddrPort{d.udpAddr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	ans := waitAnswers(t, cl, 5*time.Second)
+	took := time.Since(first)
+	t.Logf("pushed answer %s after the server's first beacon", took)
+	if took > time.Second {
+		t.Errorf("push took %s, want under 1 s after the first beacon", took)
+	}
+	for _, a := range ans {
+		if a.GUID != site.Server(0).GUID || a.Endpoint != site.Server(0).TCP {
+			t.Fatalf("answer %+v, want server %+v", a, site.Server(0))
+		}
+	}
+}
+
+// A name no probe lists (the server never beacons to pvans) is found by
+// search-through on the server network and pushed to the client.
+func TestSearchThroughResolvesUnlistedServer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	site, err := sim.Start(ctx, sim.Options{Servers: 2, Names: [][]string{{"hidden:a", "hidden:b"}, {"hidden:c"}}, Host: lo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	d := startDaemon(t, testConfig(t, site.UDPAddr()))
+	cl := query(t, d)
+	if err := cl.Search([]string{"hidden:a", "hidden:c"}); err != nil {
+		t.Fatal(err)
+	}
+	ans := waitAnswers(t, cl, 5*time.Second)
+	got := map[string]netip.AddrPort{}
+	for _, a := range ans {
+		got[a.Name] = a.Endpoint
+	}
+	if got["hidden:a"] != site.Server(0).TCP || got["hidden:c"] != site.Server(1).TCP {
+		t.Fatalf("answers %v, want %v and %v", got, site.Server(0).TCP, site.Server(1).TCP)
+	}
+	// The servers found this way are then listed too (probe), and the ring is empty again.
+	waitFor(t, 5*time.Second, "registry learned hidden:b by probing", func() bool {
+		_, ok := d.Registry.LookupName("hidden:b")
+		return ok
+	})
+	waitFor(t, 15*time.Second, "ring empty", func() bool { return d.Ring.Stats().Searching == 0 })
+}
+
+// Names leave the registry quickly when a server closes cleanly, and within
+// a few echo intervals when it dies silently.
+func TestServerDeathRemovesNames(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	site, err := sim.Start(ctx, sim.Options{Servers: 2, Names: [][]string{{"clean:1", "clean:2"}, {"silent:1"}}, Host: lo,
+		BeaconDests: []netip.AddrPort{d.udpAddr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	waitFor(t, 5*time.Second, "3 names", func() bool { return d.Registry.Counts().Names == 3 })
+
+	if err := site.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(t, 2*time.Second, "clean close removes names", func() bool {
+		_, ok := d.Registry.LookupName("clean:1")
+		return !ok
+	})
+	t.Logf("clean close: names gone after %s", took)
+
+	if err := site.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	took = waitFor(t, 10*c.Probe.EchoInterval+2*time.Second, "silent death removes names", func() bool {
+		_, ok := d.Registry.LookupName("silent:1")
+		return !ok
+	})
+	t.Logf("silent death: names gone after %s (echo interval %s)", took, c.Probe.EchoInterval)
+	if took > 4*c.Probe.EchoInterval {
+		t.Errorf("silent death detected after %s, want within about 2 echo intervals (%s)", took, 2*c.Probe.EchoInterval)
+	}
+}
+
+// A restarted server (new GUID at the same endpoint) replaces the old one:
+// clients are answered with the new GUID, never the stale one.
+func TestRestartWithNewGUID(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	site, err := sim.Start(ctx, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+		BeaconInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	old := site.Server(0).GUID
+	waitFor(t, 5*time.Second, "name registered", func() bool { _, ok := d.Registry.LookupName("rs:1"); return ok })
+	if err := site.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	nu := site.Server(0).GUID
+	if nu == old {
+		t.Fatal("restart kept the GUID")
+	}
+	waitFor(t, 5*time.Second, "new GUID answers", func() bool {
+		h, ok := d.Registry.LookupName("rs:1")
+		return ok && h.GUID == nu
+	})
+	if _, ok := d.Registry.Server(old); ok {
+		t.Fatal("old GUID still registered")
+	}
+	cl := query(t, d)
+	if err := cl.Search([]string{"rs:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := waitAnswers(t, cl, 3*time.Second); a[0].GUID != nu {
+		t.Fatalf("answered with %s, want new GUID %s", a[0].GUID, nu)
+	}
+}

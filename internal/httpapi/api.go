@@ -1,0 +1,282 @@
+// Package httpapi is the operator's window on the daemon: /healthz (the
+// process is alive), /readyz (sockets bound and the registry primed by a
+// discovery round or a snapshot), the JSON API under /v1 (servers, names,
+// duplicates, discovery on demand), the read-only status page at / and
+// Prometheus metrics at /metrics. It only reads what other parts know; it
+// owns no state but the handlers.
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/registry"
+)
+
+// Registry is what the API reads from the registry.
+type Registry interface {
+	Servers() []registry.ServerInfo
+	Server(g pva.GUID) (registry.ServerInfo, bool)
+	Names(glob string, limit int) []registry.NameInfo
+	Name(name string) (registry.NameInfo, bool)
+	Duplicates() []registry.Duplicate
+	Counts() registry.Counts
+}
+
+// Options wires the API to the daemon.
+type Options struct {
+	Registry Registry
+	Events   *events.Log
+	Metrics  http.Handler // /metrics; nil disables
+	// Ready reports readiness and, when not ready, why.
+	Ready func() (bool, string)
+	// Discover sends a discovery round now (POST /v1/discover).
+	Discover func() error
+	// Version is shown on the status page.
+	Version string
+	// Started is the daemon's start time.
+	Started time.Time
+}
+
+// MaxNamesLimit caps /v1/names so one request cannot serialize a million
+// names; callers page with a narrower match instead.
+const MaxNamesLimit = 10000
+
+// Handler returns the mux serving every endpoint.
+func Handler(o Options) http.Handler {
+	a := &api{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /v1/servers", a.servers)
+	mux.HandleFunc("GET /v1/servers/{guid}", a.server)
+	mux.HandleFunc("GET /v1/names", a.names)
+	mux.HandleFunc("GET /v1/names/{name}", a.name)
+	mux.HandleFunc("GET /v1/duplicates", a.duplicates)
+	mux.HandleFunc("GET /v1/events", a.events)
+	mux.HandleFunc("POST /v1/discover", a.discover)
+	mux.HandleFunc("GET /{$}", a.status)
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", o.Metrics)
+	}
+	return mux
+}
+
+type api struct{ o Options }
+
+// Server is the JSON form of a server.
+type Server struct {
+	GUID        string    `json:"guid"`
+	Endpoint    string    `json:"endpoint"`
+	Protocol    string    `json:"protocol"`
+	Version     uint8     `json:"version"`
+	Discovered  string    `json:"discovered"`
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	ChangeCount uint16    `json:"change_count"`
+	ProbeState  string    `json:"probe_state"`
+	ProbeError  string    `json:"probe_error,omitempty"`
+	ProbedAt    time.Time `json:"probed_at,omitzero"`
+	Names       int       `json:"names"`
+	Held        int       `json:"held"`
+	ListedHow   string    `json:"listed_how,omitempty"`
+	Verified    bool      `json:"verified"`
+}
+
+// Name is the JSON form of a held name.
+type Name struct {
+	Name       string    `json:"name"`
+	GUID       string    `json:"guid"`
+	Endpoint   string    `json:"endpoint"`
+	How        string    `json:"how"`
+	At         time.Time `json:"at,omitzero"`
+	Duplicates int       `json:"duplicates"`
+}
+
+// Duplicate is the JSON form of a duplicate claim.
+type Duplicate struct {
+	Name             string    `json:"name"`
+	HolderGUID       string    `json:"holder_guid"`
+	HolderEndpoint   string    `json:"holder_endpoint"`
+	ClaimantGUID     string    `json:"claimant_guid"`
+	ClaimantEndpoint string    `json:"claimant_endpoint"`
+	Since            time.Time `json:"since,omitzero"`
+}
+
+func ep(a netip.AddrPort) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+// ServerJSON converts a registry server.
+func ServerJSON(s registry.ServerInfo) Server {
+	out := Server{GUID: s.GUID.String(), Endpoint: ep(s.Addr), Protocol: s.Protocol, Version: s.Version,
+		Discovered: s.Discovered.String(), FirstSeen: s.FirstSeen, LastSeen: s.LastSeen,
+		ChangeCount: s.ChangeCount, ProbeState: s.ProbeState.String(), ProbeError: s.ProbeError,
+		ProbedAt: s.ProbedAt, Names: s.Names, Held: s.Held, Verified: s.Verified}
+	if !s.ListedAt.IsZero() {
+		out.ListedHow = s.ListedHow.String()
+	}
+	return out
+}
+
+// NameJSON converts a registry name.
+func NameJSON(n registry.NameInfo) Name {
+	return Name{Name: n.Name, GUID: n.GUID.String(), Endpoint: ep(n.Addr), How: n.How.String(), At: n.At, Duplicates: n.Claimant}
+}
+
+// DuplicateJSON converts a registry duplicate.
+func DuplicateJSON(d registry.Duplicate) Duplicate {
+	return Duplicate{Name: d.Name, HolderGUID: d.Holder.String(), HolderEndpoint: ep(d.HolderAddr),
+		ClaimantGUID: d.Claimant.String(), ClaimantEndpoint: ep(d.ClaimantAddr), Since: d.Since}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// Error is the JSON body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+func writeErr(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, Error{Error: msg}) }
+
+func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, why := true, ""
+	if a.o.Ready != nil {
+		ok, why = a.o.Ready()
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("not ready: " + why + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+func sortedServers(reg Registry) []registry.ServerInfo {
+	ss := reg.Servers()
+	sort.Slice(ss, func(i, j int) bool {
+		if c := ss[i].Addr.Compare(ss[j].Addr); c != 0 {
+			return c < 0
+		}
+		return ss[i].GUID.String() < ss[j].GUID.String()
+	})
+	return ss
+}
+
+func (a *api) servers(w http.ResponseWriter, r *http.Request) {
+	ss := sortedServers(a.o.Registry)
+	out := make([]Server, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, ServerJSON(s))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) server(w http.ResponseWriter, r *http.Request) {
+	g, err := pva.ParseGUID(r.PathValue("guid"))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "bad GUID "+strconv.Quote(r.PathValue("guid"))+": want 24 hex digits")
+		return
+	}
+	s, ok := a.o.Registry.Server(g)
+	if !ok {
+		writeErr(w, http.StatusNotFound, "no server with GUID "+g.String())
+		return
+	}
+	writeJSON(w, http.StatusOK, ServerJSON(s))
+}
+
+func (a *api) names(w http.ResponseWriter, r *http.Request) {
+	match := r.URL.Query().Get("match")
+	if match == "" {
+		match = "*"
+	}
+	limit := 1000
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			writeErr(w, http.StatusBadRequest, "bad limit "+strconv.Quote(s)+": want a positive integer")
+			return
+		}
+		limit = n
+	}
+	limit = min(limit, MaxNamesLimit)
+	ns := a.o.Registry.Names(match, limit)
+	out := make([]Name, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, NameJSON(n))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) name(w http.ResponseWriter, r *http.Request) {
+	n := r.PathValue("name")
+	info, ok := a.o.Registry.Name(n)
+	if !ok {
+		writeErr(w, http.StatusNotFound, "no live server holds "+strconv.Quote(n))
+		return
+	}
+	writeJSON(w, http.StatusOK, NameJSON(info))
+}
+
+func (a *api) duplicates(w http.ResponseWriter, r *http.Request) {
+	ds := a.o.Registry.Duplicates()
+	sort.Slice(ds, func(i, j int) bool { return ds[i].Name < ds[j].Name })
+	out := make([]Duplicate, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, DuplicateJSON(d))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) events(w http.ResponseWriter, r *http.Request) {
+	var ev []events.Event
+	if a.o.Events != nil {
+		ev = a.o.Events.Recent(200)
+	}
+	if ev == nil {
+		ev = []events.Event{}
+	}
+	writeJSON(w, http.StatusOK, ev)
+}
+
+func (a *api) discover(w http.ResponseWriter, r *http.Request) {
+	if a.o.Discover == nil {
+		writeErr(w, http.StatusServiceUnavailable, "discovery is not available")
+		return
+	}
+	if err := a.o.Discover(); err != nil {
+		writeErr(w, http.StatusInternalServerError, "discovery failed: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "discovery round sent"})
+}
+
+// shortGUID is used by the status page.
+func shortGUID(g string) string {
+	if len(g) > 12 {
+		return g[:12] + "…"
+	}
+	return g
+}

@@ -1,0 +1,350 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+// ServerPV is the channel every PVXS and pvAccessCPP server serves for
+// pvxlist/pvlist (wire-notes §6).
+const ServerPV = "server"
+
+// pingSeq marks our TCP discovery ping ("find", as PVXS sends it).
+const pingSeq = pva.SearchSeqFind
+
+// ListError is a listing the server refused or answered with something we
+// cannot use, on a connection that is otherwise fine: the server is alive
+// but unlistable.
+type ListError struct {
+	Step   string // "create channel", "rpc init", "rpc exec", "decode"
+	Status pva.Status
+	Err    error
+}
+
+func (e *ListError) Error() string {
+	if e.Err != nil {
+		return "probe: " + e.Step + ": " + e.Err.Error()
+	}
+	return "probe: " + e.Step + ": " + e.Status.Error()
+}
+
+func (e *ListError) Unwrap() error { return e.Err }
+
+// errConnLost is returned to waiters when the connection ends.
+var errConnLost = errors.New("probe: connection closed")
+
+type waitKind uint8
+
+const (
+	waitCreate waitKind = iota
+	waitRPC
+)
+
+type waitKey struct {
+	kind waitKind
+	id   uint32
+}
+
+type result struct {
+	status pva.Status
+	sid    uint32
+	subcmd uint8
+	value  *pva.Value
+	err    error
+}
+
+// client is the probe's side of one connection to a server: a
+// pvaconn.Handler that matches replies to the requests the probe goroutine
+// sends. Decoding happens on the connection's read goroutine (the payload
+// is only valid there, and the 0xFD/0xFE type cache must see the server's
+// messages in order).
+type client struct {
+	p   *Prober
+	s   *server
+	log *zap.Logger
+	tc  pva.TypeCache // server→client descriptors; read goroutine only
+
+	mu      sync.Mutex
+	conn    *pvaconn.Conn
+	nextID  uint32
+	waiters map[waitKey]chan result
+	sid     uint32
+	haveSID bool
+	dead    bool
+	guid    chan pva.GUID // first TCP discovery ping reply
+
+	// Guarded by Prober.mu: set once the connection is the server's watch
+	// connection.
+	established bool
+}
+
+func newClient(p *Prober, s *server) *client {
+	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1)}
+}
+
+func (cl *client) id() uint32 {
+	cl.nextID++
+	return cl.nextID
+}
+
+// Message implements pvaconn.Handler.
+func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
+	switch h.Command {
+	case pva.CmdCreateChannel:
+		var m pva.CreateChannelReply
+		err := m.Decode(payload, h.BigEndian())
+		cl.deliver(waitKey{waitCreate, m.CID}, result{status: m.Status, sid: m.SID, err: err})
+	case pva.CmdRPC:
+		var m pva.RPCReply
+		err := m.Decode(payload, h.BigEndian(), &cl.tc)
+		cl.deliver(waitKey{waitRPC, m.IOID}, result{status: m.Status, subcmd: m.Subcmd, value: m.Value, err: err})
+	case pva.CmdSearchResponse:
+		var m pva.SearchResponse
+		if m.Decode(payload, h.BigEndian()) == nil && m.Seq == pingSeq {
+			select {
+			case cl.guid <- m.GUID:
+			default:
+			}
+		}
+	case pva.CmdDestroyChannel:
+		// The server killed our channel; the next listing creates it again.
+		cl.mu.Lock()
+		cl.haveSID = false
+		cl.mu.Unlock()
+	case pva.CmdMessage:
+		var m pva.Message
+		if m.Decode(payload, h.BigEndian()) == nil {
+			cl.log.Debug("server message", zap.Stringer("endpoint", cl.s.ep),
+				zap.Uint8("level", m.Level), zap.String("text", m.Text))
+		}
+	}
+}
+
+// Closed implements pvaconn.Closer.
+func (cl *client) Closed(c *pvaconn.Conn, err error) {
+	cl.mu.Lock()
+	cl.dead = true
+	ws := cl.waiters
+	cl.waiters = map[waitKey]chan result{}
+	cl.mu.Unlock()
+	for _, ch := range ws {
+		ch <- result{err: errConnLost}
+	}
+	cl.p.connClosed(cl, err)
+}
+
+func (cl *client) deliver(k waitKey, r result) {
+	cl.mu.Lock()
+	ch := cl.waiters[k]
+	delete(cl.waiters, k)
+	cl.mu.Unlock()
+	if ch != nil {
+		ch <- r // buffered, one result per waiter
+	}
+}
+
+// send registers a waiter for k (if wait) and sends msg.
+func (cl *client) send(k waitKey, wait bool, msg []byte) (chan result, error) {
+	var ch chan result
+	cl.mu.Lock()
+	if cl.dead {
+		cl.mu.Unlock()
+		return nil, errConnLost
+	}
+	if wait {
+		ch = make(chan result, 1)
+		cl.waiters[k] = ch
+	}
+	conn := cl.conn
+	cl.mu.Unlock()
+	if err := conn.Send(msg); err != nil {
+		cl.forget(k)
+		return nil, err
+	}
+	return ch, nil
+}
+
+func (cl *client) forget(k waitKey) {
+	cl.mu.Lock()
+	delete(cl.waiters, k)
+	cl.mu.Unlock()
+}
+
+func (cl *client) wait(ctx context.Context, k waitKey, ch chan result) (result, error) {
+	select {
+	case r := <-ch:
+		return r, r.err
+	case <-ctx.Done():
+		cl.forget(k)
+		return result{}, ctx.Err()
+	}
+}
+
+// ping sends a discovery ping over TCP; PVXS and pvAccessCPP servers answer
+// it with their GUID (found=0), which is how a static server that never
+// beacons gets its real identity.
+func (cl *client) ping() {
+	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: pingSeq, Flags: pva.SearchMustReply | pva.SearchUnicast})
+	cl.send(waitKey{}, false, msg)
+}
+
+// channel returns the SID of the `server` channel, creating it once per
+// connection: the channel stays open for re-listing.
+func (cl *client) channel(ctx context.Context) (uint32, error) {
+	cl.mu.Lock()
+	if cl.haveSID {
+		sid := cl.sid
+		cl.mu.Unlock()
+		return sid, nil
+	}
+	cid := cl.id()
+	flags := cl.conn.Flags()
+	cl.mu.Unlock()
+	k := waitKey{waitCreate, cid}
+	ch, err := cl.send(k, true, pva.AppendCreateChannel(nil, flags,
+		&pva.CreateChannel{Channels: []pva.ChannelRequest{{CID: cid, Name: ServerPV}}}))
+	if err != nil {
+		return 0, err
+	}
+	r, err := cl.wait(ctx, k, ch)
+	switch {
+	case err == errConnLost || ctx.Err() != nil:
+		return 0, err
+	case err != nil:
+		return 0, &ListError{Step: "create channel", Err: err}
+	case !r.status.OK() || r.sid == pva.RefusedSID:
+		return 0, &ListError{Step: "create channel", Status: r.status}
+	}
+	cl.mu.Lock()
+	cl.sid, cl.haveSID = r.sid, true
+	cl.mu.Unlock()
+	return r.sid, nil
+}
+
+// pvRequest is PVXS's default RPC pvRequest, struct{ field: struct{} }.
+var pvRequest = pva.NewValue(pva.Struct("", pva.M("field", pva.Struct(""))))
+
+// rpc runs one `server` RPC (INIT, EXEC with an NTURI query.op, then
+// DESTROY_REQUEST) as pvxlist does, and returns the result value.
+func (cl *client) rpc(ctx context.Context, sid uint32, op string) (*pva.Value, error) {
+	cl.mu.Lock()
+	ioid := cl.id()
+	flags := cl.conn.Flags()
+	cl.mu.Unlock()
+	k := waitKey{waitRPC, ioid}
+	defer cl.send(k, false, pva.AppendRequestRef(nil, flags, pva.CmdDestroyRequest, &pva.RequestRef{SID: sid, IOID: ioid}))
+
+	ch, err := cl.send(k, true, pva.AppendRPCRequest(nil, flags,
+		&pva.RPCRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdInit, Value: pvRequest}))
+	if err != nil {
+		return nil, err
+	}
+	r, err := cl.wait(ctx, k, ch)
+	if err := opError("rpc init", ctx, r, err); err != nil {
+		return nil, err
+	}
+	ch, err = cl.send(k, true, pva.AppendRPCRequest(nil, flags,
+		&pva.RPCRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdExec, Value: pva.NewNTURI(ServerPV, op)}))
+	if err != nil {
+		return nil, err
+	}
+	r, err = cl.wait(ctx, k, ch)
+	if err := opError("rpc exec", ctx, r, err); err != nil {
+		return nil, err
+	}
+	if r.subcmd&(pva.SubcmdInit|pva.SubcmdGet) != 0 {
+		return nil, &ListError{Step: "rpc exec", Err: fmt.Errorf("reply sub-command 0x%02x", r.subcmd)}
+	}
+	return r.value, nil
+}
+
+func opError(step string, ctx context.Context, r result, err error) error {
+	switch {
+	case err == errConnLost || ctx.Err() != nil:
+		return err
+	case err != nil:
+		return &ListError{Step: step, Err: err} // undecodable reply
+	case !r.status.OK():
+		return &ListError{Step: step, Status: r.status}
+	}
+	return nil
+}
+
+// list runs op=channels and op=info concurrently on the `server` channel.
+// A failed info is kept in Info.Err; it does not fail the listing.
+func (cl *client) list(ctx context.Context) ([]string, Info, error) {
+	sid, err := cl.channel(ctx)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	infoc := make(chan Info, 1)
+	go func() {
+		v, err := cl.rpc(ctx, sid, pva.OpInfo)
+		if err != nil {
+			infoc <- Info{Err: err.Error()}
+			return
+		}
+		infoc <- infoFromValue(v)
+	}()
+	v, err := cl.rpc(ctx, sid, pva.OpChannels)
+	info := <-infoc
+	if err != nil {
+		return nil, info, err
+	}
+	names, err := pva.ChannelListNames(v)
+	if err != nil {
+		return nil, info, &ListError{Step: "decode", Err: err}
+	}
+	return names, info, nil
+}
+
+// Info is a server's answer to op=info, kept for operators. PVXS sends
+// implLang and version; pvAccessCPP adds process, startTime and host.
+type Info struct {
+	ImplLang string
+	Version  string
+	Fields   map[string]string // every scalar member, formatted
+	Err      string            // why op=info failed, if it did
+	// File is set for names read from a static name file (no probe).
+	File string
+}
+
+func infoFromValue(v *pva.Value) Info {
+	var in Info
+	if v == nil || v.Type == nil || v.Type.Code != pva.TypeStruct {
+		in.Err = "op=info: no structure in reply"
+		return in
+	}
+	in.Fields = make(map[string]string, len(v.Fields))
+	for i, m := range v.Type.Members {
+		if i >= len(v.Fields) {
+			break
+		}
+		f := v.Fields[i]
+		var s string
+		switch c := m.Type.Code; {
+		case c == pva.TypeString:
+			s = f.Str
+		case c == pva.TypeFloat32 || c == pva.TypeFloat64:
+			s = strconv.FormatFloat(f.Float, 'g', -1, 64)
+		case c >= pva.TypeUInt8 && c <= pva.TypeUInt64:
+			s = strconv.FormatUint(f.Uint, 10)
+		case c.IsScalar():
+			s = strconv.FormatInt(f.Int, 10)
+		default:
+			continue
+		}
+		in.Fields[m.Name] = s
+	}
+	in.ImplLang = in.Fields["implLang"]
+	in.Version = in.Fields["version"]
+	return in
+}

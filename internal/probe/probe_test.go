@@ -1,0 +1,594 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/probe/probetest"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+// --- recording sink -------------------------------------------------------
+
+type report struct {
+	kind   string // listed, unlistable, lost
+	guid   pva.GUID
+	ep     netip.AddrPort
+	names  []string
+	info   Info
+	err    error
+	reason string
+	at     time.Time
+}
+
+type sink struct{ ch chan report }
+
+func newSink() *sink { return &sink{ch: make(chan report, 100)} }
+
+func (s *sink) Listed(g pva.GUID, ep netip.AddrPort, names []string, info Info) {
+	s.ch <- report{kind: "listed", guid: g, ep: ep, names: names, info: info, at: time.Now()}
+}
+func (s *sink) Unlistable(g pva.GUID, ep netip.AddrPort, err error) {
+	s.ch <- report{kind: "unlistable", guid: g, ep: ep, err: err, at: time.Now()}
+}
+func (s *sink) Lost(g pva.GUID, ep netip.AddrPort, reason string) {
+	s.ch <- report{kind: "lost", guid: g, ep: ep, reason: reason, at: time.Now()}
+}
+
+func (s *sink) next(t *testing.T, kind string, within time.Duration) report {
+	t.Helper()
+	select {
+	case r := <-s.ch:
+		if r.kind != kind {
+			t.Fatalf("got %s (%+v), want %s", r.kind, r, kind)
+		}
+		return r
+	case <-time.After(within):
+		t.Fatalf("no %s report within %v", kind, within)
+	}
+	panic("unreachable")
+}
+
+func (s *sink) none(t *testing.T, within time.Duration) {
+	t.Helper()
+	select {
+	case r := <-s.ch:
+		t.Fatalf("unexpected report %s %+v", r.kind, r)
+	case <-time.After(within):
+	}
+}
+
+func startServer(t *testing.T, opt probetest.Options) *probetest.Server {
+	t.Helper()
+	srv, err := probetest.Start(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func newProber(t *testing.T, opt Options) *Prober {
+	t.Helper()
+	if opt.Rand == nil {
+		opt.Rand = rand.New(rand.NewPCG(1, 2))
+	}
+	p := New(opt)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// --- backoff --------------------------------------------------------------
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{Min: time.Second, Max: 10 * time.Second, Factor: 2, Jitter: 0.2}
+	want := []time.Duration{1, 2, 4, 8, 10, 10}
+	for i, w := range want {
+		if d := b.Delay(i+1, 0.5); d != w*time.Second {
+			t.Errorf("Delay(%d, mid) = %v, want %v", i+1, d, w*time.Second)
+		}
+	}
+	if d := b.Delay(3, 0); d != 3200*time.Millisecond {
+		t.Errorf("low jitter: %v", d)
+	}
+	if d := b.Delay(3, 0.999999); d < 4790*time.Millisecond || d >= 4800*time.Millisecond {
+		t.Errorf("high jitter: %v", d)
+	}
+	if d := b.Delay(1000, 0.5); d != 10*time.Second {
+		t.Errorf("many failures: %v", d)
+	}
+	if d := (Backoff{}).Delay(1, 0.5); d != time.Second {
+		t.Errorf("zero policy takes defaults: %v", d)
+	}
+}
+
+// The retry schedule, run by the prober on a fake clock: each retry happens
+// exactly Backoff.Delay(n, u_n) after the previous failure, with u_n drawn
+// from the seeded source, and not a nanosecond earlier.
+func TestBackoffScheduleFakeClock(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	dials := make(chan time.Time, 10)
+	ep := netip.MustParseAddrPort("127.0.0.1:1")
+	k := newSink()
+	p := newProber(t, Options{Clock: c, Sink: k, Rand: rand.New(rand.NewPCG(7, 7)),
+		Dial: func(ctx context.Context, _ netip.AddrPort, _ pvaconn.Options, _ pvaconn.Handler) (*pvaconn.Conn, error) {
+			dials <- c.Now()
+			return nil, errors.New("connection refused")
+		}})
+	type sched struct {
+		d        time.Duration
+		failures int
+	}
+	scheds := make(chan sched, 10)
+	p.onSchedule = func(_ netip.AddrPort, d time.Duration, f int) { scheds <- sched{d, f} }
+	expect := rand.New(rand.NewPCG(7, 7))
+
+	p.Probe(pva.GUID{1}, ep, ReasonNew)
+	last := <-dials
+	if r := k.next(t, "unlistable", time.Second); r.guid != (pva.GUID{1}) {
+		t.Fatalf("report %+v", r)
+	}
+	for n := 1; n <= 6; n++ {
+		s := <-scheds
+		want := p.opt.Backoff.Delay(n, expect.Float64())
+		if s.failures != n || s.d != want {
+			t.Fatalf("retry %d: scheduled %v after %d failures, want %v", n, s.d, s.failures, want)
+		}
+		c.Advance(s.d - time.Nanosecond)
+		select {
+		case at := <-dials:
+			t.Fatalf("retry %d dialled early at +%v", n, at.Sub(last))
+		case <-time.After(10 * time.Millisecond):
+		}
+		c.Advance(time.Nanosecond)
+		at := <-dials
+		if at.Sub(last) != want {
+			t.Fatalf("retry %d after %v, want %v", n, at.Sub(last), want)
+		}
+		last = at
+	}
+	// One Unlistable for the episode, not one per retry.
+	k.none(t, 20*time.Millisecond)
+	if st := p.Stats(); st.ConnectFailures != 7 || st.Unlistable != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// --- listing and watching against the in-repo test server -----------------
+
+func TestListAndRelist(t *testing.T) {
+	srv := startServer(t, probetest.Options{Names: []string{"b:two", "a:one", "b:two"}, Version: "PVXS 9.9"})
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+	r := k.next(t, "listed", 5*time.Second)
+	if r.guid != srv.GUID() || r.ep != srv.Addr() || !slices.Equal(r.names, []string{"a:one", "b:two"}) {
+		t.Fatalf("listed %+v", r)
+	}
+	if r.info.ImplLang != "cpp" || r.info.Version != "PVXS 9.9" || r.info.Err != "" {
+		t.Fatalf("info %+v", r.info)
+	}
+	// Change count moved: re-listed on the same watch connection.
+	srv.SetNames([]string{"c:three"})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonSourcesChanged)
+	if r := k.next(t, "listed", 5*time.Second); !slices.Equal(r.names, []string{"c:three"}) {
+		t.Fatalf("relisted %+v", r)
+	}
+	// Periodic re-listing at Reprobe ±10 %.
+	srv.SetNames([]string{"d:four"})
+	next := p.Servers()[0].NextAttempt.Sub(c.Now())
+	if next < DefaultReprobe*9/10 || next >= DefaultReprobe*11/10 {
+		t.Fatalf("re-listing in %v, want %v ±10%%", next, DefaultReprobe)
+	}
+	c.Advance(next - time.Nanosecond)
+	k.none(t, 20*time.Millisecond)
+	c.Advance(time.Nanosecond)
+	if r := k.next(t, "listed", 5*time.Second); !slices.Equal(r.names, []string{"d:four"}) {
+		t.Fatalf("periodic %+v", r)
+	}
+	if srv.Accepted() != 1 || srv.Listings() != 3 {
+		t.Fatalf("accepted %d listings %d, want one connection, three listings", srv.Accepted(), srv.Listings())
+	}
+	st := p.Servers()
+	if len(st) != 1 || st[0].State != StateListed || !st[0].Connected || st[0].Names != 1 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestRefusedAndErrorAreUnlistableAndRetried(t *testing.T) {
+	for _, opt := range []probetest.Options{{RefuseChannel: true}, {RPCError: "Not implemented"}} {
+		srv := startServer(t, opt)
+		k := newSink()
+		c := clock.NewFake(time.Time{})
+		p := newProber(t, Options{Clock: c, Sink: k})
+		p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+		r := k.next(t, "unlistable", 5*time.Second)
+		var le *ListError
+		if !errors.As(r.err, &le) || le.Status.OK() {
+			t.Fatalf("%+v: err %v, want a ListError with the server's status", opt, r.err)
+		}
+		// Retried on the same (live) connection after the backoff.
+		c.Advance(2 * time.Second)
+		k.next(t, "unlistable", 5*time.Second)
+		if srv.Accepted() != 1 {
+			t.Fatalf("accepted %d", srv.Accepted())
+		}
+		// The watch still works for an unlistable server.
+		srv.CloseConns()
+		if r := k.next(t, "lost", 2*time.Second); r.guid != srv.GUID() {
+			t.Fatalf("lost %+v", r)
+		}
+	}
+}
+
+func TestCleanCloseLostAndReconnect(t *testing.T) {
+	srv := startServer(t, probetest.Options{Names: []string{"x"}})
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+	start := time.Now()
+	srv.CloseConns()
+	r := k.next(t, "lost", 2*time.Second)
+	t.Logf("clean close reported lost after %v (%s)", r.at.Sub(start), r.reason)
+	if r.guid != srv.GUID() {
+		t.Fatalf("lost %+v", r)
+	}
+	// Reconnect after the backoff (≤ 1.2 s on the fake clock), then re-list.
+	c.Advance(1200 * time.Millisecond)
+	k.next(t, "listed", 5*time.Second)
+	if srv.Accepted() != 2 {
+		t.Fatalf("accepted %d", srv.Accepted())
+	}
+}
+
+func TestSilentDeathLostWithinTwoEchoIntervals(t *testing.T) {
+	const echo = 300 * time.Millisecond
+	srv := startServer(t, probetest.Options{Names: []string{"x"}})
+	k := newSink()
+	p := newProber(t, Options{Sink: k, EchoInterval: echo, Clock: clock.NewFake(time.Time{})})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+
+	// Hysteresis: silent for half an interval is not a loss.
+	srv.Mute()
+	time.Sleep(echo / 2)
+	srv.Unmute()
+	k.none(t, 3*echo)
+
+	start := time.Now()
+	srv.Mute()
+	r := k.next(t, "lost", 2*echo+500*time.Millisecond)
+	el := r.at.Sub(start)
+	t.Logf("silent server reported lost after %v (echo %v): %s", el, echo, r.reason)
+	if el > 2*echo+100*time.Millisecond || el < echo-50*time.Millisecond {
+		t.Fatalf("lost after %v, want within (1, 2] echo intervals", el)
+	}
+}
+
+func TestGUIDChangeReportsOldLost(t *testing.T) {
+	srv := startServer(t, probetest.Options{Names: []string{"x"}})
+	k := newSink()
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+	old := pva.GUID{9}
+	p.Probe(old, srv.Addr(), ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+	p.Probe(srv.GUID(), srv.Addr(), ReasonChanged)
+	if r := k.next(t, "lost", 2*time.Second); r.guid != old {
+		t.Fatalf("lost %+v", r)
+	}
+	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() {
+		t.Fatalf("listed %+v", r)
+	}
+	if srv.Accepted() != 2 {
+		t.Fatalf("accepted %d", srv.Accepted())
+	}
+}
+
+func TestStaticServers(t *testing.T) {
+	pinged := startServer(t, probetest.Options{Names: []string{"p"}})
+	silent := startServer(t, probetest.Options{Names: []string{"s"}, NoPing: true})
+	k := newSink()
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k, PingWait: 100 * time.Millisecond})
+	p.SetStatic([]netip.AddrPort{pinged.Addr(), silent.Addr()})
+	got := map[netip.AddrPort]report{}
+	for range 2 {
+		r := k.next(t, "listed", 5*time.Second)
+		got[r.ep] = r
+	}
+	if got[pinged.Addr()].guid != pinged.GUID() {
+		t.Fatalf("static server GUID %v, want its own %v (TCP discovery ping)", got[pinged.Addr()].guid, pinged.GUID())
+	}
+	if got[silent.Addr()].guid != StaticGUID(silent.Addr()) {
+		t.Fatalf("GUID %v, want synthetic", got[silent.Addr()].guid)
+	}
+	p.SetStatic([]netip.AddrPort{pinged.Addr()})
+	if n := len(p.Servers()); n != 1 {
+		t.Fatalf("%d servers after removing one static", n)
+	}
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	var cur, peak atomic.Int32
+	release := make(chan struct{})
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: newSink(), Concurrency: 3,
+		Dial: func(ctx context.Context, _ netip.AddrPort, _ pvaconn.Options, _ pvaconn.Handler) (*pvaconn.Conn, error) {
+			n := cur.Add(1)
+			for {
+				if m := peak.Load(); n <= m || peak.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			<-release
+			cur.Add(-1)
+			return nil, errors.New("no")
+		}})
+	for i := range 10 {
+		p.Probe(pva.GUID{byte(i + 1)}, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(1000+i)), ReasonNew)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if peak.Load() != 3 {
+		t.Fatalf("peak %d concurrent probes, want 3", peak.Load())
+	}
+	close(release)
+}
+
+// --- a replayed pvAccessCPP server (capture blocks #73-#81) ---------------
+
+func hexb(s string) []byte {
+	var b []byte
+	for i := 0; i+1 < len(s); {
+		if s[i] == ' ' {
+			i++
+			continue
+		}
+		var v byte
+		fmt.Sscanf(s[i:i+2], "%02x", &v)
+		b = append(b, v)
+		i += 2
+	}
+	return b
+}
+
+var (
+	cap73 = hexb("ca 02 41 02 00 00 00 00 ca 02 40 01 14 00 00 00 00 44 00 00 ff 7f 02 09 61 6e 6f 6e 79 6d 6f 75 73 02 63 61")
+	cap75 = hexb("ca 02 40 09 01 00 00 00 ff")
+	cap77 = hexb("ca 02 40 07 09 00 00 00 41 30 20 10 01 34 00 12 ff")
+	cap79 = hexb("ca 02 40 14 06 00 00 00 51 60 70 80 08 ff")
+	cap81 = hexb("ca 02 40 14 39 00 00 00 51 60 70 80 10 ff fd 01 00 80 1a 65 70 69 63 73 3a 6e 74 2f 4e 54 53 63" +
+		"61 6c 61 72 41 72 72 61 79 3a 31 2e 30 01 05 76 61 6c 75 65 68 01 0a 63 61 70 3a 63 3a 6d 62 6f 78")
+	// GUID of server C, from its beacon (#72).
+	capGUID = pva.GUID(hexb("0d 9c 0d 6b 00 00 00 00 eb c3 00 21"))
+)
+
+// withID returns a copy of a captured little-endian reply with the u32 at
+// payload offset 0 (CID or IOID) replaced by the client's.
+func withID(b []byte, id uint32) []byte {
+	b = slices.Clone(b)
+	b[8], b[9], b[10], b[11] = byte(id), byte(id>>8), byte(id>>16), byte(id>>24)
+	return b
+}
+
+// replayServer answers like the pvAccessCPP server C of the capture by
+// writing its captured bytes; only the CID/IOID are patched in.
+func replayServer(t *testing.T) netip.AddrPort {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		go func() { <-t.Context().Done(); nc.Close() }()
+		nc.Write(cap73)
+		var buf []byte
+		tmp := make([]byte, 4096)
+		var tc pva.TypeCache
+		for {
+			n, err := nc.Read(tmp)
+			if err != nil {
+				return
+			}
+			buf = append(buf, tmp[:n]...)
+			for {
+				h, payload, rest, err := pva.SplitMessage(buf)
+				if err != nil {
+					break
+				}
+				buf = rest
+				if h.Control() {
+					continue
+				}
+				switch h.Command {
+				case pva.CmdConnectionValidation:
+					nc.Write(cap75)
+				case pva.CmdEcho:
+					nc.Write(pva.AppendEcho(nil, pva.FlagServer, payload))
+				case pva.CmdCreateChannel:
+					var m pva.CreateChannel
+					if m.Decode(payload, h.BigEndian()) == nil {
+						nc.Write(withID(cap77, m.Channels[0].CID))
+					}
+				case pva.CmdRPC:
+					var m pva.RPCRequest
+					if m.Decode(payload, h.BigEndian(), &tc) != nil {
+						return
+					}
+					switch _, op, _ := pva.NTURIOp(m.Value); {
+					case m.IsInit():
+						nc.Write(withID(cap79, m.IOID))
+					case op == pva.OpChannels:
+						nc.Write(withID(cap81, m.IOID))
+					default:
+						nc.Write(pva.AppendRPCReply(nil, pva.FlagServer, &pva.RPCReply{IOID: m.IOID,
+							Status: pva.Status{Type: pva.StatusError, Message: "not captured"}}))
+					}
+				}
+			}
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+func TestReplayedPvAccessCPPServer(t *testing.T) {
+	addr := replayServer(t)
+	k := newSink()
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+	p.Probe(capGUID, addr, ReasonNew)
+	r := k.next(t, "listed", 5*time.Second)
+	if r.guid != capGUID || !slices.Equal(r.names, []string{"cap:c:mbox"}) {
+		t.Fatalf("listed %+v", r)
+	}
+	if r.info.Err == "" {
+		t.Fatalf("info from a server that refused op=info: %+v", r.info)
+	}
+}
+
+// --- beacon → tracker → probe, end to end on loopback ---------------------
+
+func TestBeaconToProbe(t *testing.T) {
+	srv := startServer(t, probetest.Options{Names: []string{"bx"}})
+	if _, err := srv.ListenUDP(); err != nil {
+		t.Fatal(err)
+	}
+	k := newSink()
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+	tr := beacon.New(beacon.Options{Clock: clock.NewFake(time.Time{}), OnEvent: func(ev beacon.Event) {
+		switch ev.Kind {
+		case beacon.EventNew:
+			p.Probe(ev.GUID, ev.Endpoint, ReasonNew)
+		case beacon.EventSourcesChanged:
+			p.Probe(ev.GUID, ev.Endpoint, ReasonSourcesChanged)
+		}
+	}})
+	u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	to := u.LocalAddr().(*net.UDPAddr).AddrPort()
+	recv := func() {
+		t.Helper()
+		buf := make([]byte, 1500)
+		u.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, from, err := u.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, payload, _, err := pva.SplitMessage(buf[:n])
+		if err != nil || h.Command != pva.CmdBeacon {
+			t.Fatalf("not a beacon: %v %v", h, err)
+		}
+		var b pva.Beacon
+		if err := b.Decode(payload, h.BigEndian()); err != nil {
+			t.Fatal(err)
+		}
+		ip := b.Addr.Addr()
+		if b.Addr.IsAny() {
+			ip = from.Addr()
+		}
+		tr.Observe(beacon.Observation{GUID: b.GUID, Endpoint: netip.AddrPortFrom(ip, b.Port), Protocol: b.Protocol,
+			Version: h.Version, ChangeCount: b.ChangeCount, From: from, Via: beacon.ViaBeacon})
+	}
+	srv.SendBeacon(to, 1)
+	recv()
+	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() || !slices.Equal(r.names, []string{"bx"}) {
+		t.Fatalf("listed %+v", r)
+	}
+	srv.SetNames([]string{"by"})
+	srv.SendBeacon(to, 2)
+	recv()
+	if r := k.next(t, "listed", 5*time.Second); !slices.Equal(r.names, []string{"by"}) {
+		t.Fatalf("after change count: %+v", r)
+	}
+}
+
+// --- static name files ----------------------------------------------------
+
+func TestNameFiles(t *testing.T) {
+	dir := t.TempDir()
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	f := &NameFiles{Dir: dir, Interval: 10 * time.Second, Sink: k, Clock: c}
+	a := filepath.Join(dir, "ioc-a.txt")
+	os.WriteFile(a, []byte("# endpoint 127.0.0.5:5064\nA:1\n\n# comment\nA:2\n"), 0o644)
+	b := filepath.Join(dir, "127.0.0.6_5075.names")
+	os.WriteFile(b, []byte("B:1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "garbage"), []byte("X\n"), 0o644) // no endpoint: skipped
+	f.Start()
+	defer f.Close()
+	got := map[netip.AddrPort][]string{}
+	for range 2 {
+		r := k.next(t, "listed", time.Second)
+		if r.guid != StaticGUID(r.ep) || r.info.File == "" {
+			t.Fatalf("report %+v", r)
+		}
+		got[r.ep] = r.names
+	}
+	if !slices.Equal(got[netip.MustParseAddrPort("127.0.0.5:5064")], []string{"A:1", "A:2"}) ||
+		!slices.Equal(got[netip.MustParseAddrPort("127.0.0.6:5075")], []string{"B:1"}) {
+		t.Fatalf("got %v", got)
+	}
+	k.none(t, 10*time.Millisecond)
+	c.Advance(10 * time.Second) // unchanged: nothing
+	k.none(t, 10*time.Millisecond)
+	os.WriteFile(a, []byte("# endpoint 127.0.0.5:5064\nA:3\n"), 0o644)
+	os.Chtimes(a, time.Now(), time.Now().Add(time.Hour))
+	os.Remove(b)
+	c.Advance(10 * time.Second)
+	r1, r2 := <-k.ch, <-k.ch
+	if r1.kind != "listed" || !slices.Equal(r1.names, []string{"A:3"}) || r2.kind != "lost" ||
+		r2.ep != netip.MustParseAddrPort("127.0.0.6:5075") {
+		t.Fatalf("after change: %+v %+v", r1, r2)
+	}
+}
+
+// --- benchmark ------------------------------------------------------------
+
+// BenchmarkList100kNames: connect, handshake, create the channel and list a
+// server with 100,000 names (target < 2 s per listing).
+func BenchmarkList100kNames(b *testing.B) {
+	names := make([]string, 100000)
+	for i := range names {
+		names[i] = fmt.Sprintf("SITE:SYS%03d:DEV%04d:SIGNAL", i%1000, i)
+	}
+	srv, err := probetest.Start(probetest.Options{Names: names})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		k := newSink()
+		p := New(Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+		p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+		r := <-k.ch
+		if r.kind != "listed" || len(r.names) != len(names) {
+			b.Fatalf("%s %d names %v", r.kind, len(r.names), r.err)
+		}
+		p.Close()
+	}
+}

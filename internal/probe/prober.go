@@ -1,0 +1,696 @@
+// Package probe learns each server's PV names over TCP and keeps watch on
+// the server: it connects as a PVA client, creates the `server` channel,
+// runs the RPC pvxlist runs (NTURI query.op="channels", and "info" for
+// operators), reports the complete name set, and keeps the connection open
+// with ECHO so a dead server is reported lost in seconds instead of at
+// beacon expiry.
+//
+// It owns the probe schedule (a bounded pool of concurrent probes, backoff
+// with jitter after failures, periodic re-listing), the watch connections,
+// the static server list and the static name files. It does not own the
+// registry or the beacon table: results go to a Sink the daemon wires to
+// the registry, and the daemon turns beacon events into Probe and Forget
+// calls.
+//
+// # Per-server life
+//
+//	Probe (beacon new/changed/sources changed, static server) ─► probing
+//	probing ─ listed ─► Sink.Listed, watching; re-list every Reprobe
+//	probing ─ refused/undecodable ─► Sink.Unlistable, watching; retry with backoff
+//	probing ─ connect failed ─► Sink.Unlistable (once), retry with backoff
+//	watching ─ connection closed / silent ─► Sink.Lost at once, reconnect with backoff
+//	Forget / Close ─► connection closed, no report
+//
+// A re-listing (periodic, or because the beacon's change count moved) runs
+// on the existing watch connection. A changed GUID closes the old
+// connection (reporting the old GUID lost) and probes afresh.
+//
+// # Watch
+//
+// Like a PVXS client, the probe sends ECHO every EchoInterval. pvaconn
+// closes a connection on which nothing at all arrived for IdleTimeout,
+// which defaults to two echo intervals: one unanswered echo interval is
+// tolerated, the second is not. A single lost TCP segment costs a
+// retransmission (hundreds of milliseconds), far less than an interval, so
+// it never trips the watch. A clean close (FIN/RST) is reported at once.
+package probe
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+// Sink receives probe results; the daemon wires it to the registry. Calls
+// are made one at a time, in order, outside the prober's lock.
+type Sink interface {
+	// Listed replaces the server's name set (names as the server sent
+	// them: PVXS sorts and de-duplicates, pvAccessCPP need not).
+	Listed(guid pva.GUID, ep netip.AddrPort, names []string, info Info)
+	// Unlistable: the server could not be listed (refused, error status,
+	// undecodable reply, or not reachable); its names are left to
+	// search-through. It will be retried.
+	Unlistable(guid pva.GUID, ep netip.AddrPort, err error)
+	// Lost: the watch connection closed or went silent; drop the server's
+	// names. It is reconnected with backoff until Forget.
+	Lost(guid pva.GUID, ep netip.AddrPort, reason string)
+}
+
+// Reason says why a probe was requested (logged and counted).
+type Reason uint8
+
+// Probe reasons.
+const (
+	ReasonNew            Reason = iota // first sighting (beacon or discovery)
+	ReasonChanged                      // new GUID or version at the endpoint
+	ReasonSourcesChanged               // beacon change count moved
+	ReasonStatic                       // configured static server
+	ReasonManual                       // operator request
+)
+
+// Defaults.
+const (
+	DefaultConcurrency  = 16
+	DefaultEchoInterval = pvaconn.DefaultEchoInterval
+	DefaultProbeTimeout = 30 * time.Second
+	DefaultReprobe      = 5 * time.Minute
+	DefaultPingWait     = 500 * time.Millisecond
+	// reprobeJitter spreads periodic re-listings of servers probed together.
+	reprobeJitter = 0.1
+)
+
+// DialFunc opens a client connection; tests replace it.
+type DialFunc func(ctx context.Context, addr netip.AddrPort, opt pvaconn.Options, h pvaconn.Handler) (*pvaconn.Conn, error)
+
+// Options configure a Prober. Zero values take the defaults.
+type Options struct {
+	Sink  Sink
+	Clock clock.Clock // schedules: backoff, periodic re-listing
+	// Concurrency bounds probes connecting or listing at once (watch
+	// connections do not count).
+	Concurrency int
+	// EchoInterval is the ECHO period on watch connections; IdleTimeout
+	// (default 2×EchoInterval) is how long a silent server is tolerated.
+	EchoInterval time.Duration
+	IdleTimeout  time.Duration
+	// ProbeTimeout bounds one connect-and-list (wall clock).
+	ProbeTimeout time.Duration
+	// Reprobe is the period of re-listing a listed server (±10 %); < 0
+	// disables it.
+	Reprobe time.Duration
+	Backoff Backoff
+	// PingWait is how long a static server's GUID is awaited after its
+	// listing before a synthetic one (StaticGUID) is used.
+	PingWait time.Duration
+	// Conn is the template for watch connections (Role, EchoInterval and
+	// IdleTimeout are set from the fields above).
+	Conn pvaconn.Options
+	Dial DialFunc
+	// Rand drives the jitter; nil seeds one from the time. Tests pass a
+	// seeded source to get a reproducible schedule.
+	Rand   *rand.Rand
+	Logger *zap.Logger
+}
+
+// State is where the prober is with a server.
+type State uint8
+
+// States.
+const (
+	StateIdle State = iota
+	StateProbing
+	StateListed     // listed, watching
+	StateUnlistable // connected but listing failed, watching
+	StateFailed     // not connected; retrying
+)
+
+var stateNames = [...]string{"idle", "probing", "listed", "unlistable", "failed"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "invalid"
+}
+
+// ServerStatus is the prober's view of one server, for operators.
+type ServerStatus struct {
+	Endpoint    netip.AddrPort
+	GUID        pva.GUID
+	Static      bool
+	State       State
+	Connected   bool
+	Names       int
+	ListedAt    time.Time
+	Failures    int
+	LastError   string
+	NextAttempt time.Time // zero if none scheduled
+	Info        Info
+}
+
+// Stats are counters since New.
+type Stats struct {
+	Probes          uint64 // connect-and-list attempts (including re-listings)
+	Listed          uint64
+	Unlistable      uint64
+	ConnectFailures uint64
+	Lost            uint64
+	Servers         int
+	Watching        int
+}
+
+type server struct {
+	ep       netip.AddrPort
+	guid     pva.GUID
+	static   bool
+	state    State
+	running  bool // a probe goroutine owns the server
+	again    bool // probe again when it finishes
+	cl       *client
+	failures int
+	timer    clock.Timer
+	timerGen uint64
+	next     time.Time
+	lastErr  string
+	info     Info
+	names    int
+	listedAt time.Time
+	// reported: a Listed or Unlistable is outstanding and a Lost is owed
+	// when the server goes away. lostReported: Lost was reported and no
+	// sign of life since, so connect failures are retried quietly.
+	reported     bool
+	lostReported bool
+	forgotten    bool
+}
+
+// Prober runs probes. It is safe for concurrent use.
+type Prober struct {
+	opt    Options
+	log    *zap.Logger
+	sem    chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	servers    map[netip.AddrPort]*server
+	rnd        *rand.Rand
+	stats      Stats
+	closed     bool
+	queue      []func()
+	delivering bool
+
+	// onSchedule, if set (tests), is called under the lock whenever a
+	// timer is armed for a server.
+	onSchedule func(ep netip.AddrPort, d time.Duration, failures int)
+}
+
+// New returns a prober. It starts nothing until Probe or SetStatic.
+func New(opt Options) *Prober {
+	if opt.Clock == nil {
+		opt.Clock = clock.Real{}
+	}
+	if opt.Concurrency <= 0 {
+		opt.Concurrency = DefaultConcurrency
+	}
+	if opt.EchoInterval <= 0 {
+		opt.EchoInterval = DefaultEchoInterval
+	}
+	if opt.IdleTimeout <= 0 {
+		opt.IdleTimeout = 2 * opt.EchoInterval
+	}
+	if opt.ProbeTimeout <= 0 {
+		opt.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opt.Reprobe == 0 {
+		opt.Reprobe = DefaultReprobe
+	}
+	if opt.PingWait <= 0 {
+		opt.PingWait = DefaultPingWait
+	}
+	opt.Backoff = opt.Backoff.withDefaults()
+	if opt.Dial == nil {
+		opt.Dial = pvaconn.Dial
+	}
+	if opt.Rand == nil {
+		opt.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x70766e73))
+	}
+	if opt.Logger == nil {
+		opt.Logger = zap.NewNop()
+	}
+	opt.Conn.Role = pvaconn.Client
+	opt.Conn.EchoInterval = opt.EchoInterval
+	opt.Conn.IdleTimeout = opt.IdleTimeout
+	if opt.Conn.Logger == nil {
+		opt.Conn.Logger = opt.Logger
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Prober{
+		opt: opt, log: opt.Logger, sem: make(chan struct{}, opt.Concurrency),
+		ctx: ctx, cancel: cancel, servers: make(map[netip.AddrPort]*server), rnd: opt.Rand,
+	}
+}
+
+// StaticGUID is the identity reported for a server whose GUID is unknown
+// (a static server that did not answer the TCP discovery ping, or a static
+// name file): the first 12 bytes of SHA-256 of "pvans static " + endpoint,
+// stable across daemon restarts.
+func StaticGUID(ep netip.AddrPort) pva.GUID {
+	sum := sha256.Sum256([]byte("pvans static " + ep.String()))
+	return pva.GUID(sum[:12])
+}
+
+// Probe asks for a server to be listed (or re-listed). A GUID different
+// from the one the prober knows means the server restarted: the old watch
+// connection is closed and the old GUID reported lost.
+func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	s := p.servers[ep]
+	if s == nil {
+		s = &server{ep: ep, guid: guid}
+		p.servers[ep] = s
+	}
+	if !guid.IsZero() && guid != s.guid {
+		if !s.guid.IsZero() {
+			p.dropConn(s, "server restarted (new GUID)")
+			s.failures = 0
+		}
+		s.guid = guid
+	}
+	if why == ReasonStatic {
+		s.static = true
+	}
+	// A beacon is a sign of life: connect failures count as news again.
+	s.lostReported = false
+	p.log.Debug("probe requested", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Uint8("reason", uint8(why)))
+	p.kick(s)
+	p.mu.Unlock()
+	p.deliver()
+}
+
+// Forget stops probing and watching ep and closes its connection, without
+// a report: the caller (beacon expiry, static list change) removes the
+// server itself.
+func (p *Prober) Forget(ep netip.AddrPort) {
+	p.mu.Lock()
+	if s := p.servers[ep]; s != nil {
+		p.forgetLocked(s)
+	}
+	p.mu.Unlock()
+}
+
+func (p *Prober) forgetLocked(s *server) {
+	s.forgotten = true
+	p.stopTimer(s)
+	if s.cl != nil {
+		s.cl.conn.Close()
+		s.cl = nil
+	}
+	delete(p.servers, s.ep)
+}
+
+// SetStatic replaces the list of static servers: endpoints probed (and
+// watched, and reconnected) even if they never beacon. Endpoints no longer
+// listed are forgotten unless a beacon also announced them.
+func (p *Prober) SetStatic(eps []netip.AddrPort) {
+	want := make(map[netip.AddrPort]bool, len(eps))
+	for _, ep := range eps {
+		want[ep] = true
+	}
+	p.mu.Lock()
+	for ep, s := range p.servers {
+		if s.static && !want[ep] {
+			s.static = false
+			if s.guid.IsZero() || s.guid == StaticGUID(ep) {
+				p.forgetLocked(s)
+			}
+		}
+	}
+	var add []netip.AddrPort
+	for ep := range want {
+		if s := p.servers[ep]; s == nil || !s.static {
+			add = append(add, ep)
+		}
+	}
+	p.mu.Unlock()
+	for _, ep := range add {
+		p.Probe(pva.GUID{}, ep, ReasonStatic)
+	}
+}
+
+// Close stops every probe and closes every connection, without reports.
+func (p *Prober) Close() {
+	p.mu.Lock()
+	p.closed = true
+	for _, s := range p.servers {
+		p.forgetLocked(s)
+	}
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+}
+
+// Servers returns the status of every server, in no particular order.
+func (p *Prober) Servers() []ServerStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]ServerStatus, 0, len(p.servers))
+	for _, s := range p.servers {
+		out = append(out, ServerStatus{Endpoint: s.ep, GUID: s.guid, Static: s.static, State: s.state,
+			Connected: s.cl != nil, Names: s.names, ListedAt: s.listedAt, Failures: s.failures,
+			LastError: s.lastErr, NextAttempt: s.next, Info: s.info})
+	}
+	return out
+}
+
+// Stats returns the counters.
+func (p *Prober) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.stats
+	st.Servers = len(p.servers)
+	for _, s := range p.servers {
+		if s.cl != nil {
+			st.Watching++
+		}
+	}
+	return st
+}
+
+// kick starts a probe goroutine for s, or marks it to run again. Called
+// with p.mu held.
+func (p *Prober) kick(s *server) {
+	if s.running {
+		s.again = true
+		return
+	}
+	p.stopTimer(s)
+	s.running = true
+	s.state = StateProbing
+	p.wg.Add(1)
+	go p.run(s)
+}
+
+func (p *Prober) stopTimer(s *server) {
+	s.timerGen++
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.next = time.Time{}
+}
+
+// schedule arms s's one timer: retry or re-list after d.
+func (p *Prober) schedule(s *server, d time.Duration) {
+	p.stopTimer(s)
+	gen := s.timerGen
+	s.next = p.opt.Clock.Now().Add(d)
+	s.timer = p.opt.Clock.AfterFunc(d, func() {
+		p.mu.Lock()
+		if s.timerGen == gen && !s.forgotten && !p.closed {
+			s.timer = nil
+			s.next = time.Time{}
+			p.kick(s)
+		}
+		p.mu.Unlock()
+	})
+	if p.onSchedule != nil {
+		p.onSchedule(s.ep, d, s.failures)
+	}
+}
+
+// retry schedules the next attempt after a failure.
+func (p *Prober) retry(s *server) {
+	p.schedule(s, p.opt.Backoff.Delay(s.failures, p.rnd.Float64()))
+}
+
+// report queues a Sink call; deliver runs them in order outside the lock.
+func (p *Prober) report(f func(Sink)) {
+	if p.opt.Sink == nil {
+		return
+	}
+	sink := p.opt.Sink
+	p.queue = append(p.queue, func() { f(sink) })
+}
+
+func (p *Prober) deliver() {
+	p.mu.Lock()
+	if p.delivering || len(p.queue) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.delivering = true
+	for len(p.queue) > 0 {
+		q := p.queue
+		p.queue = nil
+		p.mu.Unlock()
+		for _, f := range q {
+			f()
+		}
+		p.mu.Lock()
+	}
+	p.delivering = false
+	p.mu.Unlock()
+}
+
+// dropConn closes s's watch connection on our initiative, reporting the
+// server lost if a result for it is outstanding. Called with p.mu held.
+func (p *Prober) dropConn(s *server, reason string) {
+	if s.cl != nil {
+		s.cl.conn.Close()
+		s.cl = nil
+	}
+	p.lostLocked(s, reason)
+}
+
+func (p *Prober) lostLocked(s *server, reason string) {
+	if !s.reported {
+		return
+	}
+	s.reported, s.lostReported = false, true
+	s.names = 0
+	p.stats.Lost++
+	guid, ep := s.reportGUID(), s.ep
+	p.log.Info("server lost", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.String("reason", reason))
+	p.report(func(k Sink) { k.Lost(guid, ep, reason) })
+}
+
+func (s *server) reportGUID() pva.GUID {
+	if s.guid.IsZero() {
+		return StaticGUID(s.ep)
+	}
+	return s.guid
+}
+
+// connClosed is the watch: the connection of cl ended.
+func (p *Prober) connClosed(cl *client, err error) {
+	p.mu.Lock()
+	s := cl.s
+	if !cl.established || s.cl != cl || s.forgotten || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	s.cl = nil
+	reason := closeReason(err)
+	s.lastErr = reason
+	p.lostLocked(s, reason)
+	if !s.running {
+		s.state = StateFailed
+		s.failures = 1
+		p.retry(s)
+	}
+	p.mu.Unlock()
+	p.deliver()
+}
+
+func closeReason(err error) string {
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return "connection closed by server"
+	case errors.Is(err, pvaconn.ErrIdleTimeout):
+		return "server stopped answering (no reply to echo)"
+	}
+	return err.Error()
+}
+
+type outcome struct {
+	names      []string
+	info       Info
+	guid       pva.GUID
+	connErr    error // no usable connection
+	listErr    error // connected, listing failed
+	superseded bool  // forgotten or restarted while connecting
+}
+
+func (p *Prober) run(s *server) {
+	defer p.wg.Done()
+	for {
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.ctx.Done():
+			return
+		}
+		o := p.attempt(s)
+		<-p.sem
+		again := p.settle(s, o)
+		p.deliver()
+		if !again {
+			return
+		}
+	}
+}
+
+// attempt connects (unless a watch connection is up) and lists s.
+func (p *Prober) attempt(s *server) outcome {
+	p.mu.Lock()
+	p.stats.Probes++
+	cl, guid := s.cl, s.guid
+	p.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(p.ctx, p.opt.ProbeTimeout)
+	defer cancel()
+	pinged := false
+	if cl == nil {
+		cl = newClient(p, s)
+		conn, err := p.opt.Dial(ctx, s.ep, p.opt.Conn, cl)
+		if err != nil {
+			return outcome{connErr: err}
+		}
+		cl.mu.Lock()
+		cl.conn = conn
+		cl.mu.Unlock()
+		p.mu.Lock()
+		if s.forgotten || p.closed || s.guid != guid {
+			p.mu.Unlock()
+			conn.Close()
+			return outcome{superseded: true}
+		}
+		cl.established = true
+		s.cl = cl
+		dead := cl.dead
+		if dead {
+			s.cl = nil
+		}
+		p.mu.Unlock()
+		if dead {
+			return outcome{connErr: errConnLost}
+		}
+		if guid.IsZero() {
+			cl.ping()
+			pinged = true
+		}
+	}
+	names, info, err := cl.list(ctx)
+	o := outcome{names: names, info: info, guid: guid}
+	if err != nil {
+		var le *ListError
+		if errors.As(err, &le) {
+			o.listErr = err
+		} else {
+			o.connErr = err
+		}
+	}
+	if pinged {
+		t := time.NewTimer(p.opt.PingWait)
+		select {
+		case g := <-cl.guid:
+			o.guid = g
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return o
+}
+
+// settle records an attempt's outcome, reports it and schedules what comes
+// next. It reports whether the goroutine should probe again at once.
+func (p *Prober) settle(s *server, o outcome) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.forgotten || p.closed {
+		s.running = false
+		return false
+	}
+	if s.guid.IsZero() && !o.guid.IsZero() {
+		s.guid = o.guid
+	}
+	guid, ep := s.reportGUID(), s.ep
+	switch {
+	case o.superseded:
+	case o.connErr != nil:
+		s.failures++
+		s.state = StateFailed
+		s.lastErr = o.connErr.Error()
+		if s.cl != nil && s.cl.dead {
+			s.cl = nil
+		}
+		if s.cl != nil {
+			// Listing timed out on a live connection: treat as unlistable.
+			s.state = StateUnlistable
+		}
+		p.stats.ConnectFailures++
+		if !s.lostReported && !s.reported {
+			// First failure since the server was announced: let the
+			// registry fall back to search-through for it.
+			s.reported = true
+			p.stats.Unlistable++
+			err := o.connErr
+			p.report(func(k Sink) { k.Unlistable(guid, ep, err) })
+		}
+		p.retry(s)
+		p.log.Debug("probe failed", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures), zap.Error(o.connErr))
+	case o.listErr != nil:
+		s.failures++
+		s.state = StateUnlistable
+		s.lastErr = o.listErr.Error()
+		s.info = o.info
+		s.reported = true
+		s.names = 0
+		p.stats.Unlistable++
+		err := o.listErr
+		p.report(func(k Sink) { k.Unlistable(guid, ep, err) })
+		p.retry(s)
+		p.log.Info("server unlistable", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Error(err))
+	default:
+		s.failures = 0
+		s.state = StateListed
+		s.lastErr = ""
+		s.info = o.info
+		s.names = len(o.names)
+		s.listedAt = p.opt.Clock.Now()
+		s.reported, s.lostReported = true, false
+		p.stats.Listed++
+		names, info := o.names, o.info
+		p.report(func(k Sink) { k.Listed(guid, ep, names, info) })
+		if p.opt.Reprobe > 0 {
+			p.schedule(s, jitter(p.opt.Reprobe, reprobeJitter, p.rnd.Float64()))
+		} else {
+			p.stopTimer(s)
+		}
+		p.log.Debug("server listed", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(names)))
+	}
+	if s.again {
+		s.again = false
+		p.stopTimer(s)
+		s.state = StateProbing
+		return true
+	}
+	s.running = false
+	return false
+}

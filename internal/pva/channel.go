@@ -1,0 +1,156 @@
+package pva
+
+import "strconv"
+
+// ChannelRequest is one (CID, name) of a CREATE_CHANNEL request.
+type ChannelRequest struct {
+	CID  uint32
+	Name string
+}
+
+// CreateChannel is a CREATE_CHANNEL request (client → server): PVXS sends
+// one channel per message but accepts several; pvAccessCPP requires one.
+type CreateChannel struct {
+	Channels []ChannelRequest
+}
+
+// Decode decodes the request, reusing m.Channels. Names are copied: a
+// server keeps them for the channel's lifetime.
+func (m *CreateChannel) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_CREATE_CHANNEL")
+	n := int(r.U16("count"))
+	if !r.Failed() && n*5 > r.Remaining() { // u32 CID + at least a 1-byte Size
+		r.Fail("count", "count "+strconv.Itoa(n)+" exceeds payload")
+	}
+	m.Channels = m.Channels[:0]
+	for i := 0; i < n && !r.Failed(); i++ {
+		cid := r.U32("cid")
+		name := r.String("name")
+		m.Channels = append(m.Channels, ChannelRequest{CID: cid, Name: name})
+	}
+	return r.Err()
+}
+
+// AppendCreateChannel appends a CREATE_CHANNEL request message.
+func AppendCreateChannel(dst []byte, flags uint8, m *CreateChannel) []byte {
+	dst, start := beginMessage(dst, flags, CmdCreateChannel)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.U16(uint16(len(m.Channels)))
+	for _, c := range m.Channels {
+		w.U32(c.CID)
+		w.String(c.Name)
+	}
+	return finishMessage(w.B, start)
+}
+
+// RefusedSID is the SID PVXS puts in a refused CREATE_CHANNEL reply.
+const RefusedSID = 0xFFFFFFFF
+
+// CreateChannelReply is the server's answer: no access-rights field in
+// either implementation.
+type CreateChannelReply struct {
+	CID    uint32
+	SID    uint32
+	Status Status
+}
+
+// Decode decodes a CREATE_CHANNEL reply.
+func (m *CreateChannelReply) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_CREATE_CHANNEL(reply)")
+	m.CID = r.U32("cid")
+	m.SID = r.U32("sid")
+	m.Status = r.Status("status")
+	return r.Err()
+}
+
+// AppendCreateChannelReply appends a CREATE_CHANNEL reply message.
+func AppendCreateChannelReply(dst []byte, flags uint8, m *CreateChannelReply) []byte {
+	dst, start := beginMessage(dst, flags, CmdCreateChannel)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.U32(m.CID)
+	w.U32(m.SID)
+	w.Status(m.Status)
+	return finishMessage(w.B, start)
+}
+
+// DestroyChannel is DESTROY_CHANNEL, the same 8 bytes in both directions.
+type DestroyChannel struct {
+	SID uint32
+	CID uint32
+}
+
+// Decode decodes DESTROY_CHANNEL.
+func (m *DestroyChannel) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_DESTROY_CHANNEL")
+	m.SID = r.U32("sid")
+	m.CID = r.U32("cid")
+	return r.Err()
+}
+
+// AppendDestroyChannel appends DESTROY_CHANNEL.
+func AppendDestroyChannel(dst []byte, flags uint8, m *DestroyChannel) []byte {
+	dst, start := beginMessage(dst, flags, CmdDestroyChannel)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.U32(m.SID)
+	w.U32(m.CID)
+	return finishMessage(w.B, start)
+}
+
+// RequestRef names an operation: DESTROY_REQUEST and CANCEL_REQUEST carry
+// just this (no reply).
+type RequestRef struct {
+	SID  uint32
+	IOID uint32
+}
+
+// Decode decodes DESTROY_REQUEST or CANCEL_REQUEST.
+func (m *RequestRef) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_DESTROY_REQUEST")
+	m.SID = r.U32("sid")
+	m.IOID = r.U32("ioid")
+	return r.Err()
+}
+
+// AppendRequestRef appends a DESTROY_REQUEST or CANCEL_REQUEST (cmd).
+func AppendRequestRef(dst []byte, flags uint8, cmd Command, m *RequestRef) []byte {
+	dst, start := beginMessage(dst, flags, cmd)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.U32(m.SID)
+	w.U32(m.IOID)
+	return finishMessage(w.B, start)
+}
+
+// Message levels of CMD_MESSAGE.
+const (
+	MessageInfo    = 0
+	MessageWarning = 1
+	MessageError   = 2
+	MessageFatal   = 3
+)
+
+// Message is CMD_MESSAGE: a server's text about an operation.
+type Message struct {
+	IOID  uint32
+	Level uint8
+	Text  string
+}
+
+// Decode decodes CMD_MESSAGE.
+func (m *Message) Decode(payload []byte, bigEndian bool) error {
+	r := NewReader(payload, bigEndian, "CMD_MESSAGE")
+	m.IOID = r.U32("ioid")
+	m.Level = r.U8("level")
+	m.Text = r.String("message")
+	return r.Err()
+}
+
+// AppendMessageMsg appends CMD_MESSAGE. (AppendMessage is the raw-payload
+// helper.)
+func AppendMessageMsg(dst []byte, flags uint8, m *Message) []byte {
+	dst, start := beginMessage(dst, flags, CmdMessage)
+	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w.U32(m.IOID)
+	w.U8(m.Level)
+	w.String(m.Text)
+	return finishMessage(w.B, start)
+}

@@ -1,0 +1,909 @@
+package registry
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	memdb "github.com/hashicorp/go-memdb"
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// Options configure a Registry. Zero values take the defaults.
+type Options struct {
+	// MaxServers bounds the servers table; default 20,000 (the spec's
+	// beacon tracking limit).
+	MaxServers int
+	// MaxNames bounds claims (server, name) pairs; default 5,000,000.
+	MaxNames int
+	// FieldNames answers record.FIELD from the claimant of record.
+	FieldNames bool
+	// UnverifiedTTL is how long servers loaded from a snapshot are kept
+	// without confirmation; default 2 minutes.
+	UnverifiedTTL time.Duration
+	Clock         clock.Clock
+	Logger        *zap.Logger
+}
+
+const (
+	DefaultMaxServers    = 20000
+	DefaultMaxNames      = 5000000
+	DefaultUnverifiedTTL = 2 * time.Minute
+)
+
+const (
+	tabServers   = "servers"
+	tabConflicts = "conflicts"
+)
+
+// serverRow is a row of "servers"; rows are immutable once inserted.
+type serverRow struct {
+	Key     string // GUID hex
+	AddrKey string // Addr.String(), "" if unset
+	Info    ServerInfo
+}
+
+// conflictRow is a row of "conflicts": Claimant claims Name, held by Holder.
+type conflictRow struct {
+	Name     string
+	Holder   string // GUID hex
+	Claimant string // GUID hex
+	Seq      uint64 // claim order; the lowest takes over
+	Since    time.Time
+	How      Source
+}
+
+func schema() *memdb.DBSchema {
+	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		tabServers: {Name: tabServers, Indexes: map[string]*memdb.IndexSchema{
+			"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
+			"addr": {Name: "addr", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "AddrKey"}},
+		}},
+		tabConflicts: {Name: tabConflicts, Indexes: map[string]*memdb.IndexSchema{
+			"id": {Name: "id", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+				&memdb.StringFieldIndex{Field: "Name"}, &memdb.StringFieldIndex{Field: "Claimant"}}}},
+			"name":     {Name: "name", Indexer: &memdb.StringFieldIndex{Field: "Name"}},
+			"holder":   {Name: "holder", Indexer: &memdb.StringFieldIndex{Field: "Holder"}},
+			"claimant": {Name: "claimant", Indexer: &memdb.StringFieldIndex{Field: "Claimant"}},
+		}},
+	}}
+}
+
+// learned is how and when one name was added outside a listing.
+type learned struct {
+	how Source
+	at  time.Time
+}
+
+// server is the writer's private state for one server.
+type server struct {
+	id    uint32
+	key   string
+	guid  pva.GUID
+	names []string // every claim, held or not; shares strings with the index
+	extra map[string]learned
+	held  int
+	row   *serverRow
+}
+
+// Registry is safe for concurrent use.
+type Registry struct {
+	opts Options
+	log  *zap.Logger
+	clk  clock.Clock
+	db   *memdb.MemDB
+
+	// wmu serializes every mutation and owns the fields below it.
+	wmu      sync.Mutex
+	byGUID   map[pva.GUID]*server
+	byID     []*server
+	free     []uint32
+	claims   int
+	seq      uint64
+	dupNames map[string]int // name -> non-holding claimants; avoids a memdb read per release
+	expiry   clock.Timer
+	limitLog map[string]time.Time
+
+	// imu publishes idx and holders to readers; written only with wmu held.
+	imu     sync.RWMutex
+	idx     map[string]uint32
+	holders []*Holder
+
+	subMu sync.Mutex
+	subs  []func(added []string)
+
+	st struct {
+		serverLimit, nameLimit, dups, takeovers, expired, replaced atomic.Uint64
+	}
+}
+
+// New returns an empty registry.
+func New(o Options) *Registry {
+	if o.MaxServers <= 0 {
+		o.MaxServers = DefaultMaxServers
+	}
+	if o.MaxNames <= 0 {
+		o.MaxNames = DefaultMaxNames
+	}
+	if o.UnverifiedTTL <= 0 {
+		o.UnverifiedTTL = DefaultUnverifiedTTL
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		panic(err) // the schema is a constant
+	}
+	return &Registry{
+		opts: o, log: o.Logger, clk: o.Clock, db: db,
+		byGUID:   make(map[pva.GUID]*server),
+		dupNames: make(map[string]int),
+		limitLog: make(map[string]time.Time),
+		idx:      make(map[string]uint32),
+	}
+}
+
+// Subscribe registers f to be called after every commit that makes names
+// answerable (new holder, takeover, snapshot load), with those names. f is
+// called on the committing goroutine after the registry's locks are
+// released; it must not block. Field names are not expanded: a waiter for
+// "rec.VAL" must watch for "rec" (see RecordOf).
+func (r *Registry) Subscribe(f func(added []string)) {
+	r.subMu.Lock()
+	r.subs = append(r.subs, f)
+	r.subMu.Unlock()
+}
+
+func (r *Registry) notify(added []string) {
+	if len(added) == 0 {
+		return
+	}
+	r.subMu.Lock()
+	subs := r.subs
+	r.subMu.Unlock()
+	for _, f := range subs {
+		f(added)
+	}
+}
+
+// FieldNames reports whether the record.FIELD rule is on.
+func (r *Registry) FieldNames() bool { return r.opts.FieldNames }
+
+// RecordOf returns the record part of a record.FIELD name when the field
+// rule is on; ok is false for other names or when the rule is off.
+func (r *Registry) RecordOf(name []byte) (rec []byte, ok bool) {
+	if !r.opts.FieldNames {
+		return nil, false
+	}
+	return recordPart(name)
+}
+
+// recordPart splits record.FIELD[$][{filter}] at the first '.'; EPICS record
+// names cannot contain '.', but channel filters (JSON) can.
+func recordPart(name []byte) ([]byte, bool) {
+	dot := -1
+	for i, c := range name {
+		if c == '.' {
+			dot = i
+			break
+		}
+		if c == '{' {
+			return nil, false
+		}
+	}
+	if dot <= 0 {
+		return nil, false
+	}
+	f := name[dot+1:]
+	n := 0
+	for n < len(f) && (f[n] >= 'A' && f[n] <= 'Z' || f[n] >= '0' && f[n] <= '9' || f[n] == '_') {
+		n++
+	}
+	if n == 0 {
+		return nil, false
+	}
+	if n < len(f) && f[n] == '$' {
+		n++
+	}
+	if n < len(f) && f[n] != '{' {
+		return nil, false
+	}
+	return name[:dot], true
+}
+
+// lookupLocked answers one name from the index; imu (read) or wmu held.
+func (r *Registry) lookupLocked(name []byte) *Holder {
+	if id, ok := r.idx[string(name)]; ok {
+		return r.holders[id]
+	}
+	if r.opts.FieldNames {
+		if rec, ok := recordPart(name); ok {
+			if id, ok := r.idx[string(rec)]; ok {
+				return r.holders[id]
+			}
+		}
+	}
+	return nil
+}
+
+// LookupBatch answers every name of q in one read: out[i] is the holder of
+// q[i].Name or nil. out must be at least len(q) long. It does not allocate.
+func (r *Registry) LookupBatch(q []pva.SearchName, out []*Holder) {
+	out = out[:len(q)]
+	r.imu.RLock()
+	for i := range q {
+		out[i] = r.lookupLocked(q[i].Name)
+	}
+	r.imu.RUnlock()
+}
+
+// LookupNames is LookupBatch for names as byte slices.
+func (r *Registry) LookupNames(names [][]byte, out []*Holder) {
+	out = out[:len(names)]
+	r.imu.RLock()
+	for i, n := range names {
+		out[i] = r.lookupLocked(n)
+	}
+	r.imu.RUnlock()
+}
+
+// Lookup answers one name given as bytes; it does not allocate.
+func (r *Registry) Lookup(name []byte) *Holder {
+	r.imu.RLock()
+	h := r.lookupLocked(name)
+	r.imu.RUnlock()
+	return h
+}
+
+// LookupName answers one name.
+func (r *Registry) LookupName(name string) (*Holder, bool) {
+	r.imu.RLock()
+	h := r.lookupLocked([]byte(name))
+	r.imu.RUnlock()
+	return h, h != nil
+}
+
+// limited logs msg at most once a minute per kind; the counters carry the
+// full story.
+func (r *Registry) limited(kind, msg string, fields ...zap.Field) {
+	now := r.clk.Now()
+	if t, ok := r.limitLog[kind]; ok && now.Sub(t) < time.Minute {
+		return
+	}
+	r.limitLog[kind] = now
+	r.log.Warn(msg, fields...)
+}
+
+func guidKey(g pva.GUID) string { return g.String() }
+
+func addrKey(r *ServerInfo) string {
+	if !r.Addr.IsValid() {
+		return ""
+	}
+	return r.Addr.String()
+}
+
+// UpsertServer records a server seen by a beacon, discovery reply, static
+// configuration or search-through reply, and confirms it if it was loaded
+// from a snapshot. Identity is the GUID. On an existing server it updates
+// endpoint, protocol, version, LastSeen and ChangeCount and keeps the rest.
+// A new GUID at an endpoint another server holds means that server
+// restarted: the old one is removed with its names. It returns whether the
+// server is new, or ErrServerLimit.
+func (r *Registry) UpsertServer(in ServerInfo) (created bool, err error) {
+	now := r.clk.Now()
+	if in.Protocol == "" {
+		in.Protocol = "tcp"
+	}
+	r.wmu.Lock()
+	var added []string
+	defer func() { r.wmu.Unlock(); r.notify(added) }()
+
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	s := r.byGUID[in.GUID]
+	if s == nil && in.Addr.IsValid() {
+		if o, _ := txn.First(tabServers, "addr", in.Addr.String()); o != nil {
+			old := o.(*serverRow)
+			if os := r.byGUID[old.Info.GUID]; os != nil {
+				r.log.Info("server restarted: new GUID at endpoint",
+					zap.Stringer("old_guid", old.Info.GUID), zap.Stringer("guid", in.GUID),
+					zap.Stringer("endpoint", in.Addr))
+				added = r.removeLocked(txn, os)
+				r.st.replaced.Add(1)
+			}
+		}
+	}
+	if s == nil {
+		if len(r.byGUID) >= r.opts.MaxServers {
+			r.st.serverLimit.Add(1)
+			r.limited("servers", "server limit reached; server not tracked",
+				zap.Int("max_servers", r.opts.MaxServers), zap.Stringer("guid", in.GUID),
+				zap.Stringer("endpoint", in.Addr), zap.Uint64("refused_total", r.st.serverLimit.Load()))
+			txn.Commit() // keep a removal done above
+			return false, ErrServerLimit
+		}
+		info := in
+		if info.FirstSeen.IsZero() {
+			info.FirstSeen = now
+		}
+		if info.LastSeen.IsZero() {
+			info.LastSeen = now
+		}
+		info.Names, info.Held, info.Verified, info.LoadedAt = 0, 0, true, time.Time{}
+		s = r.newServerLocked(in.GUID)
+		r.setHolderLocked(s, &info)
+		r.putRow(txn, s, &info)
+		txn.Commit()
+		return true, nil
+	}
+	info := s.row.Info
+	info.LastSeen = now
+	if !in.LastSeen.IsZero() {
+		info.LastSeen = in.LastSeen
+	}
+	if info.Discovered == SourceUnknown {
+		info.Discovered = in.Discovered
+	}
+	info.ChangeCount = in.ChangeCount
+	info.Version = in.Version
+	info.Verified = true
+	if in.Addr != info.Addr || in.Protocol != info.Protocol {
+		info.Addr, info.Protocol = in.Addr, in.Protocol
+		r.setHolderLocked(s, &info)
+	}
+	r.putRow(txn, s, &info)
+	txn.Commit()
+	return false, nil
+}
+
+func (r *Registry) newServerLocked(g pva.GUID) *server {
+	s := &server{guid: g, key: guidKey(g)}
+	if n := len(r.free); n > 0 {
+		s.id = r.free[n-1]
+		r.free = r.free[:n-1]
+		r.byID[s.id] = s
+	} else {
+		s.id = uint32(len(r.byID))
+		r.byID = append(r.byID, s)
+	}
+	r.byGUID[g] = s
+	return s
+}
+
+func (r *Registry) setHolderLocked(s *server, info *ServerInfo) {
+	h := &Holder{ID: s.id, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol}
+	r.imu.Lock()
+	for int(s.id) >= len(r.holders) {
+		r.holders = append(r.holders, nil)
+	}
+	r.holders[s.id] = h
+	r.imu.Unlock()
+}
+
+func (r *Registry) putRow(txn *memdb.Txn, s *server, info *ServerInfo) {
+	info.Names, info.Held = len(s.names), s.held
+	row := &serverRow{Key: s.key, AddrKey: addrKey(info), Info: *info}
+	if err := txn.Insert(tabServers, row); err != nil {
+		panic(fmt.Sprintf("registry: insert server: %v", err)) // schema invariant
+	}
+	s.row = row
+}
+
+// SetProbeState records the prober's state for a server. Connected and
+// Listed confirm a server loaded from a snapshot.
+func (r *Registry) SetProbeState(g pva.GUID, st ProbeState, probeErr error) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	s := r.byGUID[g]
+	if s == nil {
+		return ErrUnknownServer
+	}
+	info := s.row.Info
+	info.ProbeState, info.ProbedAt, info.ProbeError = st, r.clk.Now(), ""
+	if probeErr != nil {
+		info.ProbeError = probeErr.Error()
+	}
+	if st == ProbeConnected || st == ProbeListed {
+		info.Verified = true
+	}
+	txn := r.db.Txn(true)
+	r.putRow(txn, s, &info)
+	txn.Commit()
+	return nil
+}
+
+// ReplaceNames replaces the whole set of names g claims (a probe result) in
+// one transaction: readers see the old set or the new one, never a mix.
+// Names held before and listed again keep answering without a gap. At
+// MaxNames the names that do not fit are dropped (counted) and ErrNameLimit
+// is returned with the rest applied.
+func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
+	r.wmu.Lock()
+	var added []string
+	var err error
+	defer func() { r.wmu.Unlock(); r.notify(added) }()
+	s := r.byGUID[g]
+	if s == nil {
+		return ErrUnknownServer
+	}
+	now := r.clk.Now()
+
+	fresh := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		if n != "" {
+			fresh[n] = struct{}{}
+		}
+	}
+	kept := make([]string, 0, len(fresh))
+	var removed []string
+	for _, n := range s.names {
+		if _, ok := fresh[n]; ok {
+			kept = append(kept, n)
+			delete(fresh, n)
+		} else {
+			removed = append(removed, n)
+		}
+	}
+	// fresh now holds only names s did not claim; walk the input for order.
+	adds := make([]string, 0, len(fresh))
+	for _, n := range names {
+		if _, ok := fresh[n]; ok {
+			adds = append(adds, n)
+			delete(fresh, n)
+		}
+	}
+	if room := r.opts.MaxNames - (r.claims - len(removed)); len(adds) > room {
+		if room < 0 {
+			room = 0
+		}
+		dropped := len(adds) - room
+		adds = adds[:room]
+		r.st.nameLimit.Add(uint64(dropped))
+		r.limited("names", "name limit reached; names dropped",
+			zap.Int("max_names", r.opts.MaxNames), zap.Stringer("guid", g),
+			zap.Int("dropped", dropped), zap.Uint64("dropped_total", r.st.nameLimit.Load()))
+		err = ErrNameLimit
+	}
+
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	var dl dupLog
+	r.imu.Lock()
+	for _, n := range removed {
+		if t := r.releaseLocked(txn, s, n); t != "" {
+			added = append(added, t)
+		}
+	}
+	for _, n := range adds {
+		if r.claimLocked(txn, s, n, how, now, &dl) {
+			added = append(added, n)
+		}
+	}
+	r.imu.Unlock()
+	r.claims += len(adds) - len(removed)
+	s.names = append(kept, adds...)
+	s.extra = nil
+	info := s.row.Info
+	info.ListedAt, info.ListedHow, info.Verified = now, how, true
+	r.putRow(txn, s, &info)
+	txn.Commit()
+	dl.flush(r, s)
+	return err
+}
+
+// AddName adds one claim (search-through reply or static configuration).
+func (r *Registry) AddName(g pva.GUID, name string, how Source) error {
+	return r.AddNames(g, []string{name}, how)
+}
+
+// AddNames adds claims to g's set, keeping the rest; names already claimed
+// by g get how and now as their learned source.
+func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
+	r.wmu.Lock()
+	var added []string
+	var err error
+	defer func() { r.wmu.Unlock(); r.notify(added) }()
+	s := r.byGUID[g]
+	if s == nil {
+		return ErrUnknownServer
+	}
+	now := r.clk.Now()
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	var dl dupLog
+	if s.extra == nil {
+		s.extra = make(map[string]learned)
+	}
+	r.imu.Lock()
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		if _, ok := s.extra[n]; ok || r.claimsLocked(txn, s, n) {
+			s.extra[n] = learned{how, now}
+			continue
+		}
+		if r.claims >= r.opts.MaxNames {
+			r.st.nameLimit.Add(1)
+			r.limited("names", "name limit reached; names dropped",
+				zap.Int("max_names", r.opts.MaxNames), zap.Stringer("guid", g),
+				zap.Uint64("dropped_total", r.st.nameLimit.Load()))
+			err = ErrNameLimit
+			continue
+		}
+		if r.claimLocked(txn, s, n, how, now, &dl) {
+			added = append(added, n)
+		}
+		r.claims++
+		s.names = append(s.names, n)
+		s.extra[n] = learned{how, now}
+	}
+	r.imu.Unlock()
+	info := s.row.Info
+	r.putRow(txn, s, &info)
+	txn.Commit()
+	dl.flush(r, s)
+	return err
+}
+
+// claimsLocked reports whether s already claims n (held or duplicate).
+func (r *Registry) claimsLocked(txn *memdb.Txn, s *server, n string) bool {
+	if id, ok := r.idx[n]; ok && id == s.id {
+		return true
+	}
+	if r.dupNames[n] == 0 {
+		return false
+	}
+	o, _ := txn.First(tabConflicts, "id", n, s.key)
+	return o != nil
+}
+
+// dupLog bounds duplicate logging to a few lines per operation.
+type dupLog struct {
+	n     int
+	first []string
+	other map[uint32]bool
+}
+
+func (d *dupLog) add(name string, holder uint32) {
+	d.n++
+	if len(d.first) < 5 {
+		d.first = append(d.first, name)
+	}
+	if d.other == nil {
+		d.other = make(map[uint32]bool)
+	}
+	d.other[holder] = true
+}
+
+func (d *dupLog) flush(r *Registry, s *server) {
+	if d.n == 0 {
+		return
+	}
+	for id := range d.other {
+		h := r.byID[id]
+		r.log.Warn("duplicate PV names: first claim kept",
+			zap.Stringer("holder_guid", h.guid), zap.Stringer("holder", h.row.Info.Addr),
+			zap.Stringer("claimant_guid", s.guid), zap.Stringer("claimant", s.row.Info.Addr),
+			zap.Int("names", d.n), zap.Strings("examples", d.first))
+	}
+}
+
+// claimLocked records s's claim on n (not yet claimed by s); imu and wmu
+// held. It reports whether s became the holder.
+func (r *Registry) claimLocked(txn *memdb.Txn, s *server, n string, how Source, now time.Time, dl *dupLog) bool {
+	if id, ok := r.idx[n]; ok {
+		r.seq++
+		row := &conflictRow{Name: n, Holder: r.byID[id].key, Claimant: s.key, Seq: r.seq, Since: now, How: how}
+		if err := txn.Insert(tabConflicts, row); err != nil {
+			panic(fmt.Sprintf("registry: insert conflict: %v", err))
+		}
+		r.dupNames[n]++
+		r.st.dups.Add(1)
+		dl.add(n, id)
+		return false
+	}
+	r.idx[n] = s.id
+	s.held++
+	return true
+}
+
+// releaseLocked drops s's claim on n; imu and wmu held. If s held n and
+// another server claims it, the earliest claimant takes over and n is
+// returned (the name is answerable by a new server).
+func (r *Registry) releaseLocked(txn *memdb.Txn, s *server, n string) string {
+	id, ok := r.idx[n]
+	if !ok || id != s.id {
+		if r.dupNames[n] > 0 {
+			if c, _ := txn.First(tabConflicts, "id", n, s.key); c != nil {
+				_ = txn.Delete(tabConflicts, c)
+				r.decDup(n)
+			}
+		}
+		return ""
+	}
+	s.held--
+	if r.dupNames[n] == 0 {
+		delete(r.idx, n)
+		return ""
+	}
+	it, _ := txn.Get(tabConflicts, "name", n)
+	var rows []*conflictRow
+	for o := it.Next(); o != nil; o = it.Next() {
+		rows = append(rows, o.(*conflictRow))
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Seq < rows[j].Seq })
+	next := rows[0]
+	ns := r.byGUID[mustGUID(next.Claimant)]
+	_ = txn.Delete(tabConflicts, next)
+	r.decDup(n)
+	r.idx[next.Name] = ns.id // the claimant's copy of the string, so s's can go
+	ns.held++
+	for _, c := range rows[1:] {
+		cc := *c
+		cc.Holder = ns.key
+		_ = txn.Insert(tabConflicts, &cc)
+	}
+	if ns.row != nil {
+		info := ns.row.Info
+		r.putRow(txn, ns, &info)
+	}
+	r.st.takeovers.Add(1)
+	r.log.Info("duplicate PV name taken over", zap.String("name", n),
+		zap.Stringer("old_guid", s.guid), zap.Stringer("guid", ns.guid), zap.Stringer("endpoint", ns.row.Info.Addr))
+	return n
+}
+
+func (r *Registry) decDup(n string) {
+	if r.dupNames[n] <= 1 {
+		delete(r.dupNames, n)
+	} else {
+		r.dupNames[n]--
+	}
+}
+
+func mustGUID(k string) pva.GUID {
+	g, err := pva.ParseGUID(k)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// RemoveServer removes g and every claim it made; names it held pass to
+// their earliest other claimant.
+func (r *Registry) RemoveServer(g pva.GUID) error {
+	r.wmu.Lock()
+	var added []string
+	defer func() { r.wmu.Unlock(); r.notify(added) }()
+	s := r.byGUID[g]
+	if s == nil {
+		return ErrUnknownServer
+	}
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	added = r.removeLocked(txn, s)
+	txn.Commit()
+	return nil
+}
+
+func (r *Registry) removeLocked(txn *memdb.Txn, s *server) (added []string) {
+	r.imu.Lock()
+	for _, n := range s.names {
+		if t := r.releaseLocked(txn, s, n); t != "" {
+			added = append(added, t)
+		}
+	}
+	r.holders[s.id] = nil
+	r.imu.Unlock()
+	r.claims -= len(s.names)
+	_ = txn.Delete(tabServers, s.row)
+	delete(r.byGUID, s.guid)
+	r.byID[s.id] = nil
+	r.free = append(r.free, s.id)
+	return added
+}
+
+// ExpireUnverified removes servers loaded from a snapshot and not confirmed
+// within UnverifiedTTL of their load, as of now. It returns how many.
+func (r *Registry) ExpireUnverified(now time.Time) int {
+	r.wmu.Lock()
+	var added []string
+	defer func() { r.wmu.Unlock(); r.notify(added) }()
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	n := 0
+	for _, s := range r.byID {
+		if s == nil || s.row.Info.Verified || now.Before(s.row.Info.LoadedAt.Add(r.opts.UnverifiedTTL)) {
+			continue
+		}
+		r.log.Info("dropping unconfirmed server from snapshot", zap.Stringer("guid", s.guid),
+			zap.Stringer("endpoint", s.row.Info.Addr), zap.Int("names", len(s.names)))
+		added = append(added, r.removeLocked(txn, s)...)
+		n++
+	}
+	txn.Commit()
+	r.st.expired.Add(uint64(n))
+	return n
+}
+
+// Server returns one server's row.
+func (r *Registry) Server(g pva.GUID) (ServerInfo, bool) {
+	o, _ := r.db.Txn(false).First(tabServers, "id", guidKey(g))
+	if o == nil {
+		return ServerInfo{}, false
+	}
+	return o.(*serverRow).Info, true
+}
+
+// Servers lists every server, ordered by GUID.
+func (r *Registry) Servers() []ServerInfo {
+	it, _ := r.db.Txn(false).Get(tabServers, "id")
+	var out []ServerInfo
+	for o := it.Next(); o != nil; o = it.Next() {
+		out = append(out, o.(*serverRow).Info)
+	}
+	return out
+}
+
+// WatchServers returns a channel closed at the next change to the servers
+// table (for the operator API).
+func (r *Registry) WatchServers() <-chan struct{} {
+	it, _ := r.db.Txn(false).Get(tabServers, "id")
+	return it.WatchCh()
+}
+
+// WatchDuplicates returns a channel closed at the next change to the
+// duplicate claims.
+func (r *Registry) WatchDuplicates() <-chan struct{} {
+	it, _ := r.db.Txn(false).Get(tabConflicts, "id")
+	return it.WatchCh()
+}
+
+// Duplicates lists every duplicate claim with both endpoints, ordered by
+// name then claim order.
+func (r *Registry) Duplicates() []Duplicate {
+	txn := r.db.Txn(false)
+	it, _ := txn.Get(tabConflicts, "id")
+	var rows []*conflictRow
+	for o := it.Next(); o != nil; o = it.Next() {
+		rows = append(rows, o.(*conflictRow))
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Name != rows[j].Name {
+			return rows[i].Name < rows[j].Name
+		}
+		return rows[i].Seq < rows[j].Seq
+	})
+	out := make([]Duplicate, 0, len(rows))
+	for _, c := range rows {
+		d := Duplicate{Name: c.Name, Since: c.Since, ClaimantSource: c.How}
+		if o, _ := txn.First(tabServers, "id", c.Holder); o != nil {
+			d.Holder, d.HolderAddr = o.(*serverRow).Info.GUID, o.(*serverRow).Info.Addr
+		}
+		if o, _ := txn.First(tabServers, "id", c.Claimant); o != nil {
+			d.Claimant, d.ClaimantAddr = o.(*serverRow).Info.GUID, o.(*serverRow).Info.Addr
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// Names lists held names matching pattern, sorted, at most limit (0: no
+// limit). A pattern with '*' or '?' is a glob ('*' any run, '?' one byte);
+// otherwise it is a prefix ("" lists all).
+func (r *Registry) Names(pattern string, limit int) []NameInfo {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	isGlob := false
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] == '*' || pattern[i] == '?' {
+			isGlob = true
+		}
+	}
+	var match []string
+	for n := range r.idx {
+		if isGlob && globMatch(pattern, n) || !isGlob && len(n) >= len(pattern) && n[:len(pattern)] == pattern {
+			match = append(match, n)
+		}
+	}
+	sort.Strings(match)
+	if limit > 0 && len(match) > limit {
+		match = match[:limit]
+	}
+	out := make([]NameInfo, len(match))
+	for i, n := range match {
+		s := r.byID[r.idx[n]]
+		ni := NameInfo{Name: n, GUID: s.guid, Addr: s.row.Info.Addr, How: s.row.Info.ListedHow,
+			At: s.row.Info.ListedAt, Claimant: r.dupNames[n]}
+		if l, ok := s.extra[n]; ok {
+			ni.How, ni.At = l.how, l.at
+		}
+		out[i] = ni
+	}
+	return out
+}
+
+// globMatch matches '*' (any run) and '?' (one byte), iteratively.
+func globMatch(p, s string) bool {
+	px, sx, starP, starS := 0, 0, -1, 0
+	for sx < len(s) {
+		switch {
+		case px < len(p) && (p[px] == '?' || p[px] == s[sx]):
+			px++
+			sx++
+		case px < len(p) && p[px] == '*':
+			starP, starS = px, sx
+			px++
+		case starP >= 0:
+			starS++
+			px, sx = starP+1, starS
+		default:
+			return false
+		}
+	}
+	for px < len(p) && p[px] == '*' {
+		px++
+	}
+	return px == len(p)
+}
+
+// ServerNames returns the names g claims (held or duplicate), sorted.
+func (r *Registry) ServerNames(g pva.GUID) ([]string, bool) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	s := r.byGUID[g]
+	if s == nil {
+		return nil, false
+	}
+	out := append([]string(nil), s.names...)
+	sort.Strings(out)
+	return out, true
+}
+
+// Counts returns the registry's size.
+func (r *Registry) Counts() Counts {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	c := Counts{Servers: len(r.byGUID), Names: len(r.idx), Claims: r.claims, DuplicateNames: len(r.dupNames)}
+	for _, v := range r.dupNames {
+		c.Duplicates += v
+	}
+	for _, s := range r.byGUID {
+		if !s.row.Info.Verified {
+			c.Unverified++
+		}
+	}
+	return c
+}
+
+// Stats returns the monotonic counters.
+func (r *Registry) Stats() Stats {
+	return Stats{
+		ServerLimitDrops:  r.st.serverLimit.Load(),
+		NameLimitDrops:    r.st.nameLimit.Load(),
+		DuplicateClaims:   r.st.dups.Load(),
+		Takeovers:         r.st.takeovers.Load(),
+		UnverifiedExpired: r.st.expired.Load(),
+		EndpointReplaced:  r.st.replaced.Load(),
+	}
+}
+
+// Close stops the unverified-expiry timer.
+func (r *Registry) Close() {
+	r.wmu.Lock()
+	if r.expiry != nil {
+		r.expiry.Stop()
+	}
+	r.wmu.Unlock()
+}

@@ -1,0 +1,396 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// Snapshot file layout (little endian, strings uvarint length + bytes):
+//
+//	"PVANSREG" u32 version
+//	uvarint servers, then per server:
+//	  GUID[12] addr protocol u8 version u8 discovered i64 firstSeen
+//	  i64 lastSeen u16 changeCount u8 listedHow i64 listedAt
+//	  uvarint names, per name: string, u8 flags (1 held, 2 extra), if extra u8 how i64 at
+//	uvarint duplicate claims in claim order, per claim: string name, GUID[12] claimant
+//	u32 CRC-32 (IEEE) of everything before it
+//
+// Held names are loaded before duplicate claims, so the holders after a
+// restart are the holders before it.
+const (
+	snapMagic   = "PVANSREG"
+	snapVersion = 1
+)
+
+type snapWriter struct {
+	b   *bytes.Buffer
+	tmp [binary.MaxVarintLen64]byte
+}
+
+func (w *snapWriter) uv(v uint64) { w.b.Write(w.tmp[:binary.PutUvarint(w.tmp[:], v)]) }
+func (w *snapWriter) str(s string) {
+	w.uv(uint64(len(s)))
+	w.b.WriteString(s)
+}
+func (w *snapWriter) u8(v uint8) { w.b.WriteByte(v) }
+func (w *snapWriter) i64(t time.Time) {
+	var v int64
+	if !t.IsZero() {
+		v = t.UnixNano()
+	}
+	w.b.Write(binary.LittleEndian.AppendUint64(w.tmp[:0], uint64(v)))
+}
+
+// SaveSnapshot writes the registry to path atomically: a temporary file in
+// the same directory, synced, then renamed over path.
+func (r *Registry) SaveSnapshot(path string) error {
+	var buf bytes.Buffer
+	r.encode(&buf)
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err = f.Write(buf.Bytes()); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() // make the rename durable; best effort
+		d.Close()
+	}
+	return nil
+}
+
+// encode holds wmu only while encoding into memory; no I/O under the lock.
+func (r *Registry) encode(buf *bytes.Buffer) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	buf.Grow(64 + r.claims*34)
+	w := &snapWriter{b: buf}
+	buf.WriteString(snapMagic)
+	buf.Write(binary.LittleEndian.AppendUint32(nil, snapVersion))
+	var servers []*server
+	for _, s := range r.byID {
+		if s != nil {
+			servers = append(servers, s)
+		}
+	}
+	w.uv(uint64(len(servers)))
+	for _, s := range servers {
+		in := &s.row.Info
+		buf.Write(in.GUID[:])
+		a := ""
+		if in.Addr.IsValid() {
+			a = in.Addr.String()
+		}
+		w.str(a)
+		w.str(in.Protocol)
+		w.u8(in.Version)
+		w.u8(uint8(in.Discovered))
+		w.i64(in.FirstSeen)
+		w.i64(in.LastSeen)
+		buf.Write(binary.LittleEndian.AppendUint16(nil, in.ChangeCount))
+		w.u8(uint8(in.ListedHow))
+		w.i64(in.ListedAt)
+		w.uv(uint64(len(s.names)))
+		for _, n := range s.names {
+			w.str(n)
+			var fl uint8
+			if id, ok := r.idx[n]; ok && id == s.id {
+				fl |= 1
+			}
+			l, extra := s.extra[n]
+			if extra {
+				fl |= 2
+			}
+			w.u8(fl)
+			if extra {
+				w.u8(uint8(l.how))
+				w.i64(l.at)
+			}
+		}
+	}
+	txn := r.db.Txn(false)
+	it, _ := txn.Get(tabConflicts, "id")
+	var rows []*conflictRow
+	for o := it.Next(); o != nil; o = it.Next() {
+		rows = append(rows, o.(*conflictRow))
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Seq < rows[j].Seq })
+	w.uv(uint64(len(rows)))
+	for _, c := range rows {
+		w.str(c.Name)
+		g := mustGUID(c.Claimant)
+		buf.Write(g[:])
+	}
+	buf.Write(binary.LittleEndian.AppendUint32(nil, crc32.ChecksumIEEE(buf.Bytes())))
+}
+
+// snapReader walks the file in memory; the first short read sets err.
+type snapReader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (s *snapReader) read(n int) []byte {
+	if s.err != nil {
+		return nil
+	}
+	if n < 0 || len(s.b)-s.off < n {
+		s.err = io.ErrUnexpectedEOF
+		return nil
+	}
+	b := s.b[s.off : s.off+n]
+	s.off += n
+	return b
+}
+
+func (s *snapReader) uv() uint64 {
+	if s.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(s.b[s.off:])
+	if n <= 0 {
+		s.err = fmt.Errorf("%w: bad varint", ErrSnapshot)
+		return 0
+	}
+	s.off += n
+	return v
+}
+
+func (s *snapReader) str() string {
+	n := s.uv()
+	if n > 1<<20 {
+		s.err = fmt.Errorf("%w: string of %d bytes", ErrSnapshot, n)
+	}
+	b := s.read(int(n))
+	if b == nil {
+		return ""
+	}
+	return string(b)
+}
+
+func (s *snapReader) u8() uint8 {
+	if b := s.read(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (s *snapReader) i64() time.Time {
+	b := s.read(8)
+	if b == nil {
+		return time.Time{}
+	}
+	v := int64(binary.LittleEndian.Uint64(b))
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, v)
+}
+
+type snapName struct {
+	name string
+	fl   uint8
+	l    learned
+}
+
+type snapServer struct {
+	info  ServerInfo
+	names []snapName
+}
+
+// LoadSnapshot fills an empty registry from path. Every server is marked
+// unverified and is dropped if not confirmed within UnverifiedTTL (a timer
+// on the registry's clock calls ExpireUnverified). A missing file is
+// reported as an error wrapping os.ErrNotExist; a damaged one as
+// ErrSnapshot, leaving the registry empty.
+func (r *Registry) LoadSnapshot(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if len(data) < 4 || crc32.ChecksumIEEE(data[:len(data)-4]) != binary.LittleEndian.Uint32(data[len(data)-4:]) {
+		return fmt.Errorf("%w: checksum mismatch or truncated", ErrSnapshot)
+	}
+	sr := &snapReader{b: data[:len(data)-4]}
+	if m := sr.read(len(snapMagic)); sr.err != nil || string(m) != snapMagic {
+		return fmt.Errorf("%w: not a registry snapshot", ErrSnapshot)
+	}
+	if v := sr.read(4); sr.err != nil || binary.LittleEndian.Uint32(v) != snapVersion {
+		return fmt.Errorf("%w: unsupported version", ErrSnapshot)
+	}
+	ns := sr.uv()
+	if ns > 1<<24 {
+		return fmt.Errorf("%w: %d servers", ErrSnapshot, ns)
+	}
+	servers := make([]snapServer, 0, ns)
+	for i := uint64(0); i < ns && sr.err == nil; i++ {
+		var s snapServer
+		in := &s.info
+		copy(in.GUID[:], sr.read(12))
+		if a := sr.str(); a != "" {
+			ap, err := netip.ParseAddrPort(a)
+			if err != nil && sr.err == nil {
+				sr.err = fmt.Errorf("%w: endpoint %q", ErrSnapshot, a)
+			}
+			in.Addr = ap
+		}
+		in.Protocol = sr.str()
+		in.Version = sr.u8()
+		in.Discovered = Source(sr.u8())
+		in.FirstSeen = sr.i64()
+		in.LastSeen = sr.i64()
+		if b := sr.read(2); b != nil {
+			in.ChangeCount = binary.LittleEndian.Uint16(b)
+		}
+		in.ListedHow = Source(sr.u8())
+		in.ListedAt = sr.i64()
+		nn := sr.uv()
+		if nn > 1<<26 {
+			return fmt.Errorf("%w: %d names", ErrSnapshot, nn)
+		}
+		s.names = make([]snapName, 0, nn)
+		for j := uint64(0); j < nn && sr.err == nil; j++ {
+			e := snapName{name: sr.str(), fl: sr.u8()}
+			if e.fl&2 != 0 {
+				e.l.how = Source(sr.u8())
+				e.l.at = sr.i64()
+			}
+			s.names = append(s.names, e)
+		}
+		servers = append(servers, s)
+	}
+	type dupClaim struct {
+		name string
+		g    pva.GUID
+	}
+	nd := sr.uv()
+	if nd > 1<<26 {
+		return fmt.Errorf("%w: %d duplicates", ErrSnapshot, nd)
+	}
+	dups := make([]dupClaim, 0, nd)
+	for i := uint64(0); i < nd && sr.err == nil; i++ {
+		d := dupClaim{name: sr.str()}
+		copy(d.g[:], sr.read(12))
+		dups = append(dups, d)
+	}
+	if sr.err == nil && sr.off != len(sr.b) {
+		sr.err = fmt.Errorf("%d trailing bytes", len(sr.b)-sr.off)
+	}
+	if sr.err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, sr.err)
+	}
+
+	r.wmu.Lock()
+	var added []string
+	defer func() { r.wmu.Unlock(); r.notify(added) }()
+	if len(r.byGUID) != 0 {
+		return ErrNotEmpty
+	}
+	now := r.clk.Now()
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	var dl dupLog
+	byGUID := make(map[pva.GUID]*server, len(servers))
+	total := 0
+	for i := range servers {
+		total += len(servers[i].names)
+	}
+	r.imu.Lock()
+	if len(r.idx) == 0 {
+		r.idx = make(map[string]uint32, total) // no incremental growth for 1M names
+	}
+	for i := range servers {
+		ss := &servers[i]
+		if len(r.byGUID) >= r.opts.MaxServers {
+			r.st.serverLimit.Add(1)
+			continue
+		}
+		if _, dup := r.byGUID[ss.info.GUID]; dup {
+			continue
+		}
+		s := r.newServerLocked(ss.info.GUID)
+		byGUID[s.guid] = s
+		info := ss.info
+		info.Verified, info.LoadedAt = false, now
+		for int(s.id) >= len(r.holders) {
+			r.holders = append(r.holders, nil)
+		}
+		r.holders[s.id] = &Holder{ID: s.id, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol}
+		s.names = make([]string, 0, len(ss.names))
+		for _, e := range ss.names {
+			if e.fl&2 != 0 {
+				if s.extra == nil {
+					s.extra = make(map[string]learned)
+				}
+				s.extra[e.name] = e.l
+			}
+			if e.fl&1 == 0 {
+				continue // a duplicate claim: after every holder is in place
+			}
+			if r.claims >= r.opts.MaxNames {
+				r.st.nameLimit.Add(1)
+				continue
+			}
+			if _, taken := r.idx[e.name]; taken {
+				continue // damaged: two holders; the first stays
+			}
+			r.idx[e.name] = s.id
+			s.held++
+			r.claims++
+			s.names = append(s.names, e.name)
+			added = append(added, e.name)
+		}
+		r.putRow(txn, s, &info)
+	}
+	for _, d := range dups {
+		s := byGUID[d.g]
+		if s == nil || r.claims >= r.opts.MaxNames || r.claimsLocked(txn, s, d.name) {
+			continue
+		}
+		h := r.claimLocked(txn, s, d.name, s.row.Info.ListedHow, now, &dl)
+		if h {
+			added = append(added, d.name)
+		}
+		r.claims++
+		s.names = append(s.names, d.name)
+	}
+	r.imu.Unlock()
+	for _, s := range byGUID {
+		info := s.row.Info
+		r.putRow(txn, s, &info)
+	}
+	txn.Commit()
+	if r.expiry != nil {
+		r.expiry.Stop()
+	}
+	r.expiry = r.clk.AfterFunc(r.opts.UnverifiedTTL, func() { r.ExpireUnverified(r.clk.Now()) })
+	r.log.Info("registry snapshot loaded", zap.String("path", path),
+		zap.Int("servers", len(r.byGUID)), zap.Int("claims", r.claims))
+	return nil
+}

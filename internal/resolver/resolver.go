@@ -1,0 +1,443 @@
+// Package resolver is the one place every search path asks "who serves
+// these names?". It answers batches of (CID, name) from the registry in one
+// read, grouped per server (one CMD_SEARCH_RESPONSE carries one GUID and one
+// endpoint); remembers the names a TCP client is still waiting for, per
+// (connection, CID), and pushes the answer the moment the registry learns
+// one; and hands unresolved names to a search-through Searcher, one search
+// per distinct name however many clients wait for it.
+//
+// It does not own sockets or encode replies (tcpsearch, udpsearch do), nor
+// the names themselves (internal/registry).
+//
+// Waiters are keyed by connection and CID, never by CID alone: every PVXS
+// client numbers its Channels from 0x12345678. A waiter expires WaitTTL after
+// the client's last search for it (each retry refreshes it), so a client
+// that stopped caring costs nothing for long.
+package resolver
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/registry"
+)
+
+// Endpoint identifies the data server that claims names.
+type Endpoint struct {
+	GUID     pva.GUID
+	Addr     netip.AddrPort
+	Protocol string // "tcp"
+}
+
+// Group is the claims of one server: the body of one CMD_SEARCH_RESPONSE.
+type Group struct {
+	Server Endpoint
+	CIDs   []uint32
+}
+
+// Batch is the result of Lookup. It is reusable: Lookup resets it and keeps
+// its slices, so steady-state lookups do not allocate. Groups and their CIDs
+// are valid until the next Lookup into the same Batch.
+type Batch struct {
+	Groups []Group
+	// Missing holds the indexes (into the query) of names nobody claims.
+	Missing []int
+
+	holders []*registry.Holder
+	ghold   []*registry.Holder // holder of Groups[i]
+}
+
+// Searcher searches the server networks for names (search-through). Want
+// is called once when the first client starts waiting for a name, Drop once
+// when the last one stops (answered, expired, closed). Both are called with
+// the resolver's lock held: they must not block and must not call back into
+// the resolver or the registry synchronously (enqueue instead).
+type Searcher interface {
+	Want(name string)
+	Drop(name string)
+}
+
+// Options configure a Resolver; zero values take the defaults.
+type Options struct {
+	// WaitTTL is how long a waiter lives after the client's last search
+	// for it; default 90s (PVXS retries at least every 30s).
+	WaitTTL time.Duration
+	// MaxWaitsPerClient bounds one connection's waiters; default 16384.
+	MaxWaitsPerClient int
+	Clock             clock.Clock
+	Logger            *zap.Logger
+}
+
+// Stats are counters for the metrics package.
+type Stats struct {
+	Lookups   uint64 // batches
+	Names     uint64 // names looked up
+	Misses    uint64 // names nobody claimed
+	Waiting   int64  // current waiters (gauge)
+	WaitNames int64  // distinct names waited for (gauge)
+	WaitDrops uint64 // waiters refused at MaxWaitsPerClient
+	Expired   uint64 // waiters expired
+	Pushed    uint64 // waiters answered by push
+}
+
+// Resolver is safe for concurrent use.
+type Resolver struct {
+	reg  *registry.Registry
+	opts Options
+	log  *zap.Logger
+
+	mu       sync.Mutex
+	byName   map[string]map[waitKey]struct{}
+	byRecord map[string]map[string]struct{} // record -> waited record.FIELD names
+	searcher Searcher
+	sweepT   clock.Timer
+	closed   bool
+
+	waiting atomic.Int64
+	st      struct{ lookups, names, misses, drops, expired, pushed atomic.Uint64 }
+}
+
+type waitKey struct {
+	c   *Client
+	cid uint32
+}
+
+type waiter struct {
+	name    string
+	expires time.Time
+}
+
+// New returns a resolver answering from reg and subscribed to its commits.
+func New(reg *registry.Registry, o Options) *Resolver {
+	if o.WaitTTL <= 0 {
+		o.WaitTTL = 90 * time.Second
+	}
+	if o.MaxWaitsPerClient <= 0 {
+		o.MaxWaitsPerClient = 16384
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	r := &Resolver{reg: reg, opts: o, log: o.Logger,
+		byName: make(map[string]map[waitKey]struct{}), byRecord: make(map[string]map[string]struct{})}
+	reg.Subscribe(r.onNames)
+	r.mu.Lock()
+	r.armSweepLocked()
+	r.mu.Unlock()
+	return r
+}
+
+// sweepEvery is how often expired waiters are swept: a waiter is gone at
+// most WaitTTL/4 after it expires.
+func (r *Resolver) sweepEvery() time.Duration { return r.opts.WaitTTL / 4 }
+
+func (r *Resolver) armSweepLocked() {
+	if r.closed {
+		return
+	}
+	r.sweepT = r.opts.Clock.AfterFunc(r.sweepEvery(), r.sweep)
+}
+
+// Close stops the expiry sweep. Clients keep working until closed.
+func (r *Resolver) Close() {
+	r.mu.Lock()
+	r.closed = true
+	if r.sweepT != nil {
+		r.sweepT.Stop()
+	}
+	r.mu.Unlock()
+}
+
+// SetSearcher installs the search-through hook; names already waited for
+// are wanted at once.
+func (r *Resolver) SetSearcher(s Searcher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.searcher != nil {
+		for n := range r.byName {
+			r.searcher.Drop(n)
+		}
+	}
+	r.searcher = s
+	if s != nil {
+		for n := range r.byName {
+			s.Want(n)
+		}
+	}
+}
+
+// Lookup answers every (CID, name) of q in one registry read, grouped per
+// claiming server, into b. Names are []byte views and are not kept.
+func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
+	b.Missing = b.Missing[:0]
+	b.Groups = b.Groups[:0]
+	b.ghold = b.ghold[:0]
+	if cap(b.holders) < len(q) {
+		b.holders = make([]*registry.Holder, len(q))
+	}
+	hs := b.holders[:len(q)]
+	r.reg.LookupBatch(q, hs)
+	for i, h := range hs {
+		if h == nil {
+			b.Missing = append(b.Missing, i)
+			continue
+		}
+		g := -1
+		for j, gh := range b.ghold { // few servers per batch: a scan beats a map
+			if gh == h {
+				g = j
+				break
+			}
+		}
+		if g < 0 {
+			g = len(b.Groups)
+			if g < cap(b.Groups) {
+				b.Groups = b.Groups[:g+1]
+				b.Groups[g].CIDs = b.Groups[g].CIDs[:0]
+			} else {
+				b.Groups = append(b.Groups, Group{})
+			}
+			b.Groups[g].Server = Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol}
+			b.ghold = append(b.ghold, h)
+		}
+		b.Groups[g].CIDs = append(b.Groups[g].CIDs, q[i].CID)
+	}
+	clear(hs) // do not pin removed servers' holders
+	r.st.lookups.Add(1)
+	r.st.names.Add(uint64(len(q)))
+	r.st.misses.Add(uint64(len(b.Missing)))
+}
+
+// Stats returns the counters.
+func (r *Resolver) Stats() Stats {
+	r.mu.Lock()
+	wn := int64(len(r.byName))
+	r.mu.Unlock()
+	return Stats{
+		Lookups: r.st.lookups.Load(), Names: r.st.names.Load(), Misses: r.st.misses.Load(),
+		Waiting: r.waiting.Load(), WaitNames: wn, WaitDrops: r.st.drops.Load(),
+		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
+	}
+}
+
+// Client is one TCP connection's waiters.
+type Client struct {
+	r      *Resolver
+	push   func(Group)
+	waits  map[uint32]*waiter // by CID; guarded by r.mu
+	closed bool
+}
+
+// NewClient returns the waiter set of one TCP connection. push is called
+// when waited names resolve — from the goroutine that committed to the
+// registry, or from Wait if the name resolved in between — with the
+// resolver's lock held: it must not block (enqueue the reply) and must not
+// call back into the resolver. It is never called after Close returns. The
+// Group's CIDs slice is the callee's to keep.
+func (r *Resolver) NewClient(push func(Group)) *Client {
+	return &Client{r: r, push: push, waits: make(map[uint32]*waiter)}
+}
+
+// Waiting returns how many (CID, name) pairs the client waits for.
+func (c *Client) Waiting() int {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	return len(c.waits)
+}
+
+// Wait remembers the unresolved pairs q[i] for each i in missing (as Lookup
+// reported them). It copies the names. A retry for a pair already waited
+// for refreshes its expiry. Beyond MaxWaitsPerClient pairs are dropped and
+// counted (the client's own retries still find the name later). A name
+// that resolved since the Lookup is pushed at once.
+func (c *Client) Wait(q []pva.SearchName, missing []int) {
+	r := c.r
+	exp := r.opts.Clock.Now().Add(r.opts.WaitTTL)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.closed {
+		return
+	}
+	var now []nowClaim
+	for _, i := range missing {
+		sn := q[i]
+		if w, ok := c.waits[sn.CID]; ok {
+			if w.name == string(sn.Name) {
+				w.expires = exp
+				continue
+			}
+			r.unwaitLocked(c, sn.CID, w) // the CID now means another name
+		}
+		// Checked under r.mu: a commit either happened before (seen here)
+		// or its notification will find this waiter.
+		if h := r.reg.Lookup(sn.Name); h != nil {
+			now = addClaim(now, h, sn.CID)
+			continue
+		}
+		if len(c.waits) >= r.opts.MaxWaitsPerClient {
+			r.st.drops.Add(1)
+			continue
+		}
+		name := string(sn.Name)
+		c.waits[sn.CID] = &waiter{name: name, expires: exp}
+		r.waiting.Add(1)
+		ws := r.byName[name]
+		if ws == nil {
+			ws = make(map[waitKey]struct{}, 1)
+			r.byName[name] = ws
+			if rec, ok := r.reg.RecordOf(sn.Name); ok {
+				fs := r.byRecord[string(rec)]
+				if fs == nil {
+					fs = make(map[string]struct{}, 1)
+					r.byRecord[string(rec)] = fs
+				}
+				fs[name] = struct{}{}
+			}
+			if r.searcher != nil {
+				r.searcher.Want(name)
+			}
+		}
+		ws[waitKey{c, sn.CID}] = struct{}{}
+	}
+	for _, nc := range now {
+		c.push(Group{Server: endpointOf(nc.h), CIDs: nc.cids})
+		r.st.pushed.Add(uint64(len(nc.cids)))
+	}
+}
+
+type nowClaim struct {
+	h    *registry.Holder
+	cids []uint32
+}
+
+func addClaim(cs []nowClaim, h *registry.Holder, cid uint32) []nowClaim {
+	for i := range cs {
+		if cs[i].h == h {
+			cs[i].cids = append(cs[i].cids, cid)
+			return cs
+		}
+	}
+	return append(cs, nowClaim{h: h, cids: []uint32{cid}})
+}
+
+func endpointOf(h *registry.Holder) Endpoint {
+	return Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol}
+}
+
+// unwaitLocked forgets one waiter, dropping the name's search when it was
+// the last.
+func (r *Resolver) unwaitLocked(c *Client, cid uint32, w *waiter) {
+	delete(c.waits, cid)
+	r.waiting.Add(-1)
+	ws := r.byName[w.name]
+	delete(ws, waitKey{c, cid})
+	if len(ws) == 0 {
+		r.forgetNameLocked(w.name)
+	}
+}
+
+func (r *Resolver) forgetNameLocked(name string) {
+	delete(r.byName, name)
+	if rec, ok := r.reg.RecordOf([]byte(name)); ok {
+		if fs := r.byRecord[string(rec)]; fs != nil {
+			delete(fs, name)
+			if len(fs) == 0 {
+				delete(r.byRecord, string(rec))
+			}
+		}
+	}
+	if r.searcher != nil {
+		r.searcher.Drop(name)
+	}
+}
+
+// Close drops all the client's waiters; push is not called after it
+// returns.
+func (c *Client) Close() {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for cid, w := range c.waits {
+		r.unwaitLocked(c, cid, w)
+	}
+	c.closed = true
+}
+
+// onNames is the registry's commit hook: answer every waiter for a name
+// that just became answerable (or a record.FIELD of it).
+func (r *Resolver) onNames(added []string) {
+	if r.waiting.Load() == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	type key struct {
+		c *Client
+		h *registry.Holder
+	}
+	var out map[key][]uint32
+	var order []key
+	answer := func(name string) {
+		ws := r.byName[name]
+		if ws == nil {
+			return
+		}
+		h := r.reg.Lookup([]byte(name))
+		if h == nil {
+			return // gone again before we got here
+		}
+		if out == nil {
+			out = make(map[key][]uint32)
+		}
+		for wk := range ws {
+			k := key{wk.c, h}
+			if _, ok := out[k]; !ok {
+				order = append(order, k)
+			}
+			out[k] = append(out[k], wk.cid)
+			delete(wk.c.waits, wk.cid)
+			r.waiting.Add(-1)
+		}
+		r.forgetNameLocked(name)
+	}
+	for _, n := range added {
+		answer(n)
+		if fs := r.byRecord[n]; fs != nil {
+			for f := range fs {
+				answer(f) // may delete from fs: allowed during range
+			}
+		}
+	}
+	for _, k := range order {
+		cids := out[k]
+		k.c.push(Group{Server: endpointOf(k.h), CIDs: cids})
+		r.st.pushed.Add(uint64(len(cids)))
+	}
+}
+
+// sweep expires waiters whose client stopped retrying.
+func (r *Resolver) sweep() {
+	now := r.opts.Clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ws := range r.byName {
+		for wk := range ws {
+			if w := wk.c.waits[wk.cid]; w != nil && !now.Before(w.expires) {
+				r.unwaitLocked(wk.c, wk.cid, w)
+				n++
+			}
+		}
+	}
+	r.st.expired.Add(uint64(n))
+	r.armSweepLocked()
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package searchring
+
+const raceEnabled = false

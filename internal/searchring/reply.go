@@ -1,0 +1,137 @@
+package searchring
+
+import (
+	"net/netip"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+type event struct {
+	name        string
+	guid, first pva.GUID
+	ep          netip.AddrPort
+	duplicate   bool
+}
+
+// OnReply processes one CMD_SEARCH_RESPONSE (spec §3.5), from a UDP
+// datagram or an upstream TCP connection (from is then the connection's
+// peer). Correlation is by CID alone: a reply may come at any time, for any
+// subset of CIDs, with any searchSequenceID.
+//
+// The endpoint is the reply's address, or from's IP when that is a
+// wildcard; over TCP a zero port means from's port. A UDP reply with port 0
+// names no usable endpoint and is ignored. Replies from ignored GUIDs,
+// negative replies (which never suppress or delay searching) and protocols
+// not searched for are discarded. The first positive claim resolves the
+// Channel: it leaves the ring and Resolved is called. A later claim from a
+// different GUID is reported to Duplicate and counted, never acted on.
+func (r *Ring) OnReply(from netip.AddrPort, overTCP bool, m *pva.SearchResponse) {
+	r.ctr.replies.Add(1)
+	ip := from.Addr().Unmap()
+	if !m.Addr.IsAny() {
+		ip = m.Addr.Addr()
+	}
+	port := m.Port
+	if port == 0 && overTCP {
+		port = from.Port()
+	}
+	if _, bad := r.ignore[m.GUID]; bad {
+		r.ctr.ignoredGUID.Add(1)
+		return
+	}
+	if !m.Found {
+		r.ctr.negative.Add(1)
+		return
+	}
+	if !r.acceptProtocol(m.Protocol) {
+		r.ctr.badProtocol.Add(1)
+		return
+	}
+	if port == 0 || !ip.IsValid() {
+		r.ctr.unusable.Add(1)
+		return
+	}
+	ep := netip.AddrPortFrom(ip, port)
+
+	var events []event
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	for _, cid := range m.CIDs {
+		ch := r.byCID[cid]
+		switch {
+		case ch == nil:
+			r.ctr.unknownCID.Add(1)
+		case ch.state == stSearching:
+			ch.state = stResolved
+			ch.guid = m.GUID
+			ch.ep = ep
+			ch.attempts = 0
+			r.searching--
+			r.leaveRingLocked(ch)
+			r.ctr.resolved.Add(1)
+			events = append(events, event{name: ch.name, guid: m.GUID, ep: ep})
+		case ch.guid != m.GUID:
+			r.ctr.duplicates.Add(1)
+			events = append(events, event{name: ch.name, guid: m.GUID, first: ch.guid, duplicate: true})
+		}
+	}
+	r.mu.Unlock()
+
+	for _, e := range events {
+		if e.duplicate {
+			r.log.Warn("duplicate PV name", zap.String("name", e.name),
+				zap.Stringer("first", e.first), zap.Stringer("second", e.guid), zap.Stringer("from", from))
+			if r.duplicate != nil {
+				r.duplicate(e.name, e.first, e.guid)
+			}
+			continue
+		}
+		if r.resolved != nil {
+			r.resolved(e.name, e.guid, e.ep)
+		}
+	}
+}
+
+func (r *Ring) acceptProtocol(p []byte) bool {
+	switch string(p) {
+	case "tcp":
+		return r.protoTCP
+	case "tls":
+		return r.protoTLS
+	}
+	return false
+}
+
+// Reenter puts a resolved name back into search because the claim proved
+// broken (spec §3.6): at the cursor (searched at the next tick) when the
+// channel was lost while active, cursor+10 (~10 s) when connecting failed,
+// cursor−1 (~30 s, searched last) when the server refused to create it.
+// The attempt count restarts, so backoff starts from the beginning. It
+// reports false when name is not a resolved Channel (unknown, already
+// searching, or swept; Want a swept name instead).
+func (r *Ring) Reenter(name string, why Reason) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.byName[name]
+	if r.closed || ch == nil || ch.state != stResolved {
+		return false
+	}
+	ch.state = stSearching
+	ch.attempts = 0
+	ch.guid = pva.GUID{}
+	ch.ep = netip.AddrPort{}
+	ch.epoch++
+	b := (r.cursor + why.offset()) % Buckets
+	r.buckets[b] = append(r.buckets[b], entry{ch, ch.epoch})
+	r.live[b]++
+	ch.bucket = b
+	r.searching++
+	r.ctr.reentered.Add(1)
+	r.log.Debug("search re-entered", zap.String("name", name), zap.Stringer("reason", why))
+	return true
+}

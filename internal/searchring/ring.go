@@ -1,0 +1,566 @@
+package searchring
+
+import (
+	"errors"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// Constants of the PVXS search schedule (spec §9).
+const (
+	// Buckets is the ring size; it bounds the retry interval at
+	// Buckets × Tick.
+	Buckets = 30
+	// Tick drains one bucket.
+	Tick = time.Second
+	// FastTick is the tick during a hurry-up revolution (one revolution ≈ 6 s).
+	FastTick = 200 * time.Millisecond
+	// InitialDelay batches newly wanted names into shared datagrams.
+	InitialDelay = 10 * time.Millisecond
+	// CohortThreshold is the bucket imbalance that defers a Channel by one
+	// extra tick.
+	CohortThreshold = 100
+	// PokeHoldoff rate-limits hurry-up, whatever its cause.
+	PokeHoldoff = 30 * time.Second
+	// UpstreamBacklogLimit skips a name server whose transmit queue already
+	// holds more than this: a backlogged link is better retried on a later
+	// revolution than buried deeper.
+	UpstreamBacklogLimit = 64 * 1024
+	// DefaultSweepDelay is the PVXS channel-cache sweep period.
+	DefaultSweepDelay = 10 * time.Second
+)
+
+// Poke causes. Any string is accepted; these are the ones PVXS knows.
+const (
+	PokeBeacon     = "beacon"     // a new server seen by beacon
+	PokeDiscovery  = "discovery"  // a new server seen by a discovery reply
+	PokeNameServer = "nameserver" // an upstream name server (re)validated
+	PokeOperator   = "operator"   // an operator asked (Context::hurryUp)
+)
+
+// Options configures a Ring. Transport is required; everything else has a
+// default.
+type Options struct {
+	Clock     clock.Clock // clock.Real{} if nil
+	Transport Transport
+	// ReplyPort is the UDP port replies should come back to (the search
+	// socket's port); TCP copies always carry 0.
+	ReplyPort uint16
+	// Protocols is the searched protocol list, ["tcp"] by default. A reply
+	// is accepted only for a protocol listed here ("tcp" or "tls"): a "tls"
+	// endpoint is useless to a peer that did not ask for TLS.
+	Protocols []string
+	// IgnoreGUIDs are servers whose replies are discarded.
+	IgnoreGUIDs []pva.GUID
+	// Resolved is called, without any ring lock held, when the first
+	// positive reply for a name arrives.
+	Resolved func(name string, guid pva.GUID, ep netip.AddrPort)
+	// Duplicate is called, without any ring lock held, when a server with a
+	// different GUID claims a name already resolved by first.
+	Duplicate func(name string, first, second pva.GUID)
+	Logger    *zap.Logger
+	// SweepDelay is the period of the sweep that discards dropped Channels.
+	// Zero means DefaultSweepDelay; negative means discard at Drop.
+	SweepDelay time.Duration
+	// SweepPasses is how many sweeps a dropped Channel must survive
+	// unreferenced before it is discarded. The default, 1, is PVXS as built
+	// (wire-notes §9: searching stops 0–10 s after the last waiter goes);
+	// 2 is the spec text's mark-and-sweep (10–20 s).
+	SweepPasses int
+}
+
+// Reason says why a resolved name re-enters search (spec §3.6); it picks
+// where in the ring the Channel lands.
+type Reason int
+
+const (
+	// ReenterLost: the channel was closed or its TCP connection lost while
+	// active. Searched at the next tick.
+	ReenterLost Reason = iota
+	// ReenterConnectFailed: transport failure before the channel was
+	// created. Searched in ~10 s.
+	ReenterConnectFailed
+	// ReenterRefused: the server claimed the name and then refused
+	// CMD_CREATE_CHANNEL. Searched last (~30 s), which breaks a tight
+	// search/create/refuse loop.
+	ReenterRefused
+)
+
+func (r Reason) offset() int {
+	switch r {
+	case ReenterConnectFailed:
+		return 10
+	case ReenterRefused:
+		return Buckets - 1
+	default:
+		return 0
+	}
+}
+
+func (r Reason) String() string {
+	switch r {
+	case ReenterLost:
+		return "lost"
+	case ReenterConnectFailed:
+		return "connect-failed"
+	case ReenterRefused:
+		return "create-refused"
+	}
+	return "unknown"
+}
+
+type chanState uint8
+
+const (
+	stSearching chanState = iota
+	stResolved
+	stGone
+)
+
+// bucket positions of a Channel's live ring entry.
+const (
+	inInitial = -1
+	inNone    = -2
+)
+
+// channel is one distinct name being (or recently) searched.
+type channel struct {
+	name     string
+	nameB    []byte // what the packer writes
+	cid      uint32
+	state    chanState
+	attempts int // nSearch: 0..Buckets
+	// epoch changes whenever the Channel leaves the ring; a ring entry
+	// whose epoch differs is a stale (weak) reference, dropped as its
+	// bucket drains. It also keeps a re-entered Channel from being
+	// searched twice per revolution through an old entry.
+	epoch      uint32
+	bucket     int // 0..Buckets-1, inInitial or inNone
+	referenced bool
+	sweeps     int
+	guid       pva.GUID
+	ep         netip.AddrPort
+}
+
+type entry struct {
+	ch    *channel
+	epoch uint32
+}
+
+func (e entry) live() bool { return e.ch.state == stSearching && e.ch.epoch == e.epoch }
+
+// Ring is the search ring. Safe for concurrent use.
+type Ring struct {
+	clk       clock.Clock
+	tr        Transport
+	log       *zap.Logger
+	resolved  func(string, pva.GUID, netip.AddrPort)
+	duplicate func(string, pva.GUID, pva.GUID)
+	ignore    map[pva.GUID]struct{}
+	protoTCP  bool
+	protoTLS  bool
+	sweepGap  time.Duration
+	passes    int
+
+	// sendMu serialises packing and sending (and owns packer and names);
+	// it is taken before mu, so Want/Drop/OnReply never wait on a send.
+	sendMu sync.Mutex
+	packer *pva.SearchPacker
+	names  []pva.SearchName
+
+	mu         sync.Mutex
+	closed     bool
+	byName     map[string]*channel
+	byCID      map[uint32]*channel
+	nextCID    uint32
+	buckets    [Buckets][]entry
+	live       [Buckets]int
+	spare      []entry
+	initial    []entry
+	initSpare  []entry
+	nInitial   int
+	cursor     int
+	tickTimer  clock.Timer
+	tickGen    uint64
+	initTimer  clock.Timer
+	nPoked     int
+	lastPoke   time.Time
+	everPoked  bool
+	dropped    map[*channel]struct{}
+	sweepTimer clock.Timer
+	searching  int
+
+	ctr counters
+}
+
+// ErrNoTransport is returned by New without a Transport.
+var ErrNoTransport = errors.New("searchring: Options.Transport is required")
+
+// New starts a ring: its 1 s tick runs until Close.
+func New(o Options) (*Ring, error) {
+	if o.Transport == nil {
+		return nil, ErrNoTransport
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if len(o.Protocols) == 0 {
+		o.Protocols = []string{"tcp"}
+	}
+	if o.SweepDelay == 0 {
+		o.SweepDelay = DefaultSweepDelay
+	}
+	if o.SweepPasses <= 0 {
+		o.SweepPasses = 1
+	}
+	r := &Ring{
+		clk:       o.Clock,
+		tr:        o.Transport,
+		log:       o.Logger,
+		resolved:  o.Resolved,
+		duplicate: o.Duplicate,
+		ignore:    make(map[pva.GUID]struct{}, len(o.IgnoreGUIDs)),
+		sweepGap:  o.SweepDelay,
+		passes:    o.SweepPasses,
+		byName:    make(map[string]*channel),
+		byCID:     make(map[uint32]*channel),
+		dropped:   make(map[*channel]struct{}),
+		nextCID:   1,
+	}
+	for _, g := range o.IgnoreGUIDs {
+		r.ignore[g] = struct{}{}
+	}
+	for _, p := range o.Protocols {
+		switch p {
+		case "tcp":
+			r.protoTCP = true
+		case "tls":
+			r.protoTLS = true
+		default:
+			return nil, errors.New("searchring: unsupported protocol " + p + " (want tcp or tls)")
+		}
+	}
+	r.packer = pva.NewSearchPacker(o.ReplyPort)
+	r.packer.Protocols = append([]string(nil), o.Protocols...)
+	r.mu.Lock()
+	r.armTickLocked(Tick)
+	r.mu.Unlock()
+	return r, nil
+}
+
+// Close stops every timer. Later calls do nothing.
+func (r *Ring) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.tickGen++
+	for _, t := range []clock.Timer{r.tickTimer, r.initTimer, r.sweepTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// Want starts searching for name (the first waiter appeared). Wanting a
+// name already searched, or dropped but not yet swept, only marks it
+// referenced again: the search keeps its place and attempt count. Wanting a
+// name that resolved earlier and is still remembered restarts its search
+// as new, since the caller no longer knows where it lives.
+func (r *Ring) Want(name string) {
+	if pva.SearchOverhead(r.packer.Protocols)+pva.SearchNameCost(len(name)) > pva.MaxSearchBuffer {
+		r.log.Error("PV name too long to search", zap.Int("bytes", len(name)))
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	ch := r.byName[name]
+	if ch == nil {
+		ch = &channel{name: name, nameB: []byte(name), cid: r.allocCIDLocked(), bucket: inNone}
+		r.byName[name] = ch
+		r.byCID[ch.cid] = ch
+		r.searching++
+		r.queueInitialLocked(ch)
+	} else if ch.state == stResolved {
+		ch.state = stSearching
+		ch.attempts = 0
+		ch.guid = pva.GUID{}
+		ch.ep = netip.AddrPort{}
+		r.searching++
+		r.queueInitialLocked(ch)
+	}
+	ch.referenced = true
+	if _, ok := r.dropped[ch]; ok {
+		delete(r.dropped, ch)
+		ch.sweeps = 0
+	}
+}
+
+// Drop says the last waiter for name is gone. The Channel keeps searching
+// until the sweep discards it (see Options.SweepDelay), as a PVXS client's
+// channel cache does.
+func (r *Ring) Drop(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.byName[name]
+	if r.closed || ch == nil || !ch.referenced {
+		return
+	}
+	ch.referenced = false
+	if r.sweepGap < 0 {
+		r.removeLocked(ch)
+		return
+	}
+	ch.sweeps = 0
+	r.dropped[ch] = struct{}{}
+	if r.sweepTimer == nil {
+		r.sweepTimer = r.clk.AfterFunc(r.sweepGap, r.sweep)
+	}
+}
+
+// sweep discards Channels that stayed unreferenced for enough sweeps; it
+// re-arms itself only while dropped Channels remain, so an idle ring has
+// no sweep timer.
+func (r *Ring) sweep() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sweepTimer = nil
+	if r.closed {
+		return
+	}
+	for ch := range r.dropped {
+		ch.sweeps++
+		if ch.sweeps >= r.passes {
+			r.removeLocked(ch)
+		}
+	}
+	if len(r.dropped) > 0 {
+		r.sweepTimer = r.clk.AfterFunc(r.sweepGap, r.sweep)
+	}
+}
+
+// removeLocked forgets a Channel: its CID is free, its ring entries stale.
+func (r *Ring) removeLocked(ch *channel) {
+	delete(r.dropped, ch)
+	delete(r.byName, ch.name)
+	delete(r.byCID, ch.cid)
+	if ch.state == stSearching {
+		r.searching--
+		r.leaveRingLocked(ch)
+	}
+	ch.state = stGone
+	r.ctr.swept.Add(1)
+}
+
+// leaveRingLocked turns the Channel's ring entry into a weak reference that
+// the bucket drops when drained.
+func (r *Ring) leaveRingLocked(ch *channel) {
+	switch {
+	case ch.bucket >= 0:
+		r.live[ch.bucket]--
+	case ch.bucket == inInitial:
+		r.nInitial--
+	}
+	ch.bucket = inNone
+	ch.epoch++
+}
+
+func (r *Ring) allocCIDLocked() uint32 {
+	for {
+		cid := r.nextCID
+		r.nextCID++
+		if _, used := r.byCID[cid]; !used {
+			return cid
+		}
+	}
+}
+
+func (r *Ring) queueInitialLocked(ch *channel) {
+	ch.epoch++ // any older ring entry is now stale
+	ch.bucket = inInitial
+	r.nInitial++
+	r.initial = append(r.initial, entry{ch, ch.epoch})
+	if r.initTimer == nil {
+		r.initTimer = r.clk.AfterFunc(InitialDelay, r.initialTick)
+	}
+}
+
+func (r *Ring) armTickLocked(d time.Duration) {
+	r.tickGen++
+	gen := r.tickGen
+	r.tickTimer = r.clk.AfterFunc(d, func() { r.tick(gen) })
+}
+
+// Poke hurries the search up (spec §3.2 / PVXS poke()): unless a fast
+// revolution is running or the last accepted poke was less than
+// PokeHoldoff ago, whatever its cause, the next tick fires at once and the
+// Buckets ticks from it run at FastTick without advancing attempt counts,
+// so every unresolved name is searched once in ~6 s. It reports whether
+// the poke was accepted.
+func (r *Ring) Poke(cause string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	now := r.clk.Now()
+	if r.nPoked > 0 || (r.everPoked && now.Sub(r.lastPoke) < PokeHoldoff) {
+		r.ctr.pokesIgnored.Add(1)
+		r.log.Debug("hurry-up ignored", zap.String("cause", cause),
+			zap.Bool("fast_revolution", r.nPoked > 0), zap.Duration("since_last", now.Sub(r.lastPoke)))
+		return false
+	}
+	r.everPoked = true
+	r.lastPoke = now
+	r.nPoked = Buckets
+	r.ctr.pokes.Add(1)
+	r.log.Debug("hurry-up", zap.String("cause", cause))
+	if r.tickTimer != nil {
+		r.tickTimer.Stop()
+	}
+	r.armTickLocked(0)
+	return true
+}
+
+// tick drains the bucket under the cursor. gen guards against a tick whose
+// timer was replaced by Poke but had already started firing.
+func (r *Ring) tick(gen uint64) {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	r.mu.Lock()
+	if r.closed || gen != r.tickGen {
+		r.mu.Unlock()
+		return
+	}
+	poked := false
+	if r.nPoked > 0 {
+		poked = true
+		r.nPoked--
+	}
+	idx := r.cursor
+	r.cursor = (r.cursor + 1) % Buckets
+	drained := r.buckets[idx]
+	r.buckets[idx] = r.spare[:0]
+	r.live[idx] = 0
+	r.spare = r.drainLocked(drained, idx, !poked)
+	if poked {
+		r.armTickLocked(FastTick)
+	} else {
+		r.armTickLocked(Tick)
+	}
+	r.mu.Unlock()
+	r.sendLocked()
+}
+
+// initialTick searches every name wanted in the last InitialDelay in shared
+// datagrams, then parks them in the bucket under the cursor: their second
+// search is at the next tick, 0–1 s later.
+func (r *Ring) initialTick() {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	r.mu.Lock()
+	r.initTimer = nil
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	drained := r.initial
+	r.initial = r.initSpare[:0]
+	r.nInitial = 0
+	r.initSpare = r.drainLocked(drained, r.cursor, false)
+	r.mu.Unlock()
+	r.sendLocked()
+}
+
+// drainLocked appends the live entries of drained to r.names and reinserts
+// each Channel idx+n buckets ahead (n = attempt count, advanced when count
+// is true, clamped to the ring), deferring it one more bucket when the
+// target holds more than CohortThreshold entries more than the bucket after
+// it — bucket sizes including stale entries, as PVXS's list sizes do. It
+// returns drained emptied, for reuse.
+func (r *Ring) drainLocked(drained []entry, idx int, count bool) []entry {
+	names := r.names[:0]
+	for _, e := range drained {
+		if !e.live() {
+			continue
+		}
+		ch := e.ch
+		names = append(names, pva.SearchName{CID: ch.cid, Name: ch.nameB})
+		n := 0
+		if count {
+			ch.attempts = min(Buckets, ch.attempts+1)
+			n = ch.attempts
+		}
+		// At saturation (n = Buckets) the target is the bucket being
+		// refilled and the one after it drains at the very next tick, so a
+		// deferred Channel is searched again 1 s later, not 31 s: that is
+		// how PVXS bleeds an oversized cohort forward, reproduced as built.
+		next := (idx + n) % Buckets
+		after := (next + 1) % Buckets
+		if a, b := len(r.buckets[next]), len(r.buckets[after]); a > b && a-b > CohortThreshold {
+			next = after
+		}
+		r.buckets[next] = append(r.buckets[next], e)
+		r.live[next]++
+		ch.bucket = next
+	}
+	r.names = names
+	clear(drained)
+	return drained[:0]
+}
+
+// sendLocked packs r.names into datagrams and hands each to every UDP
+// destination and every ready, unbacklogged upstream. Called with sendMu
+// held and mu released.
+func (r *Ring) sendLocked() {
+	if len(r.names) == 0 {
+		return
+	}
+	ups := r.tr.Upstreams()
+	r.ctr.namesSearched.Add(uint64(len(r.names)))
+	err := r.packer.Pack(r.names, func(d []byte) {
+		r.ctr.datagrams.Add(1)
+		r.tr.SendUDP(d)
+		if len(ups) == 0 {
+			return
+		}
+		// The packer rewrites the whole fixed part for its next datagram,
+		// so editing this one in place for TCP is safe (wire-notes §4.1:
+		// TCP searches are always "unicast" and replies come back on the
+		// connection, so the reply port means nothing there).
+		d[pva.HeaderSize+pva.SearchOffFlags] |= pva.SearchUnicast
+		d[pva.HeaderSize+pva.SearchOffReplyPort] = 0
+		d[pva.HeaderSize+pva.SearchOffReplyPort+1] = 0
+		for _, u := range ups {
+			if !u.Ready() {
+				continue
+			}
+			if u.Backlog() > UpstreamBacklogLimit {
+				r.ctr.upstreamSkipped.Add(1)
+				continue
+			}
+			u.Send(d)
+			r.ctr.upstreamSent.Add(1)
+		}
+	})
+	if err != nil {
+		// Want refuses such names, so this is a bug, not an input problem.
+		r.log.Error("search packing failed", zap.Error(err))
+	}
+	clear(r.names)
+	r.names = r.names[:0]
+}

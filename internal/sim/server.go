@@ -1,0 +1,358 @@
+package sim
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// PVXS beacon schedule (wire-notes §5.8): one at start, ten more at 15 s,
+// then every 180 s.
+const (
+	beaconFastPeriod = 15 * time.Second
+	beaconFastCount  = 11 // beacons sent at the fast period, the first included
+	beaconSlowPeriod = 180 * time.Second
+)
+
+// nameSet is an immutable name set, swapped whole by SetNames so lookups
+// on the search path take no lock.
+type nameSet struct {
+	sorted []string
+	index  map[string]int // name -> position in the configured order
+}
+
+func newNameSet(names []string) *nameSet {
+	ns := &nameSet{index: make(map[string]int, len(names))}
+	for j, n := range names {
+		if _, dup := ns.index[n]; !dup {
+			ns.index[n] = j
+		}
+	}
+	ns.sorted = make([]string, 0, len(ns.index))
+	for n := range ns.index {
+		ns.sorted = append(ns.sorted, n)
+	}
+	slices.Sort(ns.sorted)
+	return ns
+}
+
+// server is one simulated server slot: stable across restarts (index,
+// address, ports, names); each start is a new instance with a new GUID.
+type server struct {
+	site  *Site
+	index int
+	addr  netip.Addr
+	names atomic.Pointer[nameSet]
+
+	life    sync.Mutex // serialises start/stop/restart
+	mu      sync.Mutex
+	tcpPort uint16 // 0 until first bound; then reused by restarts
+	udpPort uint16
+	inst    *instance
+	state   State
+}
+
+func newServer(site *Site, i int, addr netip.Addr, tcpPort, udpPort uint16, names []string) *server {
+	s := &server{site: site, index: i, addr: addr, tcpPort: tcpPort, udpPort: udpPort, state: Stopped}
+	s.names.Store(newNameSet(names))
+	return s
+}
+
+// instance is one incarnation of a server: one GUID, one set of sockets.
+type instance struct {
+	srv     *server
+	guid    pva.GUID
+	ln      net.Listener
+	udp     *net.UDPConn
+	tcpPort uint16
+	silent  atomic.Bool
+	change  atomic.Uint32 // beacon change count (wraps at 16 bits)
+
+	mu      sync.Mutex
+	closed  bool
+	conns   map[net.Conn]struct{}
+	timer   clock.Timer
+	beacons int
+	seq     uint8
+	wg      sync.WaitGroup
+}
+
+func (s *server) start() error {
+	in := &instance{srv: s, guid: newGUID(), conns: map[net.Conn]struct{}{}}
+	s.mu.Lock()
+	tcpPort, udpPort := s.tcpPort, s.udpPort
+	s.mu.Unlock()
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(s.addr, tcpPort).String())
+	if err != nil {
+		return err
+	}
+	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.addr, udpPort)))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	in.ln, in.udp = ln, uc
+	in.tcpPort = uint16(ln.Addr().(*net.TCPAddr).Port)
+
+	s.mu.Lock()
+	s.tcpPort = in.tcpPort
+	s.udpPort = uint16(uc.LocalAddr().(*net.UDPAddr).Port)
+	s.inst, s.state = in, Running
+	s.mu.Unlock()
+
+	in.wg.Add(2)
+	go func() {
+		defer in.wg.Done()
+		in.acceptLoop()
+	}()
+	go func() {
+		defer in.wg.Done()
+		serveUDP(uc, func() []*instance {
+			if in.silent.Load() {
+				return nil
+			}
+			return []*instance{in}
+		})
+	}()
+	in.beaconTick() // the first beacon goes out immediately
+	s.site.opts.Logf("sim: server %d up: guid %s tcp %s udp %s", s.index, in.guid, ln.Addr(), uc.LocalAddr())
+	return nil
+}
+
+// current returns the running (not silent, not stopped) instance or nil.
+func (s *server) current() *instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != Running {
+		return nil
+	}
+	return s.inst
+}
+
+func (s *server) info() ServerInfo {
+	s.mu.Lock()
+	in, st := s.inst, s.state
+	inf := ServerInfo{
+		Index: s.index, State: st,
+		TCP:   netip.AddrPortFrom(s.addr, s.tcpPort),
+		UDP:   netip.AddrPortFrom(s.addr, s.udpPort),
+		Names: slices.Clone(s.names.Load().sorted),
+	}
+	s.mu.Unlock()
+	if in != nil {
+		inf.GUID = in.guid
+		inf.ChangeCount = uint16(in.change.Load())
+	}
+	return inf
+}
+
+func (s *server) silence() {
+	s.mu.Lock()
+	in := s.inst
+	if s.state == Running {
+		s.state = Silent
+	}
+	s.mu.Unlock()
+	if in != nil {
+		in.silent.Store(true)
+		s.site.opts.Logf("sim: server %d silent", s.index)
+	}
+}
+
+func (s *server) stop() {
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.stopLocked()
+}
+
+func (s *server) stopLocked() {
+	s.mu.Lock()
+	in := s.inst
+	s.inst, s.state = nil, Stopped
+	s.mu.Unlock()
+	if in != nil {
+		in.close()
+		s.site.opts.Logf("sim: server %d stopped", s.index)
+	}
+}
+
+func (s *server) restart() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.stopLocked()
+	return s.start()
+}
+
+func (s *server) setNames(names []string) {
+	s.names.Store(newNameSet(names))
+	s.mu.Lock()
+	in := s.inst
+	s.mu.Unlock()
+	if in != nil {
+		in.change.Add(1)
+	}
+}
+
+func (in *instance) close() {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return
+	}
+	in.closed = true
+	if in.timer != nil {
+		in.timer.Stop()
+	}
+	for c := range in.conns {
+		c.Close()
+	}
+	in.mu.Unlock()
+	in.ln.Close()
+	in.udp.Close()
+	in.wg.Wait()
+}
+
+func (in *instance) acceptLoop() {
+	for {
+		nc, err := in.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: back off, keep serving
+			continue
+		}
+		in.mu.Lock()
+		if in.closed {
+			in.mu.Unlock()
+			nc.Close()
+			return
+		}
+		in.conns[nc] = struct{}{}
+		in.wg.Add(1)
+		in.mu.Unlock()
+		go func() {
+			defer in.wg.Done()
+			serveConn(in, nc)
+			in.mu.Lock()
+			delete(in.conns, nc)
+			in.mu.Unlock()
+			nc.Close()
+		}()
+	}
+}
+
+// beaconTick sends one beacon (unless silent) and schedules the next.
+func (in *instance) beaconTick() {
+	opts := &in.srv.site.opts
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed || len(opts.BeaconDests) == 0 {
+		return
+	}
+	if !in.silent.Load() {
+		b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{
+			GUID: in.guid, Sequence: in.seq, ChangeCount: uint16(in.change.Load()),
+			Addr: pva.AnyIPv4, Port: in.tcpPort, Protocol: "tcp",
+		})
+		for _, d := range opts.BeaconDests {
+			_, _ = in.udp.WriteToUDPAddrPort(b, d)
+		}
+		in.seq++
+	}
+	in.beacons++
+	next := opts.BeaconInterval
+	if next <= 0 {
+		next = beaconSlowPeriod
+		if in.beacons < beaconFastCount {
+			next = beaconFastPeriod
+		}
+	}
+	in.timer = opts.Clock.AfterFunc(next, in.beaconTick)
+}
+
+// claim appends the CIDs of names this server holds.
+func (in *instance) claim(names []pva.SearchName, cids []uint32) []uint32 {
+	ns := in.srv.names.Load()
+	for _, n := range names {
+		if _, ok := ns.index[string(n.Name)]; ok {
+			cids = append(cids, n.CID)
+		}
+	}
+	return cids
+}
+
+// answerUDP answers one decoded search to dest from this server's socket,
+// as PVXS does: only if a name is claimed or MustReply is set; names are
+// looked at only when "tcp" is in the protocol list.
+func (in *instance) answerUDP(s *pva.Search, dest netip.AddrPort, scratch []byte, cids []uint32) ([]byte, []uint32) {
+	cids = cids[:0]
+	if s.HasProtocol("tcp") {
+		cids = in.claim(s.Names, cids)
+	}
+	if len(cids) == 0 && !s.MustReply() {
+		return scratch, cids
+	}
+	scratch = pva.AppendSearchResponse(scratch[:0], pva.FlagBigEndian|pva.FlagServer, &pva.SearchResponse{
+		GUID: in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Port: in.tcpPort,
+		Protocol: protoTCP, Found: len(cids) > 0, CIDs: cids,
+	})
+	_, _ = in.udp.WriteToUDPAddrPort(scratch, dest)
+	return scratch, cids
+}
+
+var protoTCP = []byte("tcp")
+
+// serveUDP reads search datagrams from uc until it is closed and hands
+// each search to the instances targets returns. Like PVXS it looks at one
+// message per datagram, after an optional CMD_ORIGIN_TAG.
+func serveUDP(uc *net.UDPConn, targets func() []*instance) {
+	buf := make([]byte, 65536)
+	var (
+		s       pva.Search
+		scratch []byte
+		cids    []uint32
+	)
+	for {
+		n, src, err := uc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		msg := buf[:n]
+		for len(msg) > 0 {
+			h, payload, rest, err := pva.SplitMessage(msg)
+			if err != nil || h.Control() || h.Segment() != 0 {
+				break
+			}
+			msg = rest
+			if h.Command == pva.CmdOriginTag {
+				continue
+			}
+			if h.Command != pva.CmdSearch || s.Decode(payload, h.BigEndian()) != nil {
+				break
+			}
+			ip := src.Addr().Unmap()
+			if !s.ReplyAddr.IsAny() {
+				ip = s.ReplyAddr.Addr()
+			}
+			if s.ReplyPort == 0 {
+				break // reply port comes from the body; 0 cannot be answered
+			}
+			dest := netip.AddrPortFrom(ip, s.ReplyPort)
+			for _, in := range targets() {
+				scratch, cids = in.answerUDP(&s, dest, scratch, cids)
+			}
+			break
+		}
+	}
+}

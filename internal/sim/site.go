@@ -1,0 +1,362 @@
+// Package sim runs simulated PVAccess servers for tests, demos and load
+// runs: N servers, each with its own GUID, TCP listener, UDP socket and
+// name set, behaving on the wire like PVXS 1.5.2 servers where a name
+// server can tell the difference.
+//
+// Each server sends beacons (PVXS schedule, or a fixed interval), answers
+// UDP and TCP CMD_SEARCH and discovery pings for its names, serves the
+// `server` PV RPC (op=channels, op=info) as PVXS does, and answers
+// CREATE_CHANNEL and GET for its names with an NTScalar double, so a real
+// client can read a value after a name server redirects it.
+//
+// UDP: there is no shared port 5076 in tests. Every server has its own UDP
+// socket (ephemeral, or Options.ServerUDPPort+i) on its own address; it
+// answers searches sent to it and sends its beacons and replies from it, so
+// the datagram source address is the server's. The Site also has one
+// fan-out socket (Site.UDPAddr, Options.UDPPort or ephemeral) that hands
+// each search to every live server, as servers sharing 5076 behave; each
+// server answers from its own socket.
+//
+// The package owns the simulated servers' sockets and goroutines; it does
+// not own name resolution (that is pvans) or the load generator (bench).
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// Options configures a site. The zero value gives one server with ten
+// names on 127.0.0.1, ephemeral ports, the PVXS beacon schedule and no
+// beacon destinations.
+type Options struct {
+	Servers        int // N, default 1
+	NamesPerServer int // M, default 10 (ignored for servers given in Names)
+	// NameLen is the mean name length. 0 keeps the plain `sim:s<i>:pv<j>`
+	// form; otherwise names are padded (deterministically) to lengths
+	// spread over [NameLen/2, 3*NameLen/2].
+	NameLen int
+	// Names gives explicit name sets; Names[i] replaces server i's
+	// generated names.
+	Names [][]string
+
+	// Host is the listen address of every server (default 127.0.0.1);
+	// Addrs[i], when given, overrides it for server i.
+	Host  netip.Addr
+	Addrs []netip.Addr
+	// TCPPort, when non-zero, puts server i's listener on TCPPort+i.
+	TCPPort uint16
+	// ServerUDPPort, when non-zero, puts server i's UDP socket on
+	// ServerUDPPort+i.
+	ServerUDPPort uint16
+	// UDPPort is the site fan-out socket's port (on Host); 0 = ephemeral.
+	UDPPort uint16
+
+	// BeaconDests receive every server's beacons (e.g. 127.0.0.1:<pvans
+	// UDP port>). Empty: no beacons are sent.
+	BeaconDests []netip.AddrPort
+	// BeaconInterval > 0 sends a beacon every interval; 0 follows PVXS:
+	// one at start, ten more at 15 s, then every 180 s.
+	BeaconInterval time.Duration
+
+	// Version is reported by op=info (default "PVXS 1.5.2 (pvans-sim)").
+	Version string
+	Clock   clock.Clock // default clock.Real
+	// Logf, when set, receives one line per notable event (errors, state
+	// changes); never per message.
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) defaults() error {
+	if o.Servers <= 0 {
+		o.Servers = 1
+	}
+	if o.NamesPerServer < 0 {
+		return errors.New("sim: NamesPerServer < 0")
+	}
+	if o.NamesPerServer == 0 {
+		o.NamesPerServer = 10
+	}
+	if !o.Host.IsValid() {
+		o.Host = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	if len(o.Addrs) > o.Servers {
+		return fmt.Errorf("sim: %d Addrs for %d servers", len(o.Addrs), o.Servers)
+	}
+	if len(o.Names) > o.Servers {
+		return fmt.Errorf("sim: %d name sets for %d servers", len(o.Names), o.Servers)
+	}
+	if o.TCPPort != 0 && int(o.TCPPort)+o.Servers-1 > 65535 {
+		return errors.New("sim: TCPPort range exceeds 65535")
+	}
+	if o.ServerUDPPort != 0 && int(o.ServerUDPPort)+o.Servers-1 > 65535 {
+		return errors.New("sim: ServerUDPPort range exceeds 65535")
+	}
+	if o.Version == "" {
+		o.Version = "PVXS 1.5.2 (pvans-sim)"
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// GenerateNames returns server i's generated names: `sim:s<i>:pv<j>`,
+// padded to spread around meanLen when meanLen > 0. The same arguments
+// always give the same names, so a load run can regenerate them.
+func GenerateNames(i, m, meanLen int) []string {
+	names := make([]string, m)
+	for j := range names {
+		names[j] = padName("sim:s"+strconv.Itoa(i)+":pv"+strconv.Itoa(j), uint64(i)<<32|uint64(j), meanLen)
+	}
+	return names
+}
+
+// padName extends base with '_' and letters to a length drawn from
+// [meanLen/2, 3*meanLen/2] by a hash of key; the base keeps names unique.
+func padName(base string, key uint64, meanLen int) string {
+	if meanLen <= 0 {
+		return base
+	}
+	h := key*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E5
+	h ^= h >> 29
+	lo := meanLen / 2
+	target := lo + int(h%uint64(meanLen+1))
+	if target <= len(base)+1 {
+		return base
+	}
+	b := make([]byte, len(base), target)
+	copy(b, base)
+	b = append(b, '_')
+	for len(b) < target {
+		h = h*6364136223846793005 + 1442695040888963407
+		b = append(b, 'a'+byte(h>>59)%26)
+	}
+	return string(b)
+}
+
+// State is a server's life state.
+type State int
+
+// Server states.
+const (
+	Running State = iota // answering
+	Silent               // sockets open, nothing answered or sent (Kill)
+	Stopped              // sockets closed (Stop)
+)
+
+func (s State) String() string {
+	switch s {
+	case Running:
+		return "running"
+	case Silent:
+		return "silent"
+	}
+	return "stopped"
+}
+
+// ServerInfo is a snapshot of one simulated server.
+type ServerInfo struct {
+	Index       int
+	GUID        pva.GUID
+	TCP         netip.AddrPort // listener: where clients connect
+	UDP         netip.AddrPort // the server's own UDP socket
+	Names       []string       // sorted copy
+	ChangeCount uint16
+	State       State
+}
+
+// Site is a running set of simulated servers.
+type Site struct {
+	opts    Options
+	servers []*server
+	udp     *net.UDPConn
+	udpAddr netip.AddrPort
+
+	closeOnce sync.Once
+	done      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// Start opens every server's sockets and starts them. The site stops when
+// ctx is done or Close is called.
+func Start(ctx context.Context, opts Options) (*Site, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Site{opts: opts, done: make(chan struct{})}
+	for i := 0; i < opts.Servers; i++ {
+		addr := opts.Host
+		if i < len(opts.Addrs) && opts.Addrs[i].IsValid() {
+			addr = opts.Addrs[i]
+		}
+		var names []string
+		if i < len(opts.Names) && opts.Names[i] != nil {
+			names = append([]string(nil), opts.Names[i]...)
+		} else {
+			names = GenerateNames(i, opts.NamesPerServer, opts.NameLen)
+		}
+		var tcpPort, udpPort uint16
+		if opts.TCPPort != 0 {
+			tcpPort = opts.TCPPort + uint16(i)
+		}
+		if opts.ServerUDPPort != 0 {
+			udpPort = opts.ServerUDPPort + uint16(i)
+		}
+		srv := newServer(s, i, addr, tcpPort, udpPort, names)
+		if err := srv.start(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("sim: server %d: %w", i, err)
+		}
+		s.servers = append(s.servers, srv)
+	}
+	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(opts.Host, opts.UDPPort)))
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sim: site UDP socket: %w", err)
+	}
+	s.udp = uc
+	s.udpAddr = uc.LocalAddr().(*net.UDPAddr).AddrPort()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		serveUDP(uc, s.live)
+	}()
+	if ctx != nil && ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				s.Close()
+			case <-s.done:
+			}
+		}()
+	}
+	return s, nil
+}
+
+// live returns the running servers' current incarnations, for the fan-out
+// socket.
+func (s *Site) live() []*instance {
+	out := make([]*instance, 0, len(s.servers))
+	for _, srv := range s.servers {
+		if in := srv.current(); in != nil {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// UDPAddr is the site fan-out socket: a search sent here is answered by
+// every running server that claims a name (each from its own socket).
+func (s *Site) UDPAddr() netip.AddrPort { return s.udpAddr }
+
+// Len is the number of servers.
+func (s *Site) Len() int { return len(s.servers) }
+
+// Server returns a snapshot of server i.
+func (s *Site) Server(i int) ServerInfo { return s.servers[i].info() }
+
+// Servers returns snapshots of every server.
+func (s *Site) Servers() []ServerInfo {
+	out := make([]ServerInfo, len(s.servers))
+	for i, srv := range s.servers {
+		out[i] = srv.info()
+	}
+	return out
+}
+
+// AllNames returns every server's names, server by server.
+func (s *Site) AllNames() []string {
+	var out []string
+	for _, srv := range s.servers {
+		out = append(out, srv.info().Names...)
+	}
+	return out
+}
+
+func (s *Site) check(i int) error {
+	if i < 0 || i >= len(s.servers) {
+		return fmt.Errorf("sim: no server %d", i)
+	}
+	select {
+	case <-s.done:
+		return errors.New("sim: site closed")
+	default:
+	}
+	return nil
+}
+
+// Restart stops server i (closing its sockets and connections) and starts
+// it again on the same TCP and UDP ports with a new GUID, a new beacon
+// schedule and change count 0: what a restarted IOC looks like.
+func (s *Site) Restart(i int) error {
+	if err := s.check(i); err != nil {
+		return err
+	}
+	return s.servers[i].restart()
+}
+
+// Kill makes server i silent: its sockets stay open (TCP connections are
+// not closed, new ones are accepted), but nothing is answered or sent, no
+// beacons, no echo replies. A client notices only by timeouts.
+func (s *Site) Kill(i int) error {
+	if err := s.check(i); err != nil {
+		return err
+	}
+	s.servers[i].silence()
+	return nil
+}
+
+// Stop closes server i's sockets and connections cleanly (peers see the
+// TCP connections close).
+func (s *Site) Stop(i int) error {
+	if err := s.check(i); err != nil {
+		return err
+	}
+	s.servers[i].stop()
+	return nil
+}
+
+// SetNames replaces server i's names and bumps its beacon change count.
+func (s *Site) SetNames(i int, names []string) error {
+	if err := s.check(i); err != nil {
+		return err
+	}
+	s.servers[i].setNames(append([]string(nil), names...))
+	return nil
+}
+
+// Close stops every server and the fan-out socket, and waits for the
+// goroutines to end.
+func (s *Site) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		for _, srv := range s.servers {
+			srv.stop()
+		}
+		if s.udp != nil {
+			s.udp.Close()
+		}
+	})
+	s.wg.Wait()
+	return nil
+}
+
+func newGUID() pva.GUID {
+	var g pva.GUID
+	_, _ = rand.Read(g[:])
+	return g
+}

@@ -1,0 +1,40 @@
+package tcpsearch
+
+import (
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
+)
+
+// The resolver's result types, used as they are: a Batch is reused across
+// lookups, so converting it would cost a copy per search.
+type (
+	Endpoint = resolver.Endpoint
+	Group    = resolver.Group
+	Batch    = resolver.Batch
+)
+
+// Resolver is what the listener needs from internal/resolver; tests use
+// fakes. Wrap a *resolver.Resolver with FromResolver.
+type Resolver interface {
+	// Lookup fills b (reusing its slices). q's names are views into the
+	// receive buffer, valid only during the call.
+	Lookup(q []pva.SearchName, b *Batch)
+	// NewClient returns the waiter set of one connection. push is called
+	// (from any goroutine, possibly under the resolver's lock) when waited
+	// names resolve: it must not block nor call back into the resolver.
+	NewClient(push func(g Group)) Waiter
+}
+
+// Waiter is one connection's set of unresolved (CID, name) pairs.
+type Waiter interface {
+	// Wait remembers q[i] for every i in missing; it copies the names.
+	Wait(q []pva.SearchName, missing []int)
+	Close()
+}
+
+// FromResolver adapts the daemon's resolver.
+func FromResolver(r *resolver.Resolver) Resolver { return resolverAdapter{r} }
+
+type resolverAdapter struct{ *resolver.Resolver }
+
+func (a resolverAdapter) NewClient(push func(Group)) Waiter { return a.Resolver.NewClient(push) }

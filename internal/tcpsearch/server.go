@@ -1,0 +1,248 @@
+// Package tcpsearch is the name-server listener: the PVA TCP server that
+// PVXS clients configured with EPICS_PVA_NAME_SERVERS connect to. It
+// answers CMD_SEARCH over TCP from the resolver, one CMD_SEARCH_RESPONSE per
+// claiming server (that server's GUID and real endpoint), remembers names
+// nobody claims yet as waiters and pushes their answer on the same
+// connection when they are learned, and refuses CREATE_CHANNEL unless a
+// ChannelProvider (the daemon's own `server` PV) takes it.
+//
+// It owns the listening sockets, the connection limit and the per-message
+// search logic. Framing, handshake, ECHO and per-connection limits are
+// internal/pvaconn's; lookups and waiters are the resolver's; parsing the
+// configuration (EPICS_PVAS_SERVER_PORT, interfaces) is internal/config's:
+// New takes addresses.
+package tcpsearch
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+// DefaultPort is EPICS_PVAS_SERVER_PORT's default.
+const DefaultPort = 5075
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxConns       = 4096
+	DefaultMaxMessage     = 1 << 20 // searches are ≤ 64 KiB; the server PV's RPCs are small
+	DefaultSendQueueBytes = 1 << 20
+)
+
+// ChannelProvider lets the daemon serve channels of its own (the `server`
+// PV that pvxlist reads) on name-server connections.
+type ChannelProvider interface {
+	// Message is offered every application message other than CMD_SEARCH
+	// and reports whether it handled it. An unhandled CREATE_CHANNEL is
+	// refused; other unhandled messages are ignored. payload is valid only
+	// during the call.
+	Message(c *pvaconn.Conn, h pva.Header, payload []byte) bool
+	// Closed releases what the provider keeps for c.
+	Closed(c *pvaconn.Conn)
+}
+
+// Options configure the listener.
+type Options struct {
+	// Listen is every address to listen on (port 0 picks one; see Addrs).
+	Listen []netip.AddrPort
+	// GUID is pvans' own, sent in negative (found=0) replies.
+	GUID pva.GUID
+	// MaxConns bounds concurrent connections; extra ones are accepted and
+	// closed at once (counted).
+	MaxConns int
+	// Conn carries the per-connection limits (IdleTimeout, MaxMessage,
+	// SendQueueBytes, HandshakeTimeout, MessageTimeout, BigEndian). Role,
+	// Counters and Logger are set by the listener.
+	Conn pvaconn.Options
+	// Channels is optional; nil refuses every CREATE_CHANNEL.
+	Channels ChannelProvider
+	Logger   *zap.Logger
+}
+
+// Stats counts what the listener did. Metrics are registered elsewhere.
+type Stats struct {
+	Accepted        uint64 // connections served
+	Rejected        uint64 // closed at once: MaxConns reached
+	Active          int64  // open now
+	Searches        uint64 // CMD_SEARCH messages
+	Names           uint64 // names in them
+	Claims          uint64 // CIDs answered found=1 (direct and pushed)
+	Responses       uint64 // positive CMD_SEARCH_RESPONSE sent directly
+	Pushed          uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
+	Negative        uint64 // found=0 replies (MustReply, discovery ping)
+	ZeroEndpoint    uint64 // claims skipped: the registry had a zero address or port
+	ProtocolSkipped uint64 // claims skipped: server protocol not in the client's list
+	DecodeErrors    uint64 // malformed searches (connection closed, as PVXS does)
+	ChannelsRefused uint64 // CREATE_CHANNEL refused
+	Ignored         uint64 // other application messages drained and ignored
+	SendErrors      uint64 // replies dropped because the connection was closing or full
+	Conn            pvaconn.Stats
+}
+
+type counters struct {
+	accepted, rejected, searches, names, claims, responses, pushed, negative,
+	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors atomic.Uint64
+	active atomic.Int64
+}
+
+// Server is the name-server listener.
+type Server struct {
+	opt  Options
+	res  Resolver
+	log  *zap.Logger
+	cnt  counters
+	conn pvaconn.Counters
+
+	mu     sync.Mutex
+	lns    []*net.TCPListener
+	conns  map[*pvaconn.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // accept loops
+}
+
+// New returns a listener answering from r. Start opens the sockets.
+func New(opt Options, r Resolver) *Server {
+	if opt.MaxConns <= 0 {
+		opt.MaxConns = DefaultMaxConns
+	}
+	if opt.Conn.MaxMessage <= 0 {
+		opt.Conn.MaxMessage = DefaultMaxMessage
+	}
+	if opt.Conn.SendQueueBytes <= 0 {
+		opt.Conn.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if opt.Logger == nil {
+		opt.Logger = zap.NewNop()
+	}
+	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]struct{})}
+	s.opt.Conn.Role = pvaconn.Server
+	s.opt.Conn.Counters = &s.conn
+	s.opt.Conn.Logger = opt.Logger
+	return s
+}
+
+// Start listens on every configured address. On error nothing stays open.
+func (s *Server) Start() error {
+	if len(s.opt.Listen) == 0 {
+		return errors.New("tcpsearch: no listen address")
+	}
+	var lns []*net.TCPListener
+	for _, a := range s.opt.Listen {
+		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(a))
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return err
+		}
+		lns = append(lns, ln)
+	}
+	s.mu.Lock()
+	s.lns = lns
+	s.mu.Unlock()
+	for _, ln := range lns {
+		s.log.Info("name server listening", zap.Stringer("addr", ln.Addr()))
+		s.wg.Add(1)
+		go s.acceptLoop(ln)
+	}
+	return nil
+}
+
+// Addrs returns the bound addresses (with the real port when 0 was asked).
+func (s *Server) Addrs() []netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]netip.AddrPort, 0, len(s.lns))
+	for _, ln := range s.lns {
+		out = append(out, ln.Addr().(*net.TCPAddr).AddrPort())
+	}
+	return out
+}
+
+// Close stops listening, closes every connection and waits for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	conns := make([]*pvaconn.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	for _, c := range conns {
+		c.Close()
+	}
+	for _, c := range conns {
+		<-c.Done()
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	c := &s.cnt
+	return Stats{
+		Accepted: c.accepted.Load(), Rejected: c.rejected.Load(), Active: c.active.Load(),
+		Searches: c.searches.Load(), Names: c.names.Load(), Claims: c.claims.Load(),
+		Responses: c.responses.Load(), Pushed: c.pushed.Load(), Negative: c.negative.Load(),
+		ZeroEndpoint: c.zeroEndpoint.Load(), ProtocolSkipped: c.protoSkipped.Load(),
+		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
+		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
+		Conn: s.conn.Stats(),
+	}
+}
+
+func (s *Server) acceptLoop(ln *net.TCPListener) {
+	defer s.wg.Done()
+	for {
+		nc, err := ln.AcceptTCP()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: keep serving the connections we have.
+			s.log.Warn("accept failed", zap.Error(err))
+			continue
+		}
+		s.mu.Lock()
+		if s.closed || s.cnt.active.Load() >= int64(s.opt.MaxConns) {
+			s.mu.Unlock()
+			if !s.closed {
+				s.cnt.rejected.Add(1)
+			}
+			nc.Close()
+			continue
+		}
+		s.cnt.active.Add(1)
+		s.cnt.accepted.Add(1)
+		// Serve under mu: Closed (which deletes) cannot run before the add.
+		c := pvaconn.Serve(nc, s.opt.Conn, &session{s: s})
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) forget(c *pvaconn.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.cnt.active.Add(-1)
+}

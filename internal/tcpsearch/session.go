@@ -1,0 +1,201 @@
+package tcpsearch
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+var (
+	protoTCP = []byte("tcp")
+	protoTLS = []byte("tls")
+)
+
+// session is the search state of one connection. Message runs on the
+// connection's read goroutine; push runs on whatever goroutine the
+// resolver calls it from, so it has its own buffer under pushMu.
+type session struct {
+	s      *Server
+	search pva.Search
+	batch  Batch
+	resp   pva.SearchResponse
+	out    []byte
+	waiter Waiter // created on the first unresolved name (read goroutine)
+
+	lastSeq atomic.Uint32 // echoed in pushed replies: PVXS correlates by CID only
+	wantTLS atomic.Bool   // some search listed "tls": pushed "tls" endpoints are relayed
+
+	pushMu   sync.Mutex
+	pushResp pva.SearchResponse
+	pushBuf  []byte
+}
+
+func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
+	switch h.Command {
+	case pva.CmdSearch:
+		ss.handleSearch(c, h, payload)
+	case pva.CmdCreateChannel:
+		if p := ss.s.opt.Channels; p != nil && p.Message(c, h, payload) {
+			return
+		}
+		ss.refuseChannels(c, h, payload)
+	default:
+		if p := ss.s.opt.Channels; p != nil && p.Message(c, h, payload) {
+			return
+		}
+		ss.s.cnt.ignored.Add(1)
+	}
+}
+
+func (ss *session) Closed(c *pvaconn.Conn, err error) {
+	if ss.waiter != nil {
+		ss.waiter.Close()
+	}
+	if p := ss.s.opt.Channels; p != nil {
+		p.Closed(c)
+	}
+	ss.s.forget(c)
+}
+
+func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
+	cnt := &ss.s.cnt
+	q := &ss.search
+	// PVXS clients send searches big endian even on a little-endian
+	// connection: decode with the message's own order.
+	if err := q.Decode(payload, h.BigEndian()); err != nil {
+		cnt.decodeErrors.Add(1)
+		c.Close() // PVXS disconnects on a malformed search
+		return
+	}
+	cnt.searches.Add(1)
+	cnt.names.Add(uint64(len(q.Names)))
+	ss.lastSeq.Store(q.Seq)
+	if q.HasProtocol("tls") {
+		ss.wantTLS.Store(true)
+	}
+	out := ss.answer(ss.out[:0], q, c.Flags(), c.Local().Port())
+	if len(out) > 0 && c.Send(out) != nil {
+		cnt.sendErrors.Add(1)
+	}
+	ss.out = out
+	if len(q.Names) > 0 && len(ss.batch.Missing) > 0 {
+		if ss.waiter == nil {
+			ss.waiter = ss.s.res.NewClient(func(g Group) { ss.push(c, g) })
+		}
+		ss.waiter.Wait(q.Names, ss.batch.Missing)
+	}
+}
+
+// answer is the lookup+encode path: one resolver lookup for the whole
+// message, one CMD_SEARCH_RESPONSE per claiming server appended to out, or
+// a found=0 reply when nothing was claimed and the client insists.
+// ss.batch.Missing holds the names nobody claims.
+func (ss *session) answer(out []byte, q *pva.Search, flags uint8, localPort uint16) []byte {
+	cnt := &ss.s.cnt
+	n := len(out)
+	b := &ss.batch
+	b.Missing = b.Missing[:0]
+	if len(q.Names) > 0 {
+		tls := q.HasProtocol("tls")
+		ss.s.res.Lookup(q.Names, b)
+		for i := range b.Groups {
+			var ok bool
+			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls)
+			if ok {
+				cnt.responses.Add(1)
+			}
+		}
+	}
+	if len(out) == n && q.MustReply() {
+		// Nothing claimed (or a discovery ping): PVXS ignores found=0 over
+		// TCP, but a MustReply search is owed an answer.
+		ss.resp = pva.SearchResponse{GUID: ss.s.opt.GUID, Seq: q.Seq, Addr: pva.AnyIPv4,
+			Port: localPort, Protocol: protoTCP}
+		out = pva.AppendSearchResponse(out, flags, &ss.resp)
+		cnt.negative.Add(1)
+	}
+	return out
+}
+
+// push answers names that were waiting, on the connection they were
+// searched on, without waiting for the client's next retry.
+func (ss *session) push(c *pvaconn.Conn, g Group) {
+	ss.pushMu.Lock()
+	defer ss.pushMu.Unlock()
+	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, ss.wantTLS.Load())
+	ss.pushBuf = out
+	if !ok {
+		return
+	}
+	if c.Send(out) != nil {
+		ss.s.cnt.sendErrors.Add(1)
+		return
+	}
+	ss.s.cnt.pushed.Add(1)
+}
+
+// appendClaim appends the CMD_SEARCH_RESPONSE for one claiming server, or
+// nothing when the claim must not be relayed: a zero address or port would
+// tell a PVXS client to open the channel on pvans itself, and a protocol the
+// client did not list ("tls" to an upstream PVXS) would be useless to it.
+func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK bool) ([]byte, bool) {
+	if len(g.CIDs) == 0 {
+		return out, false
+	}
+	ep := &g.Server
+	var proto []byte
+	switch ep.Protocol {
+	case "", "tcp":
+		proto = protoTCP
+	case "tls":
+		if !tlsOK {
+			s.cnt.protoSkipped.Add(1)
+			return out, false
+		}
+		proto = protoTLS
+	default:
+		s.cnt.protoSkipped.Add(1)
+		return out, false
+	}
+	ip := ep.Addr.Addr()
+	if !ip.IsValid() || ip.Unmap().IsUnspecified() || ep.Addr.Port() == 0 {
+		s.cnt.zeroEndpoint.Add(1)
+		return out, false
+	}
+	*m = pva.SearchResponse{GUID: ep.GUID, Seq: seq, Addr: pva.AddressFrom(ip), Port: ep.Addr.Port(),
+		Protocol: proto, Found: true, CIDs: g.CIDs}
+	s.cnt.claims.Add(uint64(len(g.CIDs)))
+	return pva.AppendSearchResponse(out, flags, m), true
+}
+
+// refuseChannels answers every CID of a CREATE_CHANNEL the way PVXS refuses
+// an unknown channel (wire-notes §6.2). A malformed request is ignored: the
+// client will time out that channel.
+func (ss *session) refuseChannels(c *pvaconn.Conn, h pva.Header, payload []byte) {
+	r := pva.NewReader(payload, h.BigEndian(), "CMD_CREATE_CHANNEL")
+	n := int(r.U16("count"))
+	if !r.Failed() && n*5 > r.Remaining() {
+		r.Fail("count", "count exceeds payload")
+	}
+	flags := c.Flags()
+	w := pva.Writer{BE: flags&pva.FlagBigEndian != 0}
+	var out []byte
+	for i := 0; i < n && !r.Failed(); i++ {
+		cid := r.U32("cid")
+		r.StringBytes("name")
+		if r.Failed() {
+			break
+		}
+		w.B = w.B[:0]
+		w.U32(cid)
+		w.U32(0xFFFFFFFF)
+		w.Status(pva.Status{Type: pva.StatusFatal, Message: "Refused to create Channel"})
+		out = pva.AppendMessage(out, flags, pva.CmdCreateChannel, w.B)
+		ss.s.cnt.refused.Add(1)
+	}
+	if len(out) > 0 && c.Send(out) != nil {
+		ss.s.cnt.sendErrors.Add(1)
+	}
+}

@@ -1,0 +1,78 @@
+package udpsearch
+
+import (
+	"sync"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// Beacon schedule (wire-notes §5.8): the first beacon at once, 10 more at
+// 15 s, then one every 180 s.
+const (
+	BeaconFastPeriod = 15 * time.Second
+	BeaconFastCount  = 10
+	BeaconSlowPeriod = 180 * time.Second
+)
+
+// beaconer sends pvans's own beacons on the spec schedule.
+type beaconer struct {
+	clk  clock.Clock
+	send func(b []byte) // one datagram to every destination
+
+	mu      sync.Mutex
+	msg     pva.Beacon
+	sent    int
+	timer   clock.Timer
+	stopped bool
+	buf     []byte
+}
+
+func newBeaconer(clk clock.Clock, guid pva.GUID, tcpPort uint16, send func([]byte)) *beaconer {
+	return &beaconer{clk: clk, send: send,
+		msg: pva.Beacon{GUID: guid, Addr: pva.AnyIPv4, Port: tcpPort, Protocol: "tcp"}}
+}
+
+func (b *beaconer) start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fireLocked()
+}
+
+func (b *beaconer) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fireLocked()
+}
+
+func (b *beaconer) fireLocked() {
+	if b.stopped {
+		return
+	}
+	b.buf = pva.AppendBeacon(b.buf[:0], pva.FlagBigEndian|pva.FlagServer, &b.msg)
+	b.send(b.buf)
+	b.msg.Sequence++
+	b.sent++
+	next := BeaconSlowPeriod
+	if b.sent <= BeaconFastCount {
+		next = BeaconFastPeriod
+	}
+	b.timer = b.clk.AfterFunc(next, b.fire)
+}
+
+// bump moves the change count: pvans's own served set changed.
+func (b *beaconer) bump() {
+	b.mu.Lock()
+	b.msg.ChangeCount++
+	b.mu.Unlock()
+}
+
+func (b *beaconer) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopped = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}

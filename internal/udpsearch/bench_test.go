@@ -1,0 +1,99 @@
+package udpsearch
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/registry"
+	"github.com/pvans-project/pvans/internal/resolver"
+)
+
+// benchName is a 30-character PV name, the spec's L=30 (38 per datagram).
+func benchName(prefix string, i int) string {
+	return fmt.Sprintf("%s:C%02d-XX:Dev%07d}Val-I", prefix, i%30, i)
+}
+
+const benchHeld = 100_000
+
+func benchResolvers(b *testing.B) map[string]Resolver {
+	m := map[string]resolver.Endpoint{}
+	names := make([]string, benchHeld)
+	for i := range benchHeld {
+		names[i] = benchName("HELD", i)
+		m[names[i]] = srvA
+	}
+	reg := registry.New(registry.Options{})
+	if _, err := reg.UpsertServer(registry.ServerInfo{GUID: srvA.GUID, Addr: srvA.Addr, Protocol: "tcp"}); err != nil {
+		b.Fatal(err)
+	}
+	if err := reg.ReplaceNames(srvA.GUID, names, registry.SourceProbe); err != nil {
+		b.Fatal(err)
+	}
+	res := resolver.New(reg, resolver.Options{})
+	b.Cleanup(res.Close)
+	return map[string]Resolver{"map": newMapResolver(m), "registry": res}
+}
+
+func search38(b *testing.B, flags uint8, prefix string) []byte {
+	var names []string
+	for i := range 38 {
+		names = append(names, benchName(prefix, i*7919))
+	}
+	msg := searchMsg(flags, netip.Addr{}, 40000, []string{"tcp"}, names...)
+	if len(msg) > 1400 {
+		b.Fatalf("datagram %d bytes", len(msg))
+	}
+	return msg
+}
+
+func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards bool) {
+	out := &discardSender{}
+	h, _ := testHandler(b, Options{AnswerNames: true, Resolver: r, GUID: ownGUID, TCPPort: 5075}, out)
+	h.handle(&d) // warm the scratch buffers
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		h.handle(&d)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/38, "ns/name")
+	if (out.replies > 0) != wantReplies || (out.forwards > 0) != wantForwards {
+		b.Fatalf("replies %d forwards %d", out.replies, out.forwards)
+	}
+}
+
+// The common case on a busy subnet: a broadcast search of 38 names pvans
+// does not hold. Decode, one lookup per name, decide to stay silent.
+func BenchmarkHandleSearch38NotHeld(b *testing.B) {
+	d := datagram{src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEthBc, ifIndex: 2}
+	for name, r := range benchResolvers(b) {
+		b.Run(name, func(b *testing.B) {
+			d.b = search38(b, 0, "MISS")
+			runHandle(b, r, d, false, false)
+		})
+	}
+}
+
+// 38 held names: decode, lookup, encode and send one response.
+func BenchmarkHandleSearch38Held(b *testing.B) {
+	d := datagram{src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEthBc, ifIndex: 2}
+	for name, r := range benchResolvers(b) {
+		b.Run(name, func(b *testing.B) {
+			var names []string
+			for i := range 38 {
+				names = append(names, benchName("HELD", i*2111))
+			}
+			d.b = searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, names...)
+			runHandle(b, r, d, true, false)
+		})
+	}
+}
+
+// A unicast search to a local address: decode and build the forward.
+func BenchmarkHandleForward38(b *testing.B) {
+	d := datagram{src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEth, ifIndex: 2}
+	d.b = search38(b, pva.SearchUnicast, "MISS")
+	runHandle(b, nil, d, false, true)
+}

@@ -1,0 +1,19 @@
+// Package udpsearch owns pvans's part in PVAccess UDP name resolution on
+// the search port (5076): the shared wildcard socket, the classification
+// of every datagram by destination and arrival interface, the loopback
+// multicast forwarding of unicast searches (spec §5, wire-notes §5.5), the
+// answers to searches and discovery pings, pvans's own beacons, and a
+// separate client socket for discovery pings and search-through searches.
+//
+// It does not decide which server holds a name (a Resolver does), does not
+// track servers (a BeaconSink does), and does not run the client search
+// ring (the search-through client hands it finished datagrams and receives
+// the responses through a callback). It reads no configuration and no
+// environment: Options carries plain values.
+//
+// One goroutine receives on the search port and runs the per-datagram
+// handler; the handler keeps its scratch buffers between datagrams so a
+// search for names pvans does not hold costs a decode and one hash lookup
+// per name, and allocates nothing. Only IPv4 is handled, as PVXS forwards
+// only IPv4.
+package udpsearch

@@ -1,0 +1,379 @@
+package udpsearch
+
+import (
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
+)
+
+// origin is how a datagram reached the search port (wire-notes §5.4).
+type origin uint8
+
+const (
+	// originBroadcast: sent to a broadcast address of the arrival
+	// interface, or anything that is neither unicast to us nor forwarded.
+	originBroadcast origin = iota
+	// originUnicast: sent to one of the host's own addresses (PVXS calls
+	// it "Forwarding": only one socket sharing the port sees it, so it is
+	// forwarded to the loopback group, never answered directly).
+	originUnicast
+	// originForwarded: arrived on loopback addressed to the group.
+	originForwarded
+	// originTagged: forwarded, carrying an accepted CMD_ORIGIN_TAG.
+	originTagged
+)
+
+// datagram is one received datagram and where it arrived.
+type datagram struct {
+	b       []byte
+	src     netip.AddrPort
+	dst     netip.Addr // IP_PKTINFO header destination
+	ifIndex int        // IP_PKTINFO arrival interface
+}
+
+// sender is what the handler sends through; sockets in the daemon, a
+// recorder in tests.
+type sender interface {
+	// reply sends b to to, from the local address from through interface
+	// ifIndex; an invalid from (and ifIndex 0) means no pinning.
+	reply(b []byte, to netip.AddrPort, from netip.Addr, ifIndex int)
+	// forward sends b to the loopback group.
+	forward(b []byte)
+}
+
+var protoTCP = "tcp"
+
+// handler is the per-datagram logic of the search port. It is used by one
+// goroutine at a time: its scratch values are reused between datagrams.
+type handler struct {
+	o   *Options
+	st  *counters
+	ifs *atomic.Pointer[ifaceTable]
+	out sender
+	// reload re-reads the interface table (rate-limited by its owner)
+	// when a datagram arrives on an unknown interface; may be nil.
+	reload func() *ifaceTable
+
+	allowed map[netip.Addr]bool // nil: answer from any local address
+
+	search pva.Search
+	resp   pva.SearchResponse
+	beacon pva.Beacon
+	batch  resolver.Batch
+	buf    []byte
+}
+
+func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out sender) *handler {
+	h := &handler{o: o, st: st, ifs: ifs, out: out, buf: make([]byte, 0, 2048)}
+	if len(o.Interfaces) > 0 {
+		h.allowed = map[netip.Addr]bool{}
+		for _, a := range o.Interfaces {
+			h.allowed[a.Unmap()] = true
+		}
+	}
+	return h
+}
+
+// handle processes one datagram from the search port.
+func (h *handler) handle(d *datagram) {
+	h.st.datagrams.Add(1)
+	if d.src.Addr().IsMulticast() {
+		h.st.dropMulticastSource.Add(1)
+		return
+	}
+	t := h.ifs.Load()
+	var info *ifaceInfo
+	if t != nil {
+		info = t.byIndex[d.ifIndex]
+	}
+	if info == nil && h.reload != nil {
+		if t = h.reload(); t != nil {
+			info = t.byIndex[d.ifIndex]
+		}
+	}
+	if info == nil {
+		h.st.dropUnknownInterface.Add(1)
+		return
+	}
+
+	o, from, pin := originBroadcast, info.first, d.ifIndex
+	if info.Loopback && d.dst == ForwardGroup {
+		o, from, pin = originForwarded, netip.Addr{}, 0
+	} else if a, ok := info.bcast[d.dst]; ok {
+		from = a
+	} else if owner, ok := t.local[d.dst]; ok && (owner == d.ifIndex || info.Loopback) {
+		// A unicast to us: on its own interface, or from a local process
+		// (those arrive on loopback whatever the address). A weak-host
+		// arrival (an address of another interface) is answered directly
+		// from the arrival interface, as PVXS does, so the reply leaves
+		// where the client is.
+		o, from = originUnicast, d.dst
+	}
+
+	hdr, payload, rest, err := pva.SplitMessage(d.b)
+	if err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	if hdr.Control() || hdr.Segment() != 0 {
+		h.st.dropControl.Add(1)
+		return
+	}
+	switch hdr.Command {
+	case pva.CmdSearch:
+		h.onSearch(o, d, hdr, payload, d.b[:pva.HeaderSize+len(payload)], from, pin)
+	case pva.CmdOriginTag:
+		h.onOriginTag(o, d, t, hdr, payload, rest)
+	case pva.CmdBeacon:
+		h.onBeacon(d, hdr, payload)
+	case pva.CmdSearchResponse:
+		h.onResponse(d.src, hdr, payload)
+	default:
+		h.st.dropCommand.Add(1)
+	}
+}
+
+// onOriginTag applies the safety rules of spec §5 to a tagged datagram
+// and hands the search behind the tag on.
+func (h *handler) onOriginTag(o origin, d *datagram, t *ifaceTable, hdr pva.Header, payload, rest []byte) {
+	if o != originForwarded {
+		h.st.dropTagNotForwarded.Add(1)
+		return
+	}
+	tag, err := pva.DecodeOriginTag(payload, hdr.BigEndian())
+	if err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	h2, p2, _, err := pva.SplitMessage(rest)
+	if err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	switch {
+	case h2.Control() || h2.Segment() != 0:
+		h.st.dropControl.Add(1)
+		return
+	case h2.Command == pva.CmdOriginTag:
+		h.st.dropSecondTag.Add(1)
+		return
+	case h2.Command != pva.CmdSearch:
+		h.st.dropTagNotSearch.Add(1)
+		return
+	}
+	from, pin := netip.Addr{}, 0
+	if !tag.IsAny() {
+		a := tag.Addr()
+		idx, ok := t.local[a]
+		if !ok {
+			h.st.dropTagForeign.Add(1)
+			return
+		}
+		from, pin = a, idx
+	}
+	h.onSearch(originTagged, d, h2, p2, rest[:pva.HeaderSize+len(p2)], from, pin)
+}
+
+func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg []byte, from netip.Addr, pin int) {
+	h.st.searches.Add(1)
+	s := &h.search
+	if err := s.Decode(payload, hdr.BigEndian()); err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	var to netip.Addr
+	if s.ReplyAddr.IsAny() {
+		if o == originForwarded || o == originTagged {
+			// The forwarder lost the client's address: nobody can answer.
+			h.st.dropForwardedZero.Add(1)
+			return
+		}
+		to = d.src.Addr()
+	} else {
+		to = s.ReplyAddr.Addr()
+	}
+	if !h.replyable(to, s.ReplyPort) {
+		h.st.dropReplyAddr.Add(1)
+		return
+	}
+	if o == originUnicast {
+		// Only one of the sockets sharing the port got this; let all of
+		// them (us included) see it through the group, and answer only
+		// our own copy, as PVXS does.
+		var err error
+		h.buf, err = pva.AppendForward(h.buf[:0], pva.AddressFrom(d.dst), msg, pva.AddressFrom(to))
+		if err != nil {
+			h.st.dropMalformed.Add(1)
+			return
+		}
+		h.st.forwards.Add(1)
+		h.out.forward(h.buf)
+		return
+	}
+	client := d.src
+	if o == originForwarded || o == originTagged {
+		client = netip.AddrPortFrom(to, s.ReplyPort) // the datagram source is the forwarder
+	}
+	if h.ignored(client) {
+		h.st.dropIgnored.Add(1)
+		return
+	}
+	if h.allowed != nil && from.IsValid() && !h.allowed[from] {
+		h.st.dropNotOurInterface.Add(1)
+		return
+	}
+	dest := netip.AddrPortFrom(to, s.ReplyPort)
+	if s.IsDiscovery() {
+		if s.MustReply() {
+			h.st.discoveryPings.Add(1)
+			h.sendNegative(dest, from, pin)
+		}
+		return
+	}
+	answered := false
+	if len(s.Names) > 0 && h.o.AnswerNames && h.o.Resolver != nil {
+		if !s.HasProtocol(protoTCP) && !s.HasProtocol("tls") {
+			h.st.dropNoTCP.Add(1)
+		} else {
+			h.st.searchNames.Add(uint64(len(s.Names)))
+			h.o.Resolver.Lookup(s.Names, &h.batch)
+			for i := range h.batch.Groups {
+				g := &h.batch.Groups[i]
+				if len(g.CIDs) == 0 || !s.HasProtocol(g.Server.Protocol) || !g.Server.Addr.Addr().Is4() {
+					continue
+				}
+				h.buf = appendResponse(h.buf[:0], g.Server.GUID, s.Seq, pva.AddressFrom(g.Server.Addr.Addr()),
+					g.Server.Addr.Port(), g.Server.Protocol, g.CIDs)
+				h.send(dest, from, pin)
+				answered = true
+			}
+		}
+	}
+	if !answered && s.MustReply() {
+		h.sendNegative(dest, from, pin)
+	}
+}
+
+// replyable refuses reply destinations that would make pvans a reflector
+// towards many hosts, or that cannot work: port 0, non-IPv4, unspecified,
+// multicast, limited or directed broadcast.
+func (h *handler) replyable(to netip.Addr, port uint16) bool {
+	if port == 0 || !to.Is4() || to.IsUnspecified() || to.IsMulticast() {
+		return false
+	}
+	if to == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return false
+	}
+	if t := h.ifs.Load(); t != nil && t.bcast[to] {
+		return false
+	}
+	return true
+}
+
+func (h *handler) ignored(src netip.AddrPort) bool {
+	for _, ig := range h.o.IgnoreAddrs {
+		if ig.Addr().Unmap() == src.Addr() && (ig.Port() == 0 || ig.Port() == src.Port()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *handler) sendNegative(dest netip.AddrPort, from netip.Addr, pin int) {
+	h.buf = appendResponse(h.buf[:0], h.o.GUID, h.search.Seq, pva.AnyIPv4, h.o.TCPPort, protoTCP, nil)
+	h.send(dest, from, pin)
+}
+
+func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin int) {
+	h.st.responses.Add(1)
+	h.out.reply(h.buf, dest, from, pin)
+}
+
+// appendResponse appends a big-endian server-direction CMD_SEARCH_RESPONSE
+// (as PVXS sends over UDP) without building a pva.SearchResponse, so the
+// protocol string is not copied to a []byte per answer.
+func appendResponse(dst []byte, guid pva.GUID, seq uint32, addr pva.Address, port uint16, proto string, cids []uint32) []byte {
+	size := 12 + 4 + 16 + 2 + pva.SizeLen(len(proto)) + len(proto) + 1 + 2 + 4*len(cids)
+	dst = pva.AppendHeader(dst, pva.Header{Flags: pva.FlagBigEndian | pva.FlagServer, Command: pva.CmdSearchResponse, Size: uint32(size)})
+	w := pva.Writer{B: dst, BE: true}
+	w.GUID(guid)
+	w.U32(seq)
+	w.Address(addr)
+	w.U16(port)
+	w.String(proto)
+	if len(cids) > 0 {
+		w.U8(1)
+	} else {
+		w.U8(0)
+	}
+	w.U16(uint16(len(cids)))
+	for _, c := range cids {
+		w.U32(c)
+	}
+	return w.B
+}
+
+func (h *handler) onBeacon(d *datagram, hdr pva.Header, payload []byte) {
+	h.st.beacons.Add(1)
+	b := &h.beacon
+	if err := b.Decode(payload, hdr.BigEndian()); err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	if h.o.Beacons == nil || b.GUID == h.o.GUID {
+		return
+	}
+	h.o.Beacons.Observe(beacon.Observation{
+		GUID: b.GUID, Endpoint: endpoint(b.Addr, b.Port, d.src), Protocol: b.Protocol,
+		Version: hdr.Version, ChangeCount: b.ChangeCount, From: d.src, Via: beacon.ViaBeacon,
+	})
+}
+
+// onResponse handles a CMD_SEARCH_RESPONSE on either socket: discovery
+// replies go to the tracker, every response to the search-through client.
+func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte) {
+	h.st.searchReplies.Add(1)
+	m := &h.resp
+	if err := m.Decode(payload, hdr.BigEndian()); err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	if !m.Found && len(m.CIDs) == 0 && m.GUID != h.o.GUID {
+		h.st.discoveryPongs.Add(1)
+		if h.o.Beacons != nil {
+			h.o.Beacons.Observe(beacon.Observation{
+				GUID: m.GUID, Endpoint: endpoint(m.Addr, m.Port, src), Protocol: string(m.Protocol),
+				Version: hdr.Version, From: src, Via: beacon.ViaDiscovery,
+			})
+		}
+	}
+	if h.o.OnSearchResponse != nil {
+		h.o.OnSearchResponse(src, m)
+	}
+}
+
+// handleClient processes one datagram from the client socket: only
+// search responses are expected there.
+func (h *handler) handleClient(d *datagram) {
+	hdr, payload, _, err := pva.SplitMessage(d.b)
+	switch {
+	case err != nil:
+		h.st.dropMalformed.Add(1)
+	case hdr.Control() || hdr.Segment() != 0:
+		h.st.dropControl.Add(1)
+	case hdr.Command != pva.CmdSearchResponse:
+		h.st.dropCommand.Add(1)
+	default:
+		h.onResponse(d.src, hdr, payload)
+	}
+}
+
+func endpoint(a pva.Address, port uint16, src netip.AddrPort) netip.AddrPort {
+	if a.IsAny() {
+		return netip.AddrPortFrom(src.Addr(), port)
+	}
+	return netip.AddrPortFrom(a.Addr(), port)
+}

@@ -1,0 +1,347 @@
+package udpsearch
+
+import (
+	"bytes"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
+)
+
+// Capture blocks #3 (pvxget's unicast search to 127.0.0.1:5076 from
+// 127.0.0.1:37527), #4 (the forwarded copy) and #5 (server A's answer).
+const (
+	capSearch = `ca 02 80 03 00 00 00 41 66 69 6e 64 80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+		92 97 01 03 74 63 70 00 02 12 34 56 78 0b 63 61 70 3a 62 3a 6d 62 6f 78 33 12 34 56 79 0b 63 61
+		70 3a 61 3a 6d 62 6f 78 31`
+	capForward = `ca 02 80 16 00 00 00 10 00 00 00 00 00 00 00 00 00 00 ff ff 7f 00 00 01 ca 02 80 03 00 00 00 41
+		66 69 6e 64 00 00 00 00 00 00 00 00 00 00 00 00 00 00 ff ff 7f 00 00 01 92 97 01 03 74 63 70 00
+		02 12 34 56 78 0b 63 61 70 3a 62 3a 6d 62 6f 78 33 12 34 56 79 0b 63 61 70 3a 61 3a 6d 62 6f 78 31`
+	capAnswerA = `ca 02 c0 04 00 00 00 2d 5b a9 07 18 fc ed df d5 3f d1 2c 2a 66 69 6e 64 00 00 00 00 00 00 00 00
+		00 00 ff ff 00 00 00 00 13 d3 03 74 63 70 01 00 01 12 34 56 79`
+)
+
+var (
+	guidA = pva.GUID{0x5b, 0xa9, 0x07, 0x18, 0xfc, 0xed, 0xdf, 0xd5, 0x3f, 0xd1, 0x2c, 0x2a}
+	guidB = pva.GUID{0x4f, 0x77, 0xc9, 0xec, 0x4c, 0x56, 0xc8, 0x68, 0x34, 0x02, 0x10, 0xd7}
+	srvA  = resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}
+	srvB  = resolver.Endpoint{GUID: guidB, Addr: netip.MustParseAddrPort("127.0.0.1:5085"), Protocol: "tcp"}
+)
+
+func captureRegistry() *mapResolver {
+	return newMapResolver(map[string]resolver.Endpoint{"cap:a:mbox1": srvA, "cap:a:mbox2": srvA, "cap:b:mbox3": srvB})
+}
+
+func TestUnicastSearchIsForwardedAsPVXSDoes(t *testing.T) {
+	out := &recSender{}
+	h, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
+	h.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:37527"), dst: ipLo, ifIndex: 1})
+	if len(out.replies) != 0 {
+		t.Fatalf("unicast search answered directly: %d replies", len(out.replies))
+	}
+	if len(out.forwards) != 1 || !bytes.Equal(out.forwards[0], mustHex(t, capForward)) {
+		t.Fatalf("forward = %x\nwant      %x", out.forwards, mustHex(t, capForward))
+	}
+	if s := st.snapshot(); s.Forwards != 1 || s.Responses != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestForwardedCopyIsAnsweredPerServer(t *testing.T) {
+	out := &recSender{}
+	h, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
+	h.handle(&datagram{b: mustHex(t, capForward), src: netip.MustParseAddrPort("127.0.0.1:5076"), dst: ForwardGroup, ifIndex: 1})
+	if len(out.forwards) != 0 {
+		t.Fatal("a forwarded search was forwarded again")
+	}
+	if len(out.replies) != 2 {
+		t.Fatalf("want one reply per server (2), got %d", len(out.replies))
+	}
+	for _, r := range out.replies {
+		if r.to != netip.MustParseAddrPort("127.0.0.1:37527") || r.from != ipLo || r.ifIndex != 1 {
+			t.Errorf("reply to %v from %v via %d", r.to, r.from, r.ifIndex)
+		}
+	}
+	// Server A's answer is PVXS's byte for byte except the address: pvans
+	// names the real server instead of "my source address".
+	want := mustHex(t, capAnswerA)
+	loAddr := pva.AddressFrom(ipLo)
+	copy(want[8+16:8+32], loAddr[:])
+	if !bytes.Equal(out.replies[1].b, want) && !bytes.Equal(out.replies[0].b, want) {
+		t.Fatalf("no reply equals\n%x\ngot\n%x\n%x", want, out.replies[0].b, out.replies[1].b)
+	}
+	_, m := decodeResponse(t, out.replies[0].b)
+	if m.GUID != guidB || m.Port != 5085 || !slices.Equal(m.CIDs, []uint32{0x12345678}) {
+		t.Fatalf("server B answer %+v", m)
+	}
+}
+
+func TestAppendResponseMatchesCodec(t *testing.T) {
+	m := &pva.SearchResponse{GUID: guidA, Seq: 7, Addr: pva.AddressFrom(ipEth), Port: 5075, Protocol: []byte("tcp"), Found: true, CIDs: []uint32{1, 2, 3}}
+	want := pva.AppendSearchResponse(nil, pva.FlagBigEndian|pva.FlagServer, m)
+	got := appendResponse(nil, m.GUID, m.Seq, m.Addr, m.Port, "tcp", m.CIDs)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %x want %x", got, want)
+	}
+	m.Found, m.CIDs = false, nil
+	want = pva.AppendSearchResponse(nil, pva.FlagBigEndian|pva.FlagServer, m)
+	if got := appendResponse(nil, m.GUID, m.Seq, m.Addr, m.Port, "tcp", nil); !bytes.Equal(got, want) {
+		t.Fatalf("negative: got %x want %x", got, want)
+	}
+}
+
+func TestBroadcastSearchAnsweredFromInterfaceAddress(t *testing.T) {
+	out := &recSender{}
+	h, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
+	msg := searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1", "nobody:has:this")
+	src := netip.MustParseAddrPort("10.0.0.9:5555")
+	h.handle(&datagram{b: msg, src: src, dst: ipEthBc, ifIndex: 2})
+	if len(out.forwards) != 0 {
+		t.Fatal("broadcast search forwarded")
+	}
+	if len(out.replies) != 1 {
+		t.Fatalf("replies = %d", len(out.replies))
+	}
+	r := out.replies[0]
+	if r.to != netip.MustParseAddrPort("10.0.0.9:40000") || r.from != ipEth || r.ifIndex != 2 {
+		t.Fatalf("reply to %v from %v via %d", r.to, r.from, r.ifIndex)
+	}
+	_, m := decodeResponse(t, r.b)
+	if m.GUID != guidA || m.Addr.Addr() != ipLo || m.Port != 5075 || !m.Found || !slices.Equal(m.CIDs, []uint32{0x12345678}) {
+		t.Fatalf("response %+v", m)
+	}
+}
+
+func TestSearchArrivingOnSecondLinkAnsweredFromIt(t *testing.T) {
+	out := &recSender{}
+	h, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
+	msg := searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:b:mbox3")
+	// A search to a multicast group or other non-local address on eth1 is
+	// treated as broadcast: answered from eth1's first address.
+	h.handle(&datagram{b: msg, src: netip.MustParseAddrPort("10.1.0.9:5555"), dst: netip.MustParseAddr("239.1.2.3"), ifIndex: 3})
+	if len(out.replies) != 1 || out.replies[0].from != ipEth2 || out.replies[0].ifIndex != 3 {
+		t.Fatalf("replies %+v", out.replies)
+	}
+}
+
+func TestAnswerRules(t *testing.T) {
+	src := netip.MustParseAddrPort("10.0.0.9:5555")
+	cases := []struct {
+		name       string
+		opts       Options
+		msg        []byte
+		wantGUIDs  []pva.GUID
+		wantFound  bool
+		wantPort   uint16
+		wantPinged bool
+	}{
+		{name: "nothing found, no MustReply: silence",
+			opts: Options{AnswerNames: true}, msg: searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "x:y")},
+		{name: "nothing found, MustReply: found=0 with own identity",
+			opts: Options{AnswerNames: true}, msg: searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "x:y"),
+			wantGUIDs: []pva.GUID{ownGUID}, wantPort: 5075},
+		{name: "discovery ping with MustReply",
+			opts: Options{AnswerNames: true}, msg: searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, nil),
+			wantGUIDs: []pva.GUID{ownGUID}, wantPort: 5075, wantPinged: true},
+		{name: "discovery ping without MustReply: silence",
+			opts: Options{AnswerNames: true}, msg: searchMsg(0, netip.Addr{}, 40000, nil)},
+		{name: "policy off: registry names not answered",
+			opts: Options{AnswerNames: false}, msg: searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")},
+		{name: "policy off, MustReply: negative only",
+			opts: Options{AnswerNames: false}, msg: searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1"),
+			wantGUIDs: []pva.GUID{ownGUID}, wantPort: 5075},
+		{name: "held name answered with the real server",
+			opts: Options{AnswerNames: true}, msg: searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1"),
+			wantGUIDs: []pva.GUID{guidA}, wantFound: true, wantPort: 5075},
+		{name: "protocol list without tcp: no claim",
+			opts: Options{AnswerNames: true}, msg: searchMsg(0, netip.Addr{}, 40000, []string{"udp"}, "cap:a:mbox1")},
+		{name: "ignored source, any port",
+			opts: Options{AnswerNames: true, IgnoreAddrs: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.9:0")}},
+			msg:  searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")},
+		{name: "ignored source, exact port",
+			opts: Options{AnswerNames: true, IgnoreAddrs: []netip.AddrPort{src}},
+			msg:  searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")},
+		{name: "ignore entry for another port does not match",
+			opts: Options{AnswerNames: true, IgnoreAddrs: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.9:1")}},
+			msg:  searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1"), wantGUIDs: []pva.GUID{guidA}, wantFound: true, wantPort: 5075},
+		{name: "reply address is a broadcast address: refused",
+			opts: Options{AnswerNames: true}, msg: searchMsg(pva.SearchMustReply, ipEthBc, 40000, []string{"tcp"}, "cap:a:mbox1")},
+		{name: "reply port 0: refused",
+			opts: Options{AnswerNames: true}, msg: searchMsg(pva.SearchMustReply, netip.Addr{}, 0, []string{"tcp"}, "cap:a:mbox1")},
+		{name: "interface not in Interfaces: not answered",
+			opts: Options{AnswerNames: true, Interfaces: []netip.Addr{ipEth2}},
+			msg:  searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")},
+		{name: "interface in Interfaces: answered",
+			opts: Options{AnswerNames: true, Interfaces: []netip.Addr{ipEth}},
+			msg:  searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1"), wantGUIDs: []pva.GUID{guidA}, wantFound: true, wantPort: 5075},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := &recSender{}
+			c.opts.GUID, c.opts.TCPPort, c.opts.Resolver = ownGUID, 5075, captureRegistry()
+			h, st := testHandler(t, c.opts, out)
+			h.handle(&datagram{b: c.msg, src: src, dst: ipEthBc, ifIndex: 2})
+			if len(out.replies) != len(c.wantGUIDs) {
+				t.Fatalf("replies = %d, want %d", len(out.replies), len(c.wantGUIDs))
+			}
+			for i, r := range out.replies {
+				_, m := decodeResponse(t, r.b)
+				if m.GUID != c.wantGUIDs[i] || m.Found != c.wantFound || m.Port != c.wantPort || string(m.Protocol) != "tcp" || m.Seq != pva.SearchSeqFind {
+					t.Errorf("reply %d: %+v", i, m)
+				}
+				if !c.wantFound && len(m.CIDs) != 0 {
+					t.Errorf("negative reply carries CIDs %v", m.CIDs)
+				}
+			}
+			if got := st.snapshot().DiscoveryPings == 1; got != c.wantPinged {
+				t.Errorf("discovery ping counted = %v", got)
+			}
+		})
+	}
+}
+
+// The four safety rules of spec §5, plus the zero-reply rule, at the
+// handler: each offending datagram is neither forwarded nor answered.
+func TestSafetyRules(t *testing.T) {
+	search := searchMsg(pva.SearchMustReply|pva.SearchUnicast, ipEth, 40000, []string{"tcp"}, "cap:a:mbox1")
+	tagged := func(tag netip.Addr, inner []byte) []byte {
+		return append(pva.AppendOriginTag(nil, pva.FlagBigEndian, pva.AddressFrom(tag)), inner...)
+	}
+	loSrc := netip.MustParseAddrPort("127.0.0.1:5076")
+	cases := []struct {
+		name string
+		d    datagram
+		drop func(Stats) uint64
+	}{
+		{"tag arriving by unicast on loopback", datagram{b: tagged(ipLo, search), src: loSrc, dst: ipLo, ifIndex: 1},
+			func(s Stats) uint64 { return s.DropTagNotForwarded }},
+		{"tag arriving on a LAN", datagram{b: tagged(ipLo, search), src: netip.MustParseAddrPort("10.0.0.9:5076"), dst: ipEthBc, ifIndex: 2},
+			func(s Stats) uint64 { return s.DropTagNotForwarded }},
+		{"tag to the group on a non-loopback interface", datagram{b: tagged(ipLo, search), src: netip.MustParseAddrPort("10.0.0.9:5076"), dst: ForwardGroup, ifIndex: 2},
+			func(s Stats) uint64 { return s.DropTagNotForwarded }},
+		{"two tags", datagram{b: tagged(ipLo, tagged(ipLo, search)), src: loSrc, dst: ForwardGroup, ifIndex: 1},
+			func(s Stats) uint64 { return s.DropSecondTag }},
+		{"tag naming a foreign address", datagram{b: tagged(netip.MustParseAddr("192.0.2.1"), search), src: loSrc, dst: ForwardGroup, ifIndex: 1},
+			func(s Stats) uint64 { return s.DropTagForeign }},
+		{"multicast source", datagram{b: search, src: netip.MustParseAddrPort("224.0.0.1:5076"), dst: ipLo, ifIndex: 1},
+			func(s Stats) uint64 { return s.DropMulticastSource }},
+		{"forwarded search with zero reply address", datagram{b: tagged(ipLo, searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")), src: loSrc, dst: ForwardGroup, ifIndex: 1},
+			func(s Stats) uint64 { return s.DropForwardedZero }},
+		{"untagged forwarded search with zero reply address", datagram{b: searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1"), src: loSrc, dst: ForwardGroup, ifIndex: 1},
+			func(s Stats) uint64 { return s.DropForwardedZero }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := &recSender{}
+			h, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry(), GUID: ownGUID}, out)
+			h.handle(&c.d)
+			if len(out.forwards)+len(out.replies) != 0 {
+				t.Fatalf("sent %d forwards, %d replies", len(out.forwards), len(out.replies))
+			}
+			if c.drop(st.snapshot()) != 1 {
+				t.Fatalf("drop not counted: %+v", st.snapshot())
+			}
+		})
+	}
+	// Rule 3: an already-forwarded search (arriving via the group) is
+	// answered but never forwarded again, even with the Unicast flag set.
+	out := &recSender{}
+	h, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry(), GUID: ownGUID}, out)
+	h.handle(&datagram{b: tagged(ipLo, search), src: loSrc, dst: ForwardGroup, ifIndex: 1})
+	h.handle(&datagram{b: search, src: loSrc, dst: ForwardGroup, ifIndex: 1})
+	if len(out.forwards) != 0 || len(out.replies) != 2 {
+		t.Fatalf("forwarded copies: %d forwards, %d replies", len(out.forwards), len(out.replies))
+	}
+}
+
+func TestOnlyFirstMessageIsProcessed(t *testing.T) {
+	out := &recSender{}
+	h, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry(), GUID: ownGUID}, out)
+	first := searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "x:none")
+	second := searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")
+	h.handle(&datagram{b: append(first, second...), src: netip.MustParseAddrPort("10.0.0.9:1"), dst: ipEthBc, ifIndex: 2})
+	if len(out.replies) != 0 {
+		t.Fatal("second message of a datagram was answered")
+	}
+}
+
+func TestBeaconsAndDiscoveryRepliesReachTracker(t *testing.T) {
+	sink := &obsSink{}
+	var responses []pva.GUID
+	o := Options{GUID: ownGUID, Beacons: sink, OnSearchResponse: func(_ netip.AddrPort, m *pva.SearchResponse) {
+		responses = append(responses, m.GUID)
+	}}
+	h, st := testHandler(t, o, &recSender{})
+	// Capture block #1: server A's beacon, zero address.
+	bcn := mustHex(t, `ca 02 c0 00 00 00 00 27 5b a9 07 18 fc ed df d5 3f d1 2c 2a 00 00 00 02 00 00 00 00 00 00 00 00
+		00 00 ff ff 00 00 00 00 13 d3 03 74 63 70 ff`)
+	src := netip.MustParseAddrPort("10.0.0.7:56392")
+	h.handle(&datagram{b: bcn, src: src, dst: ipEthBc, ifIndex: 2})
+	pong := appendResponse(nil, guidB, pva.SearchSeqFind, pva.AnyIPv4, 5085, "tcp", nil)
+	h.handle(&datagram{b: pong, src: netip.MustParseAddrPort("10.0.0.8:5076"), dst: ipEth, ifIndex: 2})
+	own := appendResponse(nil, ownGUID, pva.SearchSeqFind, pva.AnyIPv4, 5075, "tcp", nil)
+	h.handleClient(&datagram{b: own, src: netip.MustParseAddrPort("10.0.0.5:5076")})
+	hit := appendResponse(nil, guidA, 1, pva.AnyIPv4, 5075, "tcp", []uint32{9})
+	h.handleClient(&datagram{b: hit, src: netip.MustParseAddrPort("10.0.0.7:5076")})
+
+	want := []beacon.Observation{
+		{GUID: guidA, Endpoint: netip.MustParseAddrPort("10.0.0.7:5075"), Protocol: "tcp", Version: 2, ChangeCount: 2, From: src, Via: beacon.ViaBeacon},
+		{GUID: guidB, Endpoint: netip.MustParseAddrPort("10.0.0.8:5085"), Protocol: "tcp", Version: 2, From: netip.MustParseAddrPort("10.0.0.8:5076"), Via: beacon.ViaDiscovery},
+	}
+	if got := sink.all(); !slices.Equal(got, want) {
+		t.Fatalf("observations\n%+v\nwant\n%+v", got, want)
+	}
+	if !slices.Equal(responses, []pva.GUID{guidB, ownGUID, guidA}) {
+		t.Fatalf("responses %v", responses)
+	}
+	if s := st.snapshot(); s.Beacons != 1 || s.SearchReplies != 3 || s.DiscoveryPongs != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestMalformedAndOddDatagramsAreCounted(t *testing.T) {
+	h, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, &recSender{})
+	good := searchMsg(0, netip.Addr{}, 1, []string{"tcp"}, "a")
+	ctrl := slices.Clone(good)
+	ctrl[2] |= pva.FlagControl
+	seg := slices.Clone(good)
+	seg[2] |= pva.FlagSegFirst
+	echo := pva.AppendEcho(nil, 0, nil)
+	for _, b := range [][]byte{nil, {0xCA}, good[:len(good)-1], ctrl, seg, echo} {
+		h.handle(&datagram{b: b, src: netip.MustParseAddrPort("10.0.0.9:1"), dst: ipEthBc, ifIndex: 2})
+	}
+	h.handle(&datagram{b: good, src: netip.MustParseAddrPort("10.0.0.9:1"), dst: ipEthBc, ifIndex: 99})
+	s := st.snapshot()
+	if s.DropMalformed != 3 || s.DropControl != 2 || s.DropCommand != 1 || s.DropUnknownInterface != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestBroadcastAddrList(t *testing.T) {
+	got := BroadcastAddrList(testInterfaces(), 5076)
+	want := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.255:5076"), netip.MustParseAddrPort("10.1.0.255:5076")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+}
+
+// A unicast to eth0's address arriving on eth1 (weak host model) is
+// answered directly from eth1, not forwarded and then pinned to eth0.
+func TestWeakHostArrivalAnsweredFromArrivalInterface(t *testing.T) {
+	out := &recSender{}
+	h, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
+	msg := searchMsg(pva.SearchUnicast, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")
+	h.handle(&datagram{b: msg, src: netip.MustParseAddrPort("10.1.0.9:5555"), dst: ipEth, ifIndex: 3})
+	if len(out.forwards) != 0 || len(out.replies) != 1 || out.replies[0].from != ipEth2 || out.replies[0].ifIndex != 3 {
+		t.Fatalf("forwards %d replies %+v", len(out.forwards), out.replies)
+	}
+	// The same datagram from a local process (arriving on lo) is forwarded.
+	out.reset()
+	h.handle(&datagram{b: msg, src: netip.MustParseAddrPort("10.0.0.5:5555"), dst: ipEth, ifIndex: 1})
+	if len(out.forwards) != 1 || len(out.replies) != 0 {
+		t.Fatalf("local: forwards %d replies %d", len(out.forwards), len(out.replies))
+	}
+}

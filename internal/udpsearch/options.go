@@ -1,0 +1,95 @@
+package udpsearch
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// Defaults.
+const (
+	DefaultPort             = 5076
+	DefaultReceiveBuffer    = 4 << 20
+	DefaultBatch            = 16
+	DefaultInterfaceRefresh = 30 * time.Second
+	maxDatagram             = 1 << 16
+)
+
+// ForwardGroup is the loopback multicast group unicast searches are
+// forwarded to (spec §5).
+var ForwardGroup = netip.AddrFrom4([4]byte{224, 0, 0, 128})
+
+// Options configures a Server. Zero values mean the defaults noted.
+type Options struct {
+	// Port is the search port (EPICS_PVAS_BROADCAST_PORT); 0 = 5076.
+	Port uint16
+	// Interfaces (EPICS_PVAS_INTF_ADDR_LIST) restricts which local
+	// addresses pvans answers from. As in PVXS the socket is always the
+	// wildcard one; a search whose reply would come from an address not in
+	// this list is still forwarded but not answered. Empty = all.
+	Interfaces []netip.Addr
+	// IgnoreAddrs (EPICS_PVAS_IGNORE_ADDR_LIST): searches from these
+	// sources are not answered; port 0 matches any source port.
+	IgnoreAddrs []netip.AddrPort
+
+	// GUID and TCPPort are pvans's own identity: used for discovery
+	// answers, negative MustReply answers and beacons. TCPPort is the
+	// name-server port.
+	GUID    pva.GUID
+	TCPPort uint16
+	// AnswerNames is the policy "answer UDP searches for registry names"
+	// (each answer carries the real server's GUID and endpoint).
+	AnswerNames bool
+
+	// ReceiveBuffer is SO_RCVBUF (SO_RCVBUFFORCE when permitted); 0 = 4 MiB.
+	ReceiveBuffer int
+	// Batch is how many datagrams one receive call may return; 0 = 16.
+	Batch int
+
+	// AddrList (EPICS_PVA_ADDR_LIST) is where SendSearch sends. Nothing
+	// is computed automatically; see AutoAddrList.
+	AddrList []netip.AddrPort
+	// SendBeacons turns on pvans's own beacons to BeaconAddrList.
+	SendBeacons    bool
+	BeaconAddrList []netip.AddrPort
+
+	Resolver Resolver   // nil: no names are held
+	Beacons  BeaconSink // nil: sightings are dropped
+	// OnSearchResponse receives every CMD_SEARCH_RESPONSE (on the search
+	// port or the client socket). m and its slices are only valid during
+	// the call. May be called from two goroutines at once.
+	OnSearchResponse func(from netip.AddrPort, m *pva.SearchResponse)
+
+	// Clock drives beacons and interface refreshes; nil = the wall clock.
+	Clock clock.Clock
+	// ListInterfaces reads the host's interfaces; nil = ReadInterfaces.
+	// Tests in a network namespace inject one that runs in it.
+	ListInterfaces func() ([]Interface, error)
+	// InterfaceRefresh is how often the interface table is re-read (it is
+	// also re-read, at most once a second, when a datagram arrives on an
+	// unknown interface); 0 = 30 s, negative = never.
+	InterfaceRefresh time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Port == 0 {
+		o.Port = DefaultPort
+	}
+	if o.ReceiveBuffer == 0 {
+		o.ReceiveBuffer = DefaultReceiveBuffer
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultBatch
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.ListInterfaces == nil {
+		o.ListInterfaces = ReadInterfaces
+	}
+	if o.InterfaceRefresh == 0 {
+		o.InterfaceRefresh = DefaultInterfaceRefresh
+	}
+}

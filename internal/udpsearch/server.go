@@ -1,0 +1,220 @@
+package udpsearch
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+)
+
+// Server is pvans on the search port: one shared wildcard socket, a client
+// socket for its own searches, and (optionally) a beacon socket.
+type Server struct {
+	o   Options
+	st  counters
+	ifs atomic.Pointer[ifaceTable]
+
+	main, client, beaconConn *net.UDPConn
+	h, ch                    *handler
+	beacons                  *beaconer
+
+	mu         sync.Mutex
+	closed     bool
+	lastReload time.Time
+	refresh    clock.Timer
+	wg         sync.WaitGroup
+}
+
+// New opens the sockets and starts receiving. Sockets belong to the
+// network namespace of the calling thread; everything else may run
+// anywhere.
+func New(o Options) (*Server, error) {
+	o.setDefaults()
+	s := &Server{o: o}
+	ifs, err := o.ListInterfaces()
+	if err != nil {
+		return nil, err
+	}
+	s.ifs.Store(newIfaceTable(ifs))
+	s.lastReload = o.Clock.Now()
+
+	if s.main, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
+		return nil, err
+	}
+	if s.client, err = listenEphemeral(); err != nil {
+		s.main.Close()
+		return nil, err
+	}
+	if o.SendBeacons {
+		if s.beaconConn, err = listenEphemeral(); err != nil {
+			s.main.Close()
+			s.client.Close()
+			return nil, err
+		}
+	}
+	out := newSockSender(s.main, &s.st, o.Port)
+	s.h = newHandler(&s.o, &s.st, &s.ifs, out)
+	s.h.reload = s.reloadLimited
+	s.ch = newHandler(&s.o, &s.st, &s.ifs, out)
+
+	s.wg.Add(2)
+	go s.rxLoop(s.main, s.o.Batch, s.h.handle, true)
+	go s.rxLoop(s.client, 4, s.ch.handleClient, false)
+
+	if o.InterfaceRefresh > 0 {
+		s.mu.Lock()
+		s.refresh = o.Clock.AfterFunc(o.InterfaceRefresh, s.periodicRefresh)
+		s.mu.Unlock()
+	}
+	if o.SendBeacons {
+		s.beacons = newBeaconer(o.Clock, o.GUID, o.TCPPort, s.sendBeacon)
+		s.beacons.start()
+	}
+	return s, nil
+}
+
+func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), main bool) {
+	defer s.wg.Done()
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	rb := newRxBatch(n, maxDatagram)
+	var d datagram
+	var drops uint32
+	for {
+		k, err := rb.recv(rc)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// ICMP-induced errors (ECONNREFUSED) and the like are
+			// per-datagram noise: keep receiving.
+			continue
+		}
+		for i := 0; i < k; i++ {
+			have := false
+			ok := rb.fill(i, &d, &drops, &have)
+			if main && have {
+				s.st.kernelDrops.Store(uint64(drops))
+			}
+			if !ok {
+				s.st.dropTruncated.Add(1)
+				continue
+			}
+			handle(&d)
+		}
+	}
+}
+
+// LocalAddr is the search port socket's address (wildcard:port).
+func (s *Server) LocalAddr() netip.AddrPort { return s.main.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+// ClientAddr is the client socket's address (wildcard:ephemeral).
+func (s *Server) ClientAddr() netip.AddrPort {
+	return s.client.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// Stats returns the counters.
+func (s *Server) Stats() Stats { return s.st.snapshot() }
+
+// SendSearch sends one finished CMD_SEARCH datagram (a discovery ping or a
+// search-through search, built by the caller with its own reply port from
+// ClientAddr) from the client socket to every AddrList destination. It
+// returns the first send error; the other destinations are still tried.
+func (s *Server) SendSearch(datagram []byte) error {
+	var first error
+	for _, to := range s.o.AddrList {
+		if _, err := s.client.WriteToUDPAddrPort(datagram, to); err != nil {
+			s.st.sendErrors.Add(1)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		s.st.clientSearches.Add(1)
+	}
+	return first
+}
+
+// BumpChangeCount records that pvans's own served set changed; the next
+// beacons carry the new change count.
+func (s *Server) BumpChangeCount() {
+	if s.beacons != nil {
+		s.beacons.bump()
+	}
+}
+
+func (s *Server) sendBeacon(b []byte) {
+	for _, to := range s.o.BeaconAddrList {
+		if _, err := s.beaconConn.WriteToUDPAddrPort(b, to); err != nil {
+			s.st.sendErrors.Add(1)
+			continue
+		}
+		s.st.beaconsSent.Add(1)
+	}
+}
+
+// RefreshInterfaces re-reads the interface table now.
+func (s *Server) RefreshInterfaces() error {
+	ifs, err := s.o.ListInterfaces()
+	if err != nil {
+		return err
+	}
+	s.ifs.Store(newIfaceTable(ifs))
+	s.st.interfaceReload.Add(1)
+	s.mu.Lock()
+	s.lastReload = s.o.Clock.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+// reloadLimited is the handler's reaction to an unknown interface: re-read
+// the table, at most once a second, so a flood from a new interface costs
+// one netlink dump a second, not one per datagram.
+func (s *Server) reloadLimited() *ifaceTable {
+	s.mu.Lock()
+	recent := s.o.Clock.Now().Sub(s.lastReload) < time.Second
+	s.mu.Unlock()
+	if !recent {
+		_ = s.RefreshInterfaces()
+	}
+	return s.ifs.Load()
+}
+
+func (s *Server) periodicRefresh() {
+	_ = s.RefreshInterfaces()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.refresh = s.o.Clock.AfterFunc(s.o.InterfaceRefresh, s.periodicRefresh)
+	}
+}
+
+// Close stops beacons and closes the sockets, waiting for the receive
+// goroutines to finish.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.refresh != nil {
+		s.refresh.Stop()
+	}
+	s.mu.Unlock()
+	if s.beacons != nil {
+		s.beacons.stop()
+	}
+	err := errors.Join(s.main.Close(), s.client.Close())
+	if s.beaconConn != nil {
+		err = errors.Join(err, s.beaconConn.Close())
+	}
+	s.wg.Wait()
+	return err
+}

@@ -1,0 +1,254 @@
+//go:build linux
+
+package udpsearch
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+var loopback4 = [4]byte{127, 0, 0, 1}
+
+// listenSearchPort opens the shared wildcard socket on port the way PVXS
+// does (wire-notes §5.3): SO_REUSEADDR and SO_REUSEPORT before bind so
+// pvans and PVXS servers share the port, IP_PKTINFO for the destination
+// and arrival interface, SO_RXQ_OVFL for the kernel's drop count, the
+// loopback group joined on 127.0.0.1 with multicast loop on, and multicast
+// sends leaving through 127.0.0.1 with TTL 1. The socket lives in the
+// network namespace of the calling thread.
+func listenSearchPort(port uint16, rcvbuf int) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			f := int(fd)
+			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
+				return
+			}
+			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
+				return
+			}
+			if rcvbuf > 0 {
+				// FORCE lifts rmem_max when we are privileged.
+				if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
+					_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+				}
+			}
+			_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) // best effort
+			serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port).String())
+	if err != nil {
+		return nil, err
+	}
+	conn := pc.(*net.UDPConn)
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		f := int(fd)
+		mreq := &unix.IPMreq{Multiaddr: ForwardGroup.As4(), Interface: loopback4}
+		if serr = unix.SetsockoptIPMreq(f, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, mreq); serr != nil {
+			serr = errors.Join(errors.New("join 224.0.0.128 on 127.0.0.1 (is lo up with multicast on?)"), serr)
+			return
+		}
+		if serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1); serr != nil {
+			return
+		}
+		if serr = unix.SetsockoptInet4Addr(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, loopback4); serr != nil {
+			return
+		}
+		serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1)
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// listenEphemeral opens an IPv4 socket on an ephemeral port with
+// SO_BROADCAST (destination lists may hold broadcast addresses).
+func listenEphemeral() (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), "udp4", "0.0.0.0:0")
+	if err != nil {
+		return nil, err
+	}
+	return pc.(*net.UDPConn), nil
+}
+
+// mmsghdr is struct mmsghdr; Go's padding matches C's on 32 and 64 bits.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+}
+
+const oobSize = 128 // room for IP_PKTINFO and SO_RXQ_OVFL
+
+// rxBatch is the reused memory of recvmmsg: headers, buffers, source
+// addresses and control messages for n datagrams.
+type rxBatch struct {
+	hdrs  []mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet4
+	oobs  []byte
+	bufs  []byte
+	size  int
+
+	// read is the rc.Read callback, made once: a fresh closure per call
+	// would allocate, with its results, on every receive.
+	read  func(fd uintptr) bool
+	n     int
+	errno syscall.Errno
+}
+
+func newRxBatch(n, size int) *rxBatch {
+	r := &rxBatch{
+		hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet4, n),
+		oobs: make([]byte, n*oobSize), bufs: make([]byte, n*size), size: size,
+	}
+	for i := range r.hdrs {
+		r.iovs[i].Base = &r.bufs[i*size]
+		r.iovs[i].SetLen(size)
+		h := &r.hdrs[i].hdr
+		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
+		h.Iov = &r.iovs[i]
+		h.SetIovlen(1)
+		h.Control = &r.oobs[i*oobSize]
+	}
+	r.read = r.recvmmsg
+	return r
+}
+
+func (r *rxBatch) recvmmsg(fd uintptr) bool {
+	for {
+		r1, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(len(r.hdrs)), 0, 0, 0)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		r.n, r.errno = int(r1), e
+		return true
+	}
+}
+
+// recv waits for at least one datagram and returns how many arrived.
+func (r *rxBatch) recv(rc syscall.RawConn) (int, error) {
+	for i := range r.hdrs {
+		h := &r.hdrs[i].hdr
+		h.Namelen = unix.SizeofSockaddrInet4
+		h.SetControllen(oobSize)
+		h.Flags = 0
+		r.hdrs[i].n = 0
+	}
+	r.n, r.errno = 0, 0
+	if err := rc.Read(r.read); err != nil {
+		return 0, err
+	}
+	if r.errno != 0 {
+		return 0, r.errno
+	}
+	return r.n, nil
+}
+
+// fill describes datagram i in d. It reports false for a datagram cut
+// short by the buffer. kernelDrops is set from SO_RXQ_OVFL when present.
+func (r *rxBatch) fill(i int, d *datagram, kernelDrops *uint32, haveDrops *bool) bool {
+	h := &r.hdrs[i]
+	sa := &r.names[i]
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	d.src = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(p[0])<<8|uint16(p[1]))
+	d.dst, d.ifIndex = netip.Addr{}, 0
+	oob := r.oobs[i*oobSize : i*oobSize+int(h.hdr.Controllen)]
+	for len(oob) >= unix.SizeofCmsghdr {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(c.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
+			break
+		}
+		data := oob[unix.CmsgLen(0):l]
+		switch {
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
+			d.dst, d.ifIndex = netip.AddrFrom4(pi.Addr), int(pi.Ifindex)
+		case c.Level == unix.SOL_SOCKET && c.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
+			*kernelDrops = *(*uint32)(unsafe.Pointer(&data[0]))
+			*haveDrops = true
+		}
+		adv := unix.CmsgSpace(l - unix.CmsgLen(0))
+		if adv > len(oob) {
+			break
+		}
+		oob = oob[adv:]
+	}
+	d.b = r.bufs[i*r.size : i*r.size+int(h.n)]
+	return h.hdr.Flags&unix.MSG_TRUNC == 0
+}
+
+// sockSender sends replies and forwards from the search port socket.
+type sockSender struct {
+	conn  *net.UDPConn
+	st    *counters
+	group netip.AddrPort
+	oob   []byte
+}
+
+func newSockSender(conn *net.UDPConn, st *counters, port uint16) *sockSender {
+	return &sockSender{conn: conn, st: st, group: netip.AddrPortFrom(ForwardGroup, port),
+		oob: make([]byte, unix.CmsgSpace(unix.SizeofInet4Pktinfo))}
+}
+
+// reply pins the interface and source address with IP_PKTINFO (as PVXS's
+// sendtox does), so the client sees the answer come from the address it
+// searched on.
+func (s *sockSender) reply(b []byte, to netip.AddrPort, from netip.Addr, ifIndex int) {
+	var oob []byte
+	if from.IsValid() || ifIndex != 0 {
+		clear(s.oob)
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&s.oob[0]))
+		c.Level, c.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
+		c.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
+		pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&s.oob[unix.CmsgLen(0)]))
+		pi.Ifindex = int32(ifIndex)
+		if from.Is4() {
+			pi.Spec_dst = from.As4()
+			pi.Addr = pi.Spec_dst
+		}
+		oob = s.oob
+	}
+	if _, _, err := s.conn.WriteMsgUDPAddrPort(b, oob, to); err != nil {
+		s.st.sendErrors.Add(1)
+	}
+}
+
+func (s *sockSender) forward(b []byte) {
+	if _, err := s.conn.WriteToUDPAddrPort(b, s.group); err != nil {
+		s.st.sendErrors.Add(1)
+	}
+}

@@ -1,0 +1,28 @@
+//go:build !linux
+
+package udpsearch
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+)
+
+// The search port needs IP_PKTINFO, SO_REUSEPORT and recvmmsg as Linux
+// has them; elsewhere New fails and only the handler (tests, fuzzing) works.
+
+func listenSearchPort(uint16, int) (*net.UDPConn, error) { return nil, errors.ErrUnsupported }
+func listenEphemeral() (*net.UDPConn, error)             { return nil, errors.ErrUnsupported }
+
+type rxBatch struct{}
+
+func newRxBatch(int, int) *rxBatch                        { return &rxBatch{} }
+func (*rxBatch) recv(syscall.RawConn) (int, error)        { return 0, net.ErrClosed }
+func (*rxBatch) fill(int, *datagram, *uint32, *bool) bool { return false }
+
+type sockSender struct{}
+
+func newSockSender(*net.UDPConn, *counters, uint16) *sockSender   { return &sockSender{} }
+func (*sockSender) reply([]byte, netip.AddrPort, netip.Addr, int) {}
+func (*sockSender) forward([]byte)                                {}

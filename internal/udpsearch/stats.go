@@ -1,0 +1,66 @@
+package udpsearch
+
+import "sync/atomic"
+
+// Stats is a snapshot of the counters. Drop counters name the reason a
+// datagram (or the search in it) got no further.
+type Stats struct {
+	Datagrams       uint64 // received on the search port
+	Searches        uint64 // CMD_SEARCH messages handled (including ones only forwarded)
+	SearchNames     uint64 // names presented to the resolver
+	Forwards        uint64 // unicast searches forwarded to the loopback group
+	Responses       uint64 // CMD_SEARCH_RESPONSE messages sent
+	DiscoveryPings  uint64 // discovery pings answered
+	Beacons         uint64 // CMD_BEACON received
+	SearchReplies   uint64 // CMD_SEARCH_RESPONSE received (both sockets)
+	DiscoveryPongs  uint64 // of those, discovery replies given to the tracker
+	BeaconsSent     uint64
+	ClientSearches  uint64 // datagrams sent by SendSearch (per destination)
+	SendErrors      uint64
+	KernelDrops     uint64 // SO_RXQ_OVFL: datagrams the kernel dropped for a full receive buffer
+	InterfaceReload uint64
+
+	DropMulticastSource  uint64 // source address is multicast (spec §5 rule 4)
+	DropUnknownInterface uint64 // arrival interface not in the interface table
+	DropTruncated        uint64 // datagram larger than the receive buffer
+	DropMalformed        uint64 // bad header or undecodable message
+	DropControl          uint64 // control or segmented message over UDP
+	DropCommand          uint64 // a command the search port does not take
+	DropTagNotForwarded  uint64 // origin tag not on loopback to the group (rule 1)
+	DropSecondTag        uint64 // more than one origin tag (rule 2)
+	DropTagForeign       uint64 // origin tag naming an address not on this host
+	DropTagNotSearch     uint64 // origin tag followed by something other than a search
+	DropForwardedZero    uint64 // forwarded search with all-zero reply address (rule 5)
+	DropIgnored          uint64 // source in the ignore list
+	DropReplyAddr        uint64 // reply port 0, or reply address multicast/broadcast/unspecified
+	DropNotOurInterface  uint64 // reply would come from an address outside Options.Interfaces
+	DropNoTCP            uint64 // search whose protocol list has no protocol pvans can answer
+}
+
+type counters struct {
+	datagrams, searches, searchNames, forwards, responses, discoveryPings, beacons      atomic.Uint64
+	searchReplies, discoveryPongs, beaconsSent, clientSearches, sendErrors, kernelDrops atomic.Uint64
+	interfaceReload                                                                     atomic.Uint64
+
+	dropMulticastSource, dropUnknownInterface, dropTruncated, dropMalformed, dropControl atomic.Uint64
+	dropCommand, dropTagNotForwarded, dropSecondTag, dropTagForeign, dropTagNotSearch    atomic.Uint64
+	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface, dropNoTCP        atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		Datagrams: c.datagrams.Load(), Searches: c.searches.Load(), SearchNames: c.searchNames.Load(),
+		Forwards: c.forwards.Load(), Responses: c.responses.Load(), DiscoveryPings: c.discoveryPings.Load(),
+		Beacons: c.beacons.Load(), SearchReplies: c.searchReplies.Load(), DiscoveryPongs: c.discoveryPongs.Load(),
+		BeaconsSent: c.beaconsSent.Load(), ClientSearches: c.clientSearches.Load(), SendErrors: c.sendErrors.Load(),
+		KernelDrops: c.kernelDrops.Load(), InterfaceReload: c.interfaceReload.Load(),
+
+		DropMulticastSource: c.dropMulticastSource.Load(), DropUnknownInterface: c.dropUnknownInterface.Load(),
+		DropTruncated: c.dropTruncated.Load(), DropMalformed: c.dropMalformed.Load(), DropControl: c.dropControl.Load(),
+		DropCommand: c.dropCommand.Load(), DropTagNotForwarded: c.dropTagNotForwarded.Load(),
+		DropSecondTag: c.dropSecondTag.Load(), DropTagForeign: c.dropTagForeign.Load(),
+		DropTagNotSearch: c.dropTagNotSearch.Load(), DropForwardedZero: c.dropForwardedZero.Load(),
+		DropIgnored: c.dropIgnored.Load(), DropReplyAddr: c.dropReplyAddr.Load(),
+		DropNotOurInterface: c.dropNotOurInterface.Load(), DropNoTCP: c.dropNoTCP.Load(),
+	}
+}

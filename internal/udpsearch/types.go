@@ -1,0 +1,22 @@
+package udpsearch
+
+import (
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
+)
+
+// Resolver looks up all names of one search in one go (*resolver.Resolver
+// is one). It is called on the receive goroutine for every search reaching
+// the host, so it must not block or do I/O, and must not keep q or its Name
+// bytes (they are views into the receive buffer). Lookup resets b itself.
+type Resolver interface {
+	Lookup(q []pva.SearchName, b *resolver.Batch)
+}
+
+// BeaconSink receives server sightings (*beacon.Tracker is one). Called
+// from both receive goroutines; it must be safe for concurrent use and must
+// not block.
+type BeaconSink interface {
+	Observe(beacon.Observation)
+}
