@@ -8,11 +8,21 @@ cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 FUZZTIME="${FUZZTIME:-10s}"
 
-# Namespace tests need `ip` (iproute2) and nft/tc for chaos tests; install
-# them when we can (CI runs as root on a fresh machine).
-if [ "$(id -u)" = 0 ] && ! command -v ip >/dev/null 2>&1; then
-	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null) ||
-		echo "warning: could not install iproute2; namespace tests will skip" >&2
+# Namespace, chaos, browser and alert-rule tests need tools a fresh machine
+# lacks; install them when we can (CI runs as root). Each test skips with a
+# message when its tool is missing, so a non-root run still works.
+need=()
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+if [ "$(id -u)" = 0 ] && [ "${#need[@]}" -gt 0 ] && [ -z "${PVANS_NO_INSTALL:-}" ]; then
+	echo "== installing ${need[*]}"
+	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null) ||
+		echo "warning: could not install ${need[*]}; the tests that need them will skip" >&2
+	# The prometheus package starts a server where it can; the tests only need promtool.
+	pkill -x prometheus 2>/dev/null || true
 fi
 
 echo "== gofmt"

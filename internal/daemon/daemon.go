@@ -131,6 +131,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Backoff:      probe.Backoff{Min: cfg.Probe.BackoffMin, Max: cfg.Probe.BackoffMax, Factor: 2, Jitter: 0.2},
 		Conn:         pvaconn.Options{MaxMessage: 64 << 20, SendQueueBytes: 1 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
 		Logger:       d.log.Named("probe"),
+		Observe:      d.probeDur.observe,
 	})
 	return d, nil
 }

@@ -100,7 +100,6 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 		d.log.Warn("names not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
-	d.probeDur.result("ok")
 	detail := "listed"
 	if info.File != "" {
 		detail = "static names from " + info.File
@@ -112,7 +111,6 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 func (s probeSink) Unlistable(guid pva.GUID, ep netip.AddrPort, err error) {
 	d := s.d
 	_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, err)
-	d.probeDur.result("failed")
 	d.Events.Add(events.Event{At: time.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: errString(err)})
 }
 

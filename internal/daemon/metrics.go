@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -9,16 +10,29 @@ import (
 	"github.com/pvans-project/pvans/internal/searchring"
 )
 
-// probeObserver counts probe results by outcome.
+// probeObserver counts probe results and their durations.
 type probeObserver struct {
-	total *prometheus.CounterVec
+	total    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 }
 
 func newProbeObserver(m *metrics.Metrics) probeObserver {
-	return probeObserver{total: m.CounterVec("probe", "total", "Probe results: ok (listed), failed (unlistable or unreachable).", "result")}
+	p := probeObserver{
+		total: m.CounterVec("probe", "total", "Probes (listings of a server's names through its server RPC), by result: ok, failed (connect, list or timeout error), refused (the server does not offer the listing).", "result"),
+		duration: m.Histogram("probe", "duration_seconds", "Time to connect to a server and list its names.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}),
+	}
+	for _, r := range []string{"ok", "failed", "refused"} {
+		p.total.WithLabelValues(r) // export zeros, so rate() works from the start
+	}
+	p.duration.WithLabelValues()
+	return p
 }
 
-func (p probeObserver) result(r string) { p.total.WithLabelValues(r).Inc() }
+func (p probeObserver) observe(result string, took time.Duration) {
+	p.total.WithLabelValues(result).Inc()
+	p.duration.WithLabelValues().Observe(took.Seconds())
+}
 
 // registerMetrics exposes every part's Stats under the names documented in
 // docs/operations.md.
@@ -53,9 +67,9 @@ func (d *Daemon) registerMetrics() {
 		udp := d.UDP.Stats
 		m.Counter("udp", "searches_total", "CMD_SEARCH messages received on the search port.", nil, u(func() uint64 { return udp().Searches }))
 		m.Counter("udp", "search_names_total", "Names in UDP searches presented to the resolver.", nil, u(func() uint64 { return udp().SearchNames }))
+		m.Counter("udp", "claims_total", "Names answered found to UDP searches.", nil, u(func() uint64 { return udp().Claims }))
 		m.Counter("udp", "replies_total", "CMD_SEARCH_RESPONSE messages sent over UDP.", nil, u(func() uint64 { return udp().Responses }))
 		m.Counter("udp", "forwards_total", "Unicast searches forwarded to the loopback multicast group.", nil, u(func() uint64 { return udp().Forwards }))
-		m.Counter("udp", "beacons_sent_total", "Beacons pvans sent itself.", nil, u(func() uint64 { return udp().BeaconsSent }))
 		for name, f := range map[string]func() uint64{
 			"rx_overflow":        func() uint64 { return udp().KernelDrops },
 			"multicast_source":   func() uint64 { return udp().DropMulticastSource },
@@ -79,10 +93,7 @@ func (d *Daemon) registerMetrics() {
 	}
 	res := d.Resolver.Stats
 	m.Gauge("resolver", "waiters", "Unresolved (connection, CID) pairs waiting for a push.", nil, g(func() int64 { return res().Waiting }))
-	m.Gauge("resolver", "waited_names", "Distinct names TCP clients wait for.", nil, g(func() int64 { return res().WaitNames }))
 	m.Counter("resolver", "pushes_total", "Waiters answered by push when their name was learned.", nil, u(func() uint64 { return res().Pushed }))
-	m.Counter("resolver", "lookups_total", "Names looked up.", nil, u(func() uint64 { return res().Names }))
-	m.Counter("resolver", "misses_total", "Names looked up that no server claims.", nil, u(func() uint64 { return res().Misses }))
 
 	reg := d.Registry
 	m.Gauge("registry", "servers", "Servers in the registry.", nil, func() float64 { return float64(reg.Counts().Servers) })
@@ -91,7 +102,6 @@ func (d *Daemon) registerMetrics() {
 	m.Gauge("registry", "unverified_servers", "Servers loaded from the snapshot and not yet confirmed.", nil, func() float64 { return float64(reg.Counts().Unverified) })
 	m.Counter("registry", "limit_drops_total", "Registrations refused at a bound.", lbl("what", "servers"), u(func() uint64 { return reg.Stats().ServerLimitDrops }))
 	m.Counter("registry", "limit_drops_total", "Registrations refused at a bound.", lbl("what", "names"), u(func() uint64 { return reg.Stats().NameLimitDrops }))
-	m.Counter("registry", "denied_servers_total", "Server sightings and answers refused by the server allow list.", nil, u(d.deniedServers.Load))
 
 	tr := d.Tracker.Stats
 	m.Gauge("beacon", "servers", "Server endpoints tracked from beacons and discovery.", nil, func() float64 { return float64(tr().Tracked) })

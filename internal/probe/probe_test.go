@@ -592,3 +592,24 @@ func BenchmarkList100kNames(b *testing.B) {
 		p.Close()
 	}
 }
+
+func TestObserveReportsResultAndDuration(t *testing.T) {
+	srv := startServer(t, probetest.Options{Names: []string{"obs:a"}})
+	type obs struct {
+		result string
+		took   time.Duration
+	}
+	got := make(chan obs, 10)
+	k := newSink()
+	p := newProber(t, Options{Sink: k, Observe: func(r string, d time.Duration) { got <- obs{r, d} }})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+	select {
+	case o := <-got:
+		if o.result != "ok" || o.took <= 0 || o.took > 5*time.Second {
+			t.Fatalf("observed %+v", o)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no observation")
+	}
+}

@@ -43,6 +43,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -121,6 +122,10 @@ type Options struct {
 	// seeded source to get a reproducible schedule.
 	Rand   *rand.Rand
 	Logger *zap.Logger
+	// Observe, if set, receives every attempt's result ("ok", "failed":
+	// connect or transport error, "refused": the server would not list)
+	// and its duration, for metrics. Called like the Sink, outside locks.
+	Observe func(result string, took time.Duration)
 }
 
 // State is where the prober is with a server.
@@ -522,6 +527,8 @@ func closeReason(err error) string {
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
 		return "connection closed by server"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection reset by server"
 	case errors.Is(err, pvaconn.ErrIdleTimeout):
 		return "server stopped answering (no reply to echo)"
 	}
@@ -535,6 +542,7 @@ type outcome struct {
 	connErr    error // no usable connection
 	listErr    error // connected, listing failed
 	superseded bool  // forgotten or restarted while connecting
+	took       time.Duration
 }
 
 func (p *Prober) run(s *server) {
@@ -545,7 +553,9 @@ func (p *Prober) run(s *server) {
 		case <-p.ctx.Done():
 			return
 		}
+		began := time.Now()
 		o := p.attempt(s)
+		o.took = time.Since(began)
 		<-p.sem
 		again := p.settle(s, o)
 		p.deliver()
@@ -631,6 +641,17 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		s.guid = o.guid
 	}
 	guid, ep := s.reportGUID(), s.ep
+	if obs := p.opt.Observe; obs != nil && !o.superseded {
+		result := "ok"
+		switch {
+		case o.connErr != nil:
+			result = "failed"
+		case o.listErr != nil:
+			result = "refused"
+		}
+		took := o.took
+		p.report(func(Sink) { obs(result, took) })
+	}
 	switch {
 	case o.superseded:
 	case o.connErr != nil:

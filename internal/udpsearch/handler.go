@@ -247,6 +247,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				}
 				h.buf = appendResponse(h.buf[:0], g.Server.GUID, s.Seq, pva.AddressFrom(g.Server.Addr.Addr()),
 					g.Server.Addr.Port(), g.Server.Protocol, g.CIDs)
+				h.st.claims.Add(uint64(len(g.CIDs)))
 				h.send(dest, from, pin)
 				answered = true
 			}

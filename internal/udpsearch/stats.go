@@ -10,6 +10,7 @@ type Stats struct {
 	SearchNames     uint64 // names presented to the resolver
 	Forwards        uint64 // unicast searches forwarded to the loopback group
 	Responses       uint64 // CMD_SEARCH_RESPONSE messages sent
+	Claims          uint64 // CIDs answered found=1
 	DiscoveryPings  uint64 // discovery pings answered
 	Beacons         uint64 // CMD_BEACON received
 	SearchReplies   uint64 // CMD_SEARCH_RESPONSE received (both sockets)
@@ -39,6 +40,7 @@ type Stats struct {
 
 type counters struct {
 	datagrams, searches, searchNames, forwards, responses, discoveryPings, beacons      atomic.Uint64
+	claims                                                                              atomic.Uint64
 	searchReplies, discoveryPongs, beaconsSent, clientSearches, sendErrors, kernelDrops atomic.Uint64
 	interfaceReload                                                                     atomic.Uint64
 
@@ -50,7 +52,7 @@ type counters struct {
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Datagrams: c.datagrams.Load(), Searches: c.searches.Load(), SearchNames: c.searchNames.Load(),
-		Forwards: c.forwards.Load(), Responses: c.responses.Load(), DiscoveryPings: c.discoveryPings.Load(),
+		Forwards: c.forwards.Load(), Responses: c.responses.Load(), Claims: c.claims.Load(), DiscoveryPings: c.discoveryPings.Load(),
 		Beacons: c.beacons.Load(), SearchReplies: c.searchReplies.Load(), DiscoveryPongs: c.discoveryPongs.Load(),
 		BeaconsSent: c.beaconsSent.Load(), ClientSearches: c.clientSearches.Load(), SendErrors: c.sendErrors.Load(),
 		KernelDrops: c.kernelDrops.Load(), InterfaceReload: c.interfaceReload.Load(),
