@@ -34,6 +34,7 @@ import (
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/searchring"
+	"github.com/pvans-project/pvans/internal/serverpv"
 	"github.com/pvans-project/pvans/internal/tcpsearch"
 	"github.com/pvans-project/pvans/internal/udpsearch"
 	"github.com/pvans-project/pvans/internal/upstream"
@@ -166,7 +167,8 @@ func (d *Daemon) Start() (err error) {
 			HandshakeTimeout: cfg.TCP.ReadTimeout,
 			MessageTimeout:   cfg.TCP.ReadTimeout,
 		},
-		Logger: d.log.Named("tcp"),
+		Channels: serverpv.New("pvans " + buildinfo.Get()),
+		Logger:   d.log.Named("tcp"),
 	}, tcpResolver{d.Resolver})
 	if err := d.TCP.Start(); err != nil {
 		return fmt.Errorf("TCP name-server listener on %v: %w", listen, err)
