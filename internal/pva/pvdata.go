@@ -109,6 +109,28 @@ type FieldDesc struct {
 	Members []Member   // struct and union only
 	Elem    *FieldDesc // struct[] and union[]: the struct or union element type
 	bits    int        // NumBits, set when decoded (bounded by MaxValueNodes)
+	nodes   int        // expanded descriptor size, set when decoded (bounded by MaxValueNodes)
+}
+
+// descNodes is the size of d written out in plain form, in descriptors.
+// Decoding bounds it: with the cache forms, a few bytes can describe a
+// type whose plain form (what AppendFieldDesc writes, what every walk of
+// the type visits) is exponentially large.
+func descNodes(d *FieldDesc) int {
+	if d == nil {
+		return 1
+	}
+	if d.nodes > 0 {
+		return d.nodes
+	}
+	n := 1
+	for _, m := range d.Members {
+		n += descNodes(m.Type)
+	}
+	if d.Elem != nil {
+		n += descNodes(d.Elem)
+	}
+	return n
 }
 
 // Scalar returns the descriptor of a scalar or scalar array code.
@@ -209,9 +231,9 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 	c := TypeCode(code)
 	switch {
 	case c.IsScalar(), c.IsScalarArray():
-		return &FieldDesc{Code: c}
+		return &FieldDesc{Code: c, nodes: 1}
 	case c == TypeAny, c == TypeAnyArray:
-		return &FieldDesc{Code: c}
+		return &FieldDesc{Code: c, nodes: 1}
 	case c == TypeStruct, c == TypeUnion:
 		d := &FieldDesc{Code: c, ID: r.String(field)}
 		n := r.Size(field)
@@ -238,6 +260,14 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 		// expanded size can grow exponentially with few bytes; everything
 		// that walks a structure's fields (NewValue, BitSet offsets) relies
 		// on this bound.
+		d.nodes = 1
+		for _, m := range d.Members {
+			d.nodes += descNodes(m.Type)
+			if d.nodes > MaxValueNodes {
+				r.Fail(field, "type has more than "+strconv.Itoa(MaxValueNodes)+" nodes when expanded")
+				return nil
+			}
+		}
 		d.bits = 1
 		if c == TypeStruct {
 			for _, m := range d.Members {
@@ -258,7 +288,12 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 			r.Fail(field, c.String()+" element is not a "+(c&^TypeArray).String())
 			return nil
 		}
-		return &FieldDesc{Code: c, Elem: e}
+		d := &FieldDesc{Code: c, Elem: e, nodes: 1 + descNodes(e)}
+		if d.nodes > MaxValueNodes {
+			r.Fail(field, "type has more than "+strconv.Itoa(MaxValueNodes)+" nodes when expanded")
+			return nil
+		}
+		return d
 	}
 	r.Fail(field, "unsupported type code 0x"+strconv.FormatUint(uint64(code), 16))
 	return nil

@@ -303,3 +303,28 @@ func TestNTURIOpForms(t *testing.T) {
 		t.Fatal(n, err)
 	}
 }
+
+// With the cache forms, a few bytes can name a type whose plain form is
+// exponentially large (each union reuses the previous one twice). Decoding
+// must refuse it, or re-encoding and walking it would never finish.
+func TestCachedTypeExpansionBounded(t *testing.T) {
+	w := Writer{BE: true}
+	// key 1: union{a: int32, b: int32}
+	w.B = append(w.B, 0xFD, 0, 1, 0x81, 0, 2, 1, 'a', 0x22, 1, 'b', 0x22)
+	for k := 2; k <= 30; k++ {
+		// key k: union{a: <k-1>, b: <k-1>}
+		w.B = append(w.B, 0xFD, 0, byte(k), 0x81, 0, 2, 1, 'a', 0xFE, 0, byte(k-1), 1, 'b', 0xFE, 0, byte(k-1))
+	}
+	var tc TypeCache
+	r := NewReader(w.B, true, "test")
+	var last *FieldDesc
+	for !r.Failed() && r.Remaining() > 0 {
+		last = ReadFieldDesc(&r, "type", &tc)
+	}
+	if r.Err() == nil {
+		t.Fatalf("a type of 2^30 nodes was accepted (%d bytes): %v", len(w.B), last != nil)
+	}
+	if !strings.Contains(r.Err().Error(), "nodes") {
+		t.Fatalf("error %v does not say why", r.Err())
+	}
+}
