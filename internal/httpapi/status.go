@@ -1,15 +1,22 @@
 package httpapi
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/registry"
 )
 
 // The status page is server-rendered and refreshes itself, so an operator
 // can leave it open on a wall screen; no JavaScript, no front-end build.
+// It leads with one coloured verdict for the whole site, then the counts,
+// then the servers with the troubled ones first, so the answer to "is
+// anything wrong?" is readable from across the room.
 var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 	"ago": func(t time.Time) string {
 		if t.IsZero() {
@@ -17,45 +24,74 @@ var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 		}
 		return time.Since(t).Round(time.Second).String() + " ago"
 	},
-	"short": shortGUID,
+	"short":   shortGUID,
+	"evclass": eventClass,
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
-<title>pvans status</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{if ne .Health "ok"}}(!) {{end}}pvans status</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-h1{font-size:1.4em;margin-bottom:.2em} h2{font-size:1.1em;margin-top:1.5em}
-.sub{color:#666} table{border-collapse:collapse;width:100%;font-size:.9em}
-th,td{border-bottom:1px solid #ddd;padding:.3em .6em;text-align:left} th{background:#f4f4f4}
-.ok{color:#1a7f37;font-weight:600} .bad{color:#c62828;font-weight:600} .warn{color:#b26a00;font-weight:600}
-.cards{display:flex;gap:1em;flex-wrap:wrap} .card{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:9em}
-.card b{display:block;font-size:1.5em} code{font-size:.95em}
+:root{--ok:#1a7f37;--bad:#c62828;--warn:#b26a00;--info:#52606d;--line:#e1e5ea;--muted:#5f6b7a}
+*{box-sizing:border-box}
+body{margin:0;background:#f1f3f6;color:#1f2933;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+header{display:flex;align-items:baseline;gap:16px;padding:12px 24px;background:#1f2933;color:#fff}
+header h1{margin:0;font-size:20px} header .sub{color:#c3ccd5}
+header .rdy{color:#7ee2a0;font-weight:600;margin-left:-12px} header .nrdy{color:#ff9b9b;font-weight:600;margin-left:-12px}
+main{padding:16px 24px}
+.banner{display:flex;align-items:center;gap:12px;padding:12px 16px;border-radius:8px;color:#fff;font-size:17px;font-weight:600;margin-bottom:14px}
+.banner .word{font-size:20px;text-transform:uppercase;letter-spacing:.05em}
+.banner .why{font-weight:400}
+.banner.ok{background:var(--ok)} .banner.bad{background:var(--bad)} .banner.warn{background:var(--warn)}
+.cards{display:grid;grid-template-columns:repeat(5,1fr);gap:12px;margin-bottom:14px}
+.card{background:#fff;border:1px solid var(--line);border-left:6px solid #aab4bf;border-radius:8px;padding:8px 14px}
+.card b{display:block;font-size:28px;line-height:1.15}
+.card span{color:var(--muted)}
+.card.ok{border-left-color:var(--ok)} .card.bad{border-left-color:var(--bad)} .card.warn{border-left-color:var(--warn)}
+.card.bad b{color:var(--bad)} .card.warn b{color:var(--warn)}
+section{background:#fff;border:1px solid var(--line);border-radius:8px;margin-bottom:14px;overflow:hidden}
+section h2{margin:0;padding:8px 14px;font-size:15px;border-bottom:1px solid var(--line)}
+section h2 small{font-weight:400;color:var(--muted);margin-left:8px}
+table{border-collapse:collapse;width:100%}
+th,td{padding:5px 14px;text-align:left;border-bottom:1px solid #edf0f3;vertical-align:top}
+th{font-size:12px;font-weight:600;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);background:#f8f9fb}
+tbody tr:last-child td{border-bottom:0}
+tr.bad td{background:#fdecea} tr.warn td{background:#fff5e0}
+td.none{color:var(--muted);font-style:italic}
+.pill{display:inline-block;min-width:7.5em;padding:1px 8px;border-radius:10px;color:#fff;font-size:12px;font-weight:600;text-align:center;white-space:nowrap}
+.pill.ok{background:var(--ok)} .pill.bad{background:var(--bad)} .pill.warn{background:var(--warn)} .pill.info{background:var(--info)}
+.err{color:var(--bad)} .muted{color:var(--muted)}
+code{font-family:"DejaVu Sans Mono",ui-monospace,Menlo,Consolas,monospace;font-size:13px}
+footer{padding:0 24px 16px;color:var(--muted)} a{color:#1f5fbf}
 </style></head><body>
-<h1>pvans — PVAccess name server</h1>
-<div class="sub">version {{.Version}} · up {{.Uptime}} · {{if .Ready}}<span class="ok">ready</span>{{else}}<span class="bad">not ready: {{.Why}}</span>{{end}}</div>
+<header><h1>pvans</h1><span class="sub">PVAccess name server · version {{.Version}}{{if .Uptime}} · up {{.Uptime}}{{end}} · </span>{{if .Ready}}<span class="rdy">ready</span>{{else}}<span class="nrdy">not ready</span>{{end}}</header>
+<main>
+<div class="banner {{.Health}}" id="health"><span class="word">{{.Word}}</span><span class="why">{{.Verdict}}</span></div>
 <div class="cards">
-<div class="card" id="servers"><b>{{.Counts.Servers}}</b>servers</div>
-<div class="card" id="names"><b>{{.Counts.Names}}</b>names</div>
-<div class="card" id="dups"><b class="{{if .Counts.DuplicateNames}}warn{{end}}">{{.Counts.DuplicateNames}}</b>duplicate names</div>
-<div class="card"><b>{{.Counts.Unverified}}</b>unverified</div>
+<div class="card {{if .Counts.Servers}}ok{{else}}warn{{end}}" id="servers"><b>{{.Counts.Servers}}</b><span>servers</span></div>
+<div class="card" id="names"><b>{{.Counts.Names}}</b><span>names</span></div>
+<div class="card {{if .Failing}}bad{{else}}ok{{end}}" id="failing"><b>{{.Failing}}</b><span>probes failing</span></div>
+<div class="card {{if .Counts.DuplicateNames}}warn{{else}}ok{{end}}" id="dups"><b>{{.Counts.DuplicateNames}}</b><span>duplicate names</span></div>
+<div class="card {{if .Counts.Unverified}}warn{{else}}ok{{end}}" id="unverified"><b>{{.Counts.Unverified}}</b><span>unverified</span></div>
 </div>
-<h2>Servers</h2>
-<table id="server-table"><tr><th>state</th><th>endpoint</th><th>GUID</th><th>names</th><th>discovered</th><th>last seen</th><th>probe</th></tr>
-{{range .Servers}}<tr><td>{{if not .Verified}}<span class="warn">unverified</span>{{else if eq .ProbeState "failed"}}<span class="bad">probe failed</span>{{else}}<span class="ok">up</span>{{end}}</td>
-<td><code>{{.Endpoint}}</code></td><td><code title="{{.GUID}}">{{short .GUID}}</code></td><td>{{.Names}}</td><td>{{.Discovered}}</td><td>{{ago .LastSeen}}</td>
-<td>{{.ProbeState}}{{if .ProbeError}} — {{.ProbeError}}{{end}}</td></tr>
-{{else}}<tr><td colspan="7">no servers known yet</td></tr>{{end}}
-</table>
-<h2>Duplicate names</h2>
-<table id="dup-table"><tr><th>name</th><th>answered by</th><th>also claimed by</th></tr>
-{{range .Duplicates}}<tr><td><code>{{.Name}}</code></td><td><code>{{.HolderEndpoint}}</code> ({{short .HolderGUID}})</td><td><code>{{.ClaimantEndpoint}}</code> ({{short .ClaimantGUID}})</td></tr>
-{{else}}<tr><td colspan="3">none</td></tr>{{end}}
-</table>
-<h2>Recent events</h2>
-<table id="event-table"><tr><th>when</th><th>event</th><th>endpoint</th><th>GUID</th><th>detail</th></tr>
-{{range .Events}}<tr><td>{{ago .At}}</td><td>{{.Kind}}</td><td><code>{{.Endpoint}}</code></td><td><code>{{short .GUID}}</code></td><td>{{.Detail}}</td></tr>
-{{else}}<tr><td colspan="5">nothing yet</td></tr>{{end}}
-</table>
-<p class="sub">JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/metrics">/metrics</a></p>
+<section><h2>Servers<small>troubled first</small></h2>
+<table id="server-table"><thead><tr><th>state</th><th>endpoint</th><th>GUID</th><th>names</th><th>discovered</th><th>last seen</th><th>probe</th></tr></thead><tbody>
+{{range .Servers}}<tr class="{{.Class}}"><td><span class="pill {{.Class}}">{{.State}}</span></td>
+<td><code>{{.Endpoint}}</code></td><td><code title="{{.GUID}}">{{short .GUID}}</code></td><td>{{.Names}}{{if .Shadowed}} <span class="muted">({{.Shadowed}} duplicate)</span>{{end}}</td><td>{{.Discovered}}</td><td>{{ago .LastSeen}}</td>
+<td>{{.ProbeState}}{{if .ProbeError}} — <span class="err">{{.ProbeError}}</span>{{end}}</td></tr>
+{{else}}<tr><td colspan="7" class="none">no servers known yet</td></tr>{{end}}
+</tbody></table></section>
+<section><h2>Duplicate names<small>the first claim answers; the others are ignored until it goes</small></h2>
+<table id="dup-table"><thead><tr><th>name</th><th>answered by</th><th>also claimed by</th><th>since</th></tr></thead><tbody>
+{{range .Duplicates}}<tr class="warn"><td><code>{{.Name}}</code></td><td><code>{{.HolderEndpoint}}</code> <code class="muted">{{short .HolderGUID}}</code></td><td><code>{{.ClaimantEndpoint}}</code> <code class="muted">{{short .ClaimantGUID}}</code></td><td>{{ago .Since}}</td></tr>
+{{else}}<tr><td colspan="4" class="none">none</td></tr>{{end}}
+</tbody></table></section>
+<section><h2>Recent events<small>newest first</small></h2>
+<table id="event-table"><thead><tr><th>when</th><th>event</th><th>endpoint</th><th>GUID</th><th>detail</th></tr></thead><tbody>
+{{range .Events}}<tr><td>{{ago .At}}</td><td><span class="pill {{evclass .Kind}}">{{.Kind}}</span></td><td><code>{{.Endpoint}}</code></td><td><code>{{short .GUID}}</code></td><td>{{.Detail}}</td></tr>
+{{else}}<tr><td colspan="5" class="none">nothing yet</td></tr>{{end}}
+</tbody></table></section>
+</main>
+<footer>Refreshes every 10 s · JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/metrics">/metrics</a></footer>
 </body></html>
 `))
 
@@ -63,28 +99,116 @@ type statusData struct {
 	Version    string
 	Uptime     string
 	Ready      bool
-	Why        string
+	Health     string // ok, warn or bad: the banner's colour
+	Word       string // the banner's headline
+	Verdict    string // the banner's sentence
+	Failing    int    // servers whose last probe failed
 	Counts     countsView
-	Servers    []Server
+	Servers    []statusServer
 	Duplicates []Duplicate
 	Events     []events.Event
 }
 
+// statusServer is a server row with its one-word state and colour class.
+type statusServer struct {
+	Server
+	State, Class string
+	Shadowed     int // names it claims that another server answers for
+	rank         int
+}
+
 type countsView struct{ Servers, Names, DuplicateNames, Unverified int }
+
+// serverState says what an operator should make of a server. A failed
+// probe is "bad" because the daemon cannot list that server's names, so
+// clients may be sent nowhere; an unverified one (loaded from a snapshot)
+// is only a "warn" because it normally resolves within the window.
+func serverState(s Server) (state, class string, rank int) {
+	switch {
+	case s.ProbeState == registry.ProbeFailed.String():
+		return "probe failed", "bad", 0
+	case !s.Verified:
+		return "unverified", "warn", 1
+	}
+	return "up", "ok", 2
+}
+
+// eventClass colours an event kind by how much it matters.
+func eventClass(kind string) string {
+	switch kind {
+	case "lost", "unlistable":
+		return "bad"
+	case "duplicate", "restarted":
+		return "warn"
+	case "appeared", "listed":
+		return "ok"
+	}
+	return "info"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// verdict is the banner: the worst thing first, the rest after it.
+func (d *statusData) verdict(why string) {
+	var issues []string
+	if d.Failing > 0 {
+		issues = append(issues, plural(d.Failing, "server failing its probe", "servers failing their probe"))
+	}
+	if n := d.Counts.DuplicateNames; n > 0 {
+		issues = append(issues, plural(n, "duplicate name", "duplicate names"))
+	}
+	if n := d.Counts.Unverified; n > 0 {
+		issues = append(issues, plural(n, "unverified server", "unverified servers"))
+	}
+	switch {
+	case !d.Ready:
+		d.Health, d.Word, d.Verdict = "bad", "not ready", why
+	case d.Failing > 0:
+		d.Health, d.Word = "bad", "degraded"
+	case len(issues) > 0 || d.Counts.Servers == 0:
+		d.Health, d.Word = "warn", "attention"
+	default:
+		d.Health, d.Word = "ok", "healthy"
+	}
+	if d.Ready {
+		switch {
+		case len(issues) > 0:
+			d.Verdict = strings.Join(issues, " · ")
+		case d.Counts.Servers == 0:
+			d.Verdict = "no servers known yet"
+		default:
+			d.Verdict = "all " + plural(d.Counts.Servers, "server", "servers") + " up, " + plural(d.Counts.Names, "name", "names") + " answered"
+		}
+	}
+}
 
 func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	d := statusData{Version: a.o.Version, Ready: true}
 	if !a.o.Started.IsZero() {
 		d.Uptime = time.Since(a.o.Started).Round(time.Second).String()
 	}
+	why := ""
 	if a.o.Ready != nil {
-		d.Ready, d.Why = a.o.Ready()
+		d.Ready, why = a.o.Ready()
 	}
 	c := a.o.Registry.Counts()
 	d.Counts = countsView{Servers: c.Servers, Names: c.Names, DuplicateNames: c.DuplicateNames, Unverified: c.Unverified}
 	for _, s := range sortedServers(a.o.Registry) {
-		d.Servers = append(d.Servers, ServerJSON(s))
+		row := statusServer{Server: ServerJSON(s)}
+		row.State, row.Class, row.rank = serverState(row.Server)
+		row.Shadowed = max(0, s.Names-s.Held)
+		if row.rank == 0 {
+			d.Failing++
+		}
+		d.Servers = append(d.Servers, row)
 	}
+	sort.SliceStable(d.Servers, func(i, j int) bool { return d.Servers[i].rank < d.Servers[j].rank })
+	d.verdict(why)
 	for i, dup := range a.o.Registry.Duplicates() {
 		if i == 200 {
 			break

@@ -1,0 +1,318 @@
+//go:build linux
+
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/draw"
+	"image/png"
+	"net"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/registry"
+)
+
+// chromiumPath is Debian's chromium package (apt-get install -y chromium).
+const chromiumPath = "/usr/bin/chromium"
+
+// chromiumTimeout bounds one browser run; a run takes 1–3 s.
+const chromiumTimeout = 60 * time.Second
+
+// shotReg counts unverified servers, which fakeReg leaves at zero, so the
+// page's "unverified" card has something to show.
+type shotReg struct{ *fakeReg }
+
+func (r shotReg) Counts() registry.Counts {
+	c := r.fakeReg.Counts()
+	for _, s := range r.servers {
+		if !s.Verified {
+			c.Unverified++
+		}
+	}
+	return c
+}
+
+// screenshotSite is a small but complete site: healthy servers, one loaded
+// from a snapshot and not yet confirmed, one whose probe fails, a
+// duplicate name and a few events.
+func screenshotSite() Options {
+	now := time.Now()
+	g3 := pva.GUID{0xaa, 0xbb, 0xcc, 0xdd, 1, 2, 3, 4, 5, 6, 7, 8}
+	g4 := pva.GUID{0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xa0, 0xb0, 0xc0}
+	a3 := netip.MustParseAddrPort("127.0.0.3:5075")
+	a4 := netip.MustParseAddrPort("127.0.0.4:5075")
+	reg := &fakeReg{
+		servers: []registry.ServerInfo{
+			{GUID: g1, Addr: a1, Protocol: "tcp", Version: 2, Discovered: registry.SourceBeacon, FirstSeen: now.Add(-time.Hour), LastSeen: now.Add(-3 * time.Second),
+				ProbeState: registry.ProbeListed, ProbedAt: now.Add(-time.Minute), Names: 2, Held: 2, Verified: true},
+			{GUID: g2, Addr: a2, Protocol: "tcp", Version: 2, Discovered: registry.SourceDiscovery, FirstSeen: now.Add(-time.Hour), LastSeen: now.Add(-20 * time.Second),
+				ProbeState: registry.ProbeFailed, ProbeError: "connection refused", Names: 1, Verified: true},
+			{GUID: g3, Addr: a3, Protocol: "tcp", Version: 2, Discovered: registry.SourceStatic, LastSeen: now.Add(-2 * time.Minute),
+				ProbeState: registry.ProbeNone, Names: 1, Held: 1, Verified: false},
+			{GUID: g4, Addr: a4, Protocol: "tcp", Version: 2, Discovered: registry.SourceBeacon, FirstSeen: now.Add(-time.Hour), LastSeen: now.Add(-time.Second),
+				ProbeState: registry.ProbeListed, Names: 1, Held: 1, Verified: true},
+		},
+		names: []registry.NameInfo{
+			{Name: "ioc:a:temp", GUID: g1, Addr: a1, How: registry.SourceProbe, Claimant: 1},
+			{Name: "ioc:a:press", GUID: g1, Addr: a1, How: registry.SourceProbe},
+			{Name: "ioc:c:flow", GUID: g3, Addr: a3, How: registry.SourceProbe},
+			{Name: "ioc:d:valve", GUID: g4, Addr: a4, How: registry.SourceSearchThrough},
+		},
+		dups: []registry.Duplicate{{Name: "ioc:a:temp", Holder: g1, HolderAddr: a1, Claimant: g2, ClaimantAddr: a2, Since: now.Add(-5 * time.Minute)}},
+	}
+	ev := events.New(20)
+	ev.Add(events.Event{At: now.Add(-time.Hour), Kind: "appeared", GUID: g1.String(), Endpoint: a1.String()})
+	ev.Add(events.Event{At: now.Add(-50 * time.Minute), Kind: "listed", GUID: g1.String(), Endpoint: a1.String(), Detail: "2 names"})
+	ev.Add(events.Event{At: now.Add(-5 * time.Minute), Kind: "duplicate", GUID: g2.String(), Endpoint: a2.String(), Detail: "ioc:a:temp also claimed"})
+	ev.Add(events.Event{At: now.Add(-time.Minute), Kind: "unlistable", GUID: g2.String(), Endpoint: a2.String(), Detail: "connection refused"})
+	return Options{Registry: shotReg{reg}, Events: ev, Version: "v0.0.0-test", Started: now.Add(-2 * time.Hour),
+		Ready: func() (bool, string) { return true, "" }}
+}
+
+// healthySite is screenshotSite with its troubles fixed: every server
+// verified and listed, no duplicates, only good news in the log.
+func healthySite() Options {
+	o := screenshotSite()
+	reg := o.Registry.(shotReg).fakeReg
+	for i := range reg.servers {
+		reg.servers[i].Verified, reg.servers[i].ProbeState, reg.servers[i].ProbeError = true, registry.ProbeListed, ""
+		reg.servers[i].Held = reg.servers[i].Names
+	}
+	reg.dups = nil
+	for i := range reg.names {
+		reg.names[i].Claimant = 0
+	}
+	ev := events.New(20)
+	ev.Add(events.Event{At: time.Now().Add(-time.Hour), Kind: "appeared", GUID: g1.String(), Endpoint: a1.String()})
+	ev.Add(events.Event{At: time.Now().Add(-time.Minute), Kind: "listed", GUID: g1.String(), Endpoint: a1.String(), Detail: "2 names"})
+	o.Events = ev
+	return o
+}
+
+var (
+	okColour   = [3]uint8{0x1a, 0x7f, 0x37}
+	badColour  = [3]uint8{0xc6, 0x28, 0x28}
+	warnColour = [3]uint8{0xb2, 0x6a, 0x00}
+)
+
+// TestStatusPageScreenshot renders the status page in headless Chromium and
+// checks the picture, not just the HTML: it has the window's size, is not
+// blank, and shows the state colours an operator reads at a glance, with
+// the banner at the top in the colour of the site's worst problem.
+func TestStatusPageScreenshot(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("%s not found; install Debian's chromium package (apt-get install -y chromium) to run this test: %v", chromiumPath, err)
+	}
+	dir := t.TempDir()
+
+	t.Run("troubled", func(t *testing.T) {
+		// One browser run gives both the picture and the rendered DOM.
+		img, dom := screenshot(t, dir, serve(t, screenshotSite()), "status.png", "--dump-dom")
+		p := scan(t, img)
+		// A pill is about 90×18 pixels of solid colour; 500 pixels means at
+		// least one badge-sized area, not a few antialiased glyph edges.
+		for name, n := range map[string]int{"ok": p.all[okColour], "bad": p.all[badColour], "warn": p.all[warnColour]} {
+			if n < 500 {
+				t.Errorf("%s colour covers %d pixels, want a badge's worth (>= 500)", name, n)
+			}
+		}
+		// The banner is a full-width strip near the top: a failing probe
+		// makes it red.
+		if n := p.top[badColour]; n < 20000 {
+			t.Errorf("top of page has %d red pixels, want a red banner (>= 20000)", n)
+		}
+		if n := p.top[okColour]; n > 2000 {
+			t.Errorf("top of page has %d green pixels; the banner should not look healthy", n)
+		}
+
+		for _, want := range []string{`id="server-table"`, `id="dup-table"`, `id="event-table"`, `id="health"`,
+			"127.0.0.1:5075", "127.0.0.2:5085", "127.0.0.3:5075", "127.0.0.4:5075",
+			"probe failed", "unverified", "connection refused", "ioc:a:temp", "degraded"} {
+			if !strings.Contains(dom, want) {
+				t.Errorf("rendered DOM lacks %q", want)
+			}
+		}
+		// The failing server is listed first, ahead of the address order.
+		if i, j := strings.Index(dom, "127.0.0.2:5085"), strings.Index(dom, "127.0.0.1:5075"); i < 0 || j < 0 || i > j {
+			t.Errorf("failing server 127.0.0.2:5085 is not listed before healthy 127.0.0.1:5075")
+		}
+		if t.Failed() {
+			t.Logf("DOM:\n%s", dom)
+		}
+	})
+
+	t.Run("healthy", func(t *testing.T) {
+		img, _ := screenshot(t, dir, serve(t, healthySite()), "status-healthy.png")
+		p := scan(t, img)
+		if n := p.top[okColour]; n < 20000 {
+			t.Errorf("top of page has %d green pixels, want a green banner (>= 20000)", n)
+		}
+		if n := p.all[badColour] + p.all[warnColour]; n > 200 {
+			t.Errorf("healthy site shows %d red/amber pixels, want none to speak of", n)
+		}
+	})
+}
+
+// serve starts the real handler on 127.0.0.1, the one address the
+// browser is allowed to reach.
+func serve(t *testing.T, o Options) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(Handler(o))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
+}
+
+// screenshot captures url at 1280×900 and decodes it, keeping a copy in
+// $PVANS_SCREENSHOT_DIR when set so a person can look at it. It also
+// returns Chromium's stdout, which holds the DOM when extra has
+// --dump-dom.
+func screenshot(t *testing.T, dir, url, name string, extra ...string) (image.Image, string) {
+	t.Helper()
+	shot := filepath.Join(dir, name)
+	start := time.Now()
+	out := runChromium(t, dir, append(extra, "--screenshot="+shot, url)...)
+	t.Logf("chromium %v took %v", extra, time.Since(start).Round(time.Millisecond))
+	b, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("chromium wrote no screenshot: %v", err)
+	}
+	if keep := os.Getenv("PVANS_SCREENSHOT_DIR"); keep != "" {
+		if err := os.MkdirAll(keep, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(keep, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot saved as %s", filepath.Join(keep, name))
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if bd := img.Bounds(); bd.Dx() != 1280 || bd.Dy() != 900 {
+		t.Fatalf("screenshot is %dx%d, want 1280x900", bd.Dx(), bd.Dy())
+	}
+	return img, out
+}
+
+// runChromium runs headless Chromium once on url and returns its stdout.
+// The flags keep it off every network but loopback: no background fetches,
+// no component updates, and a resolver and proxy that fail anything not on
+// 127.0.0.1, so a stray request cannot leave the machine.
+func runChromium(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), chromiumTimeout)
+	defer cancel()
+	profile, err := os.MkdirTemp(dir, "profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-extensions", "--disable-default-apps", "--disable-dev-shm-usage",
+		"--dns-prefetch-disable", "--no-pings", "--disable-domain-reliability",
+		"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+		"--proxy-server=127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
+		"--hide-scrollbars", "--force-device-scale-factor=1",
+		"--user-data-dir=" + profile, "--window-size=1280,900",
+	}
+	cmd := exec.CommandContext(ctx, chromiumPath, append(flags, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// /usr/bin/chromium is a wrapper script and the browser forks zygote,
+	// renderer and GPU helpers: on timeout kill the whole process group we
+	// started, and don't wait forever on helpers holding the pipes open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("chromium timed out after %v; stderr:\n%s", chromiumTimeout, stderr.String())
+		}
+		t.Fatalf("chromium %v: %v; stderr:\n%s", args, err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// pixels counts the state colours in a screenshot, over the whole page
+// and over its top (header and banner).
+type pixels struct{ all, top map[[3]uint8]int }
+
+// topRows is how far down the banner must start: below the header, above
+// the counts.
+const topRows = 150
+
+// scan checks the screenshot is a rendered page, not a blank or unstyled
+// one, and counts the state colours. Colours match exactly: the badges and
+// banner are solid fills, so only antialiased glyph edges differ, and
+// those are not what should make a check pass.
+func scan(t *testing.T, img image.Image) pixels {
+	t.Helper()
+	b := img.Bounds()
+	rgba, ok := img.(*image.RGBA)
+	if !ok { // Chromium writes opaque RGB, which decodes as *image.RGBA
+		rgba = image.NewRGBA(b)
+		draw.Draw(rgba, b, img, b.Min, draw.Src)
+	}
+	p := pixels{all: map[[3]uint8]int{}, top: map[[3]uint8]int{}}
+	colours := map[[3]uint8]int{}
+	ink := 0 // dark pixels: text, mostly
+	for y := 0; y < b.Dy(); y++ {
+		row := rgba.Pix[y*rgba.Stride : y*rgba.Stride+4*b.Dx()]
+		for i := 0; i < len(row); i += 4 {
+			c := [3]uint8{row[i], row[i+1], row[i+2]}
+			colours[c]++
+			if int(c[0])+int(c[1])+int(c[2]) < 3*0x80 {
+				ink++
+			}
+			if c == okColour || c == badColour || c == warnColour {
+				p.all[c]++
+				if y < topRows {
+					p.top[c]++
+				}
+			}
+		}
+	}
+	bg, bgN := [3]uint8{}, 0
+	for c, n := range colours {
+		if n > bgN {
+			bg, bgN = c, n
+		}
+	}
+	total := b.Dx() * b.Dy()
+	t.Logf("%d distinct colours; background #%02x%02x%02x is %.0f%%; %.1f%% dark; state colours ok=%d bad=%d warn=%d (top: %d/%d/%d)",
+		len(colours), bg[0], bg[1], bg[2], 100*float64(bgN)/float64(total), 100*float64(ink)/float64(total),
+		p.all[okColour], p.all[badColour], p.all[warnColour], p.top[okColour], p.top[badColour], p.top[warnColour])
+	// Antialiased text alone yields hundreds of shades; a blank page has one.
+	if len(colours) < 256 {
+		t.Errorf("only %d distinct colours: the page looks blank or unstyled", len(colours))
+	}
+	if frac := float64(bgN) / float64(total); frac > 0.9 {
+		t.Errorf("background colour covers %.0f%% of the page: it looks blank", 100*frac)
+	}
+	if frac := float64(ink) / float64(total); frac < 0.02 {
+		t.Errorf("only %.2f%% of pixels are dark: too little drawn (text, header) for a status page", 100*frac)
+	}
+	return p
+}
