@@ -248,6 +248,9 @@ type RateLimit struct {
 	// amplify a spoofed search. 0 turns the check off.
 	ReflectionRatio  float64
 	ReflectionWindow time.Duration
+	// Exempt sources are never rate limited nor reflection capped (a
+	// trusted gateway or a load-test host).
+	Exempt []netip.Prefix
 }
 
 // Defaults returns the production defaults.
@@ -282,7 +285,7 @@ func Defaults() Config {
 			Timeout:         30 * time.Second,
 		},
 		Beacon: Beacon{Expiry: 360 * time.Second, CheckInterval: 10 * time.Second},
-		Search: Search{DiscoveryAtStart: true},
+		Search: Search{Through: true, DiscoveryAtStart: true},
 		RateLimit: RateLimit{
 			UDPSearchesPerSecond: 1000,
 			UDPSearchBurst:       2000,

@@ -293,6 +293,8 @@ func init() {
 		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }))
 	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }))
+	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
+		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }))
 }
 
 func portSpec(key string, env []string, usage string, p func(*Config) *uint16) spec {

@@ -109,6 +109,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.Resolver = resolver.New(d.Registry, resolver.Options{
 		MaxWaitsPerClient: cfg.TCP.WaitersPerConnection,
+		NameAllowed:       nameFilter(&cfg.Access), // issue 9: access.go
 		Clock:             d.clk,
 		Logger:            d.log.Named("resolver"),
 	})
@@ -150,6 +151,7 @@ func (d *Daemon) Start() (err error) {
 	}()
 	cfg := d.cfg
 	snapLoaded := d.loadSnapshot()
+	d.dropDeniedSnapshotServers() // issue 9: access.go
 
 	// TCP name server first: its port is what discovery answers and beacons carry.
 	var listen []netip.AddrPort
@@ -169,6 +171,13 @@ func (d *Daemon) Start() (err error) {
 		},
 		Channels: serverpv.New("pvans " + buildinfo.Get()),
 		Logger:   d.log.Named("tcp"),
+		// --- issue 9: access control and rate limits (access.go) ---
+		ClientAllowed: tcpClientFilter(&cfg.Access),
+		MessageRate:   cfg.RateLimit.TCPMessagesPerSecond,
+		MessageBurst:  cfg.RateLimit.TCPMessageBurst,
+		RateExempt:    cfg.RateLimit.Exempt,
+		Clock:         d.clk,
+		// --- end issue 9 ---
 	}, tcpResolver{d.Resolver})
 	if err := d.TCP.Start(); err != nil {
 		return fmt.Errorf("TCP name-server listener on %v: %w", listen, err)
@@ -212,6 +221,15 @@ func (d *Daemon) Start() (err error) {
 		Beacons:          beaconFilter{d},
 		OnSearchResponse: d.onUDPSearchResponse,
 		Clock:            d.clk,
+		// --- issue 9: access control and rate limits (access.go) ---
+		ClientAllowed:    udpClientFilter(&cfg.Access),
+		SearchRate:       cfg.RateLimit.UDPSearchesPerSecond,
+		SearchBurst:      cfg.RateLimit.UDPSearchBurst,
+		ReflectionRatio:  cfg.RateLimit.ReflectionRatio,
+		ReflectionWindow: cfg.RateLimit.ReflectionWindow,
+		LimitExempt:      cfg.RateLimit.Exempt,
+		Logger:           d.log.Named("udp"),
+		// --- end issue 9 ---
 	})
 	if err != nil {
 		return fmt.Errorf("UDP search port %d: %w", cfg.PVA.BroadcastPort, err)
@@ -253,9 +271,9 @@ func (d *Daemon) Start() (err error) {
 	}
 
 	d.Tracker.Start()
-	d.Prober.SetStatic(cfg.Static.Servers)
+	d.Prober.SetStatic(d.allowedStatic(cfg.Static.Servers)) // issue 9: access.go
 	if cfg.Static.NamesDir != "" {
-		d.nameFiles = &probe.NameFiles{Dir: cfg.Static.NamesDir, Sink: probeSink{d}, Clock: d.clk, Logger: d.log.Named("static")}
+		d.nameFiles = &probe.NameFiles{Dir: cfg.Static.NamesDir, Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 		d.nameFiles.Start()
 	}
 	d.registerMetrics()

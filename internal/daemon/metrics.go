@@ -51,14 +51,16 @@ func (d *Daemon) registerMetrics() {
 		m.Counter("tcp", "claims_total", "CIDs answered found over TCP (direct and pushed).", nil, u(func() uint64 { return tcp().Claims }))
 		m.Counter("tcp", "pushes_total", "Search responses pushed to waiting TCP clients.", nil, u(func() uint64 { return tcp().Pushed }))
 		for name, f := range map[string]func() uint64{
-			"max_connections": func() uint64 { return tcp().Rejected },
-			"send_queue":      func() uint64 { return tcp().Conn.SendQueueFull },
-			"message_size":    func() uint64 { return tcp().Conn.Oversize },
-			"idle_timeout":    func() uint64 { return tcp().Conn.IdleTimeouts },
-			"handshake":       func() uint64 { return tcp().Conn.HandshakeTimeouts },
-			"slow_message":    func() uint64 { return tcp().Conn.MessageTimeouts },
-			"protocol_error":  func() uint64 { return tcp().Conn.ProtocolErrors },
-			"decode_error":    func() uint64 { return tcp().DecodeErrors },
+			"max_connections":  func() uint64 { return tcp().Rejected },
+			"send_queue":       func() uint64 { return tcp().Conn.SendQueueFull },
+			"message_size":     func() uint64 { return tcp().Conn.Oversize },
+			"idle_timeout":     func() uint64 { return tcp().Conn.IdleTimeouts },
+			"handshake":        func() uint64 { return tcp().Conn.HandshakeTimeouts },
+			"slow_message":     func() uint64 { return tcp().Conn.MessageTimeouts },
+			"protocol_error":   func() uint64 { return tcp().Conn.ProtocolErrors },
+			"decode_error":     func() uint64 { return tcp().DecodeErrors },
+			"rate_limited":     func() uint64 { return tcp().RateLimited },
+			"names_per_search": func() uint64 { return tcp().NamesDropped },
 		} {
 			m.Counter("tcp", "limit_hits_total", "TCP connections closed or refused by a limit or fault.", lbl("limit", name), u(f))
 		}
@@ -87,9 +89,24 @@ func (d *Daemon) registerMetrics() {
 			"bad_reply_address":  func() uint64 { return udp().DropReplyAddr },
 			"not_our_interface":  func() uint64 { return udp().DropNotOurInterface },
 			"no_usable_protocol": func() uint64 { return udp().DropNoTCP },
+			"rate_limited":       func() uint64 { return udp().DropRateLimited },
+			"reflection_capped":  func() uint64 { return udp().ReflectionCapped },
 		} {
 			m.Counter("udp", "drops_total", "Datagrams dropped on the search port, by reason.", lbl("reason", name), u(f))
 		}
+	}
+	denied := map[string]func() uint64{
+		"name":   func() uint64 { return d.Resolver.Stats().Denied },
+		"server": d.deniedServers.Load,
+	}
+	if d.TCP != nil {
+		denied["tcp_client"] = func() uint64 { return d.TCP.Stats().Denied }
+	}
+	if d.UDP != nil {
+		denied["udp_client"] = func() uint64 { return d.UDP.Stats().DropDenied }
+	}
+	for what, f := range denied {
+		m.Counter("", "access_denied_total", "Requests refused by the access lists, by what was refused: tcp_client, udp_client, name, server.", lbl("what", what), u(f))
 	}
 	res := d.Resolver.Stats
 	m.Gauge("resolver", "waiters", "Unresolved (connection, CID) pairs waiting for a push.", nil, g(func() int64 { return res().Waiting }))

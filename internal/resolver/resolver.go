@@ -70,8 +70,14 @@ type Options struct {
 	WaitTTL time.Duration
 	// MaxWaitsPerClient bounds one connection's waiters; default 16384.
 	MaxWaitsPerClient int
-	Clock             clock.Clock
-	Logger            *zap.Logger
+	// NameAllowed is the name access policy (allow/deny lists). A name it
+	// refuses is treated as held by nobody and never waited for: not
+	// claimed, not pushed, never handed to the Searcher. It is called on
+	// every looked-up name, so it must not allocate or keep name; nil (no
+	// rules) costs one nil check.
+	NameAllowed func(name []byte) bool
+	Clock       clock.Clock
+	Logger      *zap.Logger
 }
 
 // Stats are counters for the metrics package.
@@ -79,6 +85,7 @@ type Stats struct {
 	Lookups   uint64 // batches
 	Names     uint64 // names looked up
 	Misses    uint64 // names nobody claimed
+	Denied    uint64 // names refused by Options.NameAllowed (not claimed, not waited for)
 	Waiting   int64  // current waiters (gauge)
 	WaitNames int64  // distinct names waited for (gauge)
 	WaitDrops uint64 // waiters refused at MaxWaitsPerClient
@@ -100,7 +107,7 @@ type Resolver struct {
 	closed   bool
 
 	waiting atomic.Int64
-	st      struct{ lookups, names, misses, drops, expired, pushed atomic.Uint64 }
+	st      struct{ lookups, names, misses, denied, drops, expired, pushed atomic.Uint64 }
 }
 
 type waitKey struct {
@@ -176,7 +183,8 @@ func (r *Resolver) SetSearcher(s Searcher) {
 }
 
 // Lookup answers every (CID, name) of q in one registry read, grouped per
-// claiming server, into b. Names are []byte views and are not kept.
+// claiming server, into b. Names are []byte views and are not kept. A name
+// Options.NameAllowed refuses is neither claimed nor listed in b.Missing.
 func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	b.Missing = b.Missing[:0]
 	b.Groups = b.Groups[:0]
@@ -186,7 +194,13 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	}
 	hs := b.holders[:len(q)]
 	r.reg.LookupBatch(q, hs)
+	denied := 0
 	for i, h := range hs {
+		if allow := r.opts.NameAllowed; allow != nil && !allow(q[i].Name) {
+			denied++
+			r.logDenied(q[i].Name)
+			continue
+		}
 		if h == nil {
 			b.Missing = append(b.Missing, i)
 			continue
@@ -215,6 +229,20 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	r.st.lookups.Add(1)
 	r.st.names.Add(uint64(len(q)))
 	r.st.misses.Add(uint64(len(b.Missing)))
+	if denied > 0 {
+		r.st.denied.Add(uint64(denied))
+	}
+}
+
+// allowed applies the name policy.
+func (r *Resolver) allowed(name []byte) bool {
+	return r.opts.NameAllowed == nil || r.opts.NameAllowed(name)
+}
+
+func (r *Resolver) logDenied(name []byte) {
+	if ce := r.log.Check(zap.DebugLevel, "name refused by the name access list"); ce != nil {
+		ce.Write(zap.ByteString("name", name))
+	}
 }
 
 // Stats returns the counters.
@@ -223,7 +251,7 @@ func (r *Resolver) Stats() Stats {
 	wn := int64(len(r.byName))
 	r.mu.Unlock()
 	return Stats{
-		Lookups: r.st.lookups.Load(), Names: r.st.names.Load(), Misses: r.st.misses.Load(),
+		Lookups: r.st.lookups.Load(), Names: r.st.names.Load(), Misses: r.st.misses.Load(), Denied: r.st.denied.Load(),
 		Waiting: r.waiting.Load(), WaitNames: wn, WaitDrops: r.st.drops.Load(),
 		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
 	}
@@ -258,7 +286,9 @@ func (c *Client) Waiting() int {
 // reported them). It copies the names. A retry for a pair already waited
 // for refreshes its expiry. Beyond MaxWaitsPerClient pairs are dropped and
 // counted (the client's own retries still find the name later). A name
-// that resolved since the Lookup is pushed at once.
+// that resolved since the Lookup is pushed at once. A name the access
+// policy refuses is skipped (and counted): it is never waited for, so
+// never pushed nor searched through.
 func (c *Client) Wait(q []pva.SearchName, missing []int) {
 	r := c.r
 	exp := r.opts.Clock.Now().Add(r.opts.WaitTTL)
@@ -270,6 +300,10 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 	var now []nowClaim
 	for _, i := range missing {
 		sn := q[i]
+		if !r.allowed(sn.Name) {
+			r.st.denied.Add(1)
+			continue
+		}
 		if w, ok := c.waits[sn.CID]; ok {
 			if w.name == string(sn.Name) {
 				w.expires = exp

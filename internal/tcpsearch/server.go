@@ -22,8 +22,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/ratelimit"
 )
 
 // DefaultPort is EPICS_PVAS_SERVER_PORT's default.
@@ -34,6 +36,10 @@ const (
 	DefaultMaxConns       = 4096
 	DefaultMaxMessage     = 1 << 20 // searches are ≤ 64 KiB; the server PV's RPCs are small
 	DefaultSendQueueBytes = 1 << 20
+	// DefaultMaxNamesPerSearch bounds the names taken from one CMD_SEARCH.
+	// PVXS packs searches into ≤ 1400 bytes (a few dozen names); the wire
+	// allows 65535.
+	DefaultMaxNamesPerSearch = 4096
 )
 
 // ChannelProvider lets the daemon serve channels of its own (the `server`
@@ -64,12 +70,37 @@ type Options struct {
 	// Channels is optional; nil refuses every CREATE_CHANNEL.
 	Channels ChannelProvider
 	Logger   *zap.Logger
+
+	// ClientAllowed is the client access list: a connection from an
+	// address it refuses is closed at accept (counted, logged at debug).
+	// Nil allows everyone.
+	ClientAllowed func(netip.Addr) bool
+	// MessageRate and MessageBurst limit the application messages (searches,
+	// CREATE_CHANNEL, …) taken per second from one source address, over
+	// all its connections. Messages beyond are dropped and counted, never
+	// answered and never a reason to disconnect (PVXS clients retry).
+	// MessageRate 0 = unlimited.
+	MessageRate  float64
+	MessageBurst int
+	// RateSources bounds the source addresses the limiter remembers
+	// (0 = 65536); RateExempt sources are never limited.
+	RateSources int
+	RateExempt  []netip.Prefix
+	// MaxNamesPerSearch bounds the names taken from one CMD_SEARCH;
+	// extras are dropped and counted. 0 = 4096, negative = no bound
+	// beyond the wire's 65535.
+	MaxNamesPerSearch int
+	// Clock drives the rate limiter; nil = the wall clock.
+	Clock clock.Clock
 }
 
 // Stats counts what the listener did. Metrics are registered elsewhere.
 type Stats struct {
 	Accepted        uint64 // connections served
 	Rejected        uint64 // closed at once: MaxConns reached
+	Denied          uint64 // closed at once: client refused by ClientAllowed
+	RateLimited     uint64 // messages dropped: their source was over MessageRate
+	NamesDropped    uint64 // names beyond MaxNamesPerSearch, dropped
 	Active          int64  // open now
 	Searches        uint64 // CMD_SEARCH messages
 	Names           uint64 // names in them
@@ -88,17 +119,19 @@ type Stats struct {
 
 type counters struct {
 	accepted, rejected, searches, names, claims, responses, pushed, negative,
-	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors atomic.Uint64
+	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
+	denied, rateLimited, namesDropped atomic.Uint64
 	active atomic.Int64
 }
 
 // Server is the name-server listener.
 type Server struct {
-	opt  Options
-	res  Resolver
-	log  *zap.Logger
-	cnt  counters
-	conn pvaconn.Counters
+	opt   Options
+	res   Resolver
+	log   *zap.Logger
+	cnt   counters
+	conn  pvaconn.Counters
+	limit *ratelimit.Limiter // nil: unlimited
 
 	mu     sync.Mutex
 	lns    []*net.TCPListener
@@ -121,7 +154,12 @@ func New(opt Options, r Resolver) *Server {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
+	if opt.MaxNamesPerSearch == 0 {
+		opt.MaxNamesPerSearch = DefaultMaxNamesPerSearch
+	}
 	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]struct{})}
+	s.limit = ratelimit.New(ratelimit.Options{Rate: opt.MessageRate, Burst: opt.MessageBurst,
+		Sources: opt.RateSources, Exempt: opt.RateExempt, Clock: opt.Clock})
 	s.opt.Conn.Role = pvaconn.Server
 	s.opt.Conn.Counters = &s.conn
 	s.opt.Conn.Logger = opt.Logger
@@ -192,6 +230,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// RateStats are the per-source message limiter's counters.
+func (s *Server) RateStats() ratelimit.LimiterStats { return s.limit.Stats() }
+
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	c := &s.cnt
@@ -202,6 +243,7 @@ func (s *Server) Stats() Stats {
 		ZeroEndpoint: c.zeroEndpoint.Load(), ProtocolSkipped: c.protoSkipped.Load(),
 		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
 		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
+		Denied: c.denied.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
 		Conn: s.conn.Stats(),
 	}
 }
@@ -221,6 +263,15 @@ func (s *Server) acceptLoop(ln *net.TCPListener) {
 			// EMFILE and friends: keep serving the connections we have.
 			s.log.Warn("accept failed", zap.Error(err))
 			continue
+		}
+		if allow := s.opt.ClientAllowed; allow != nil {
+			ta, _ := nc.RemoteAddr().(*net.TCPAddr)
+			if ra := ta.AddrPort(); !allow(ra.Addr().Unmap()) {
+				s.cnt.denied.Add(1)
+				s.log.Debug("TCP client refused by the client access list", zap.Stringer("client", ra))
+				nc.Close()
+				continue
+			}
 		}
 		s.mu.Lock()
 		if s.closed || s.cnt.active.Load() >= int64(s.opt.MaxConns) {

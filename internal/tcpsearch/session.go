@@ -33,6 +33,10 @@ type session struct {
 }
 
 func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
+	if !ss.s.limit.Allow(c.Remote().Addr()) {
+		ss.s.cnt.rateLimited.Add(1)
+		return
+	}
 	switch h.Command {
 	case pva.CmdSearch:
 		ss.handleSearch(c, h, payload)
@@ -68,6 +72,10 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		cnt.decodeErrors.Add(1)
 		c.Close() // PVXS disconnects on a malformed search
 		return
+	}
+	if m := ss.s.opt.MaxNamesPerSearch; m > 0 && len(q.Names) > m {
+		cnt.namesDropped.Add(uint64(len(q.Names) - m))
+		q.Names = q.Names[:m]
 	}
 	cnt.searches.Add(1)
 	cnt.names.Add(uint64(len(q.Names)))

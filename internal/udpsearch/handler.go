@@ -4,8 +4,11 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"go.uber.org/zap"
+
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/ratelimit"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
@@ -59,6 +62,9 @@ type handler struct {
 
 	allowed map[netip.Addr]bool // nil: answer from any local address
 
+	limit *ratelimit.Limiter    // searches per client; nil: unlimited
+	refl  *ratelimit.Reflection // reply bytes per destination; nil: no cap
+
 	search pva.Search
 	resp   pva.SearchResponse
 	beacon pva.Beacon
@@ -68,6 +74,10 @@ type handler struct {
 
 func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out sender) *handler {
 	h := &handler{o: o, st: st, ifs: ifs, out: out, buf: make([]byte, 0, 2048)}
+	h.limit = ratelimit.New(ratelimit.Options{Rate: o.SearchRate, Burst: o.SearchBurst,
+		Sources: o.RateSources, Exempt: o.LimitExempt, Clock: o.Clock})
+	h.refl = ratelimit.NewReflection(ratelimit.ReflectionOptions{Ratio: o.ReflectionRatio,
+		Window: o.ReflectionWindow, Sources: o.RateSources, Exempt: o.LimitExempt, Clock: o.Clock})
 	if len(o.Interfaces) > 0 {
 		h.allowed = map[netip.Addr]bool{}
 		for _, a := range o.Interfaces {
@@ -225,6 +235,25 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		h.st.dropNotOurInterface.Add(1)
 		return
 	}
+	if allow := h.o.ClientAllowed; allow != nil && (!allow(client.Addr()) || (to != client.Addr() && !allow(to))) {
+		h.st.dropDenied.Add(1)
+		if ce := h.o.Logger.Check(zap.DebugLevel, "UDP search refused by the client access list"); ce != nil {
+			ce.Write(zap.Stringer("client", client), zap.Stringer("reply_to", to))
+		}
+		return
+	}
+	// Credited to where the replies go, whoever sent it: a spoofed source
+	// or reply address can then get at most ReflectionRatio × its own
+	// bytes sent to its victim.
+	h.refl.Received(to, len(msg))
+	if !h.limit.Allow(client.Addr()) {
+		h.st.dropRateLimited.Add(1)
+		return
+	}
+	if m := h.o.MaxNamesPerSearch; m > 0 && len(s.Names) > m {
+		h.st.namesDropped.Add(uint64(len(s.Names) - m))
+		s.Names = s.Names[:m]
+	}
 	dest := netip.AddrPortFrom(to, s.ReplyPort)
 	if s.IsDiscovery() {
 		if s.MustReply() {
@@ -289,6 +318,10 @@ func (h *handler) sendNegative(dest netip.AddrPort, from netip.Addr, pin int) {
 }
 
 func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin int) {
+	if !h.refl.Reply(dest.Addr(), len(h.buf)) {
+		h.st.reflectionCapped.Add(1)
+		return
+	}
 	h.st.responses.Add(1)
 	h.out.reply(h.buf, dest, from, pin)
 }

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 )
@@ -15,6 +17,8 @@ const (
 	DefaultBatch            = 16
 	DefaultInterfaceRefresh = 30 * time.Second
 	maxDatagram             = 1 << 16
+	// DefaultMaxNamesPerSearch bounds the names taken from one search.
+	DefaultMaxNamesPerSearch = 4096
 )
 
 // ForwardGroup is the loopback multicast group unicast searches are
@@ -71,6 +75,34 @@ type Options struct {
 	// also re-read, at most once a second, when a datagram arrives on an
 	// unknown interface); 0 = 30 s, negative = never.
 	InterfaceRefresh time.Duration
+
+	// ClientAllowed is the client access list. A search is dropped
+	// (counted, logged at debug) when it refuses the client (the datagram
+	// source, or for a forwarded search the client named in it) or the
+	// reply destination. Nil allows everyone.
+	ClientAllowed func(netip.Addr) bool
+	// SearchRate and SearchBurst limit the searches answered per second
+	// per client address (discovery pings included); beyond them searches
+	// are dropped and counted. SearchRate 0 = unlimited. Forwarding a
+	// unicast search to the loopback group is not limited: it is local and
+	// other servers on the host are owed it.
+	SearchRate  float64
+	SearchBurst int
+	// ReflectionRatio caps the reply bytes sent to an address at this
+	// multiple of the search bytes whose replies go to it, received within
+	// ReflectionWindow: pvans never amplifies a spoofed search by more
+	// than the ratio. 0 = no cap; ReflectionWindow 0 = 10 s.
+	ReflectionRatio  float64
+	ReflectionWindow time.Duration
+	// LimitExempt addresses are neither rate limited nor capped.
+	LimitExempt []netip.Prefix
+	// RateSources bounds the addresses each limiter remembers; 0 = 65536.
+	RateSources int
+	// MaxNamesPerSearch bounds the names taken from one search; extras
+	// are dropped and counted. 0 = 4096, negative = no bound.
+	MaxNamesPerSearch int
+	// Logger receives debug lines for refused clients; nil = none.
+	Logger *zap.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -91,5 +123,11 @@ func (o *Options) setDefaults() {
 	}
 	if o.InterfaceRefresh == 0 {
 		o.InterfaceRefresh = DefaultInterfaceRefresh
+	}
+	if o.MaxNamesPerSearch == 0 {
+		o.MaxNamesPerSearch = DefaultMaxNamesPerSearch
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/ratelimit"
 )
 
 // Server is pvans on the search port: one shared wildcard socket, a client
@@ -121,6 +122,12 @@ func (s *Server) ClientAddr() netip.AddrPort {
 
 // Stats returns the counters.
 func (s *Server) Stats() Stats { return s.st.snapshot() }
+
+// LimitStats are the search-rate limiter's and the reflection cap's own
+// counters (sources remembered, evictions); zero when they are off.
+func (s *Server) LimitStats() (ratelimit.LimiterStats, ratelimit.ReflectionStats) {
+	return s.h.limit.Stats(), s.h.refl.Stats()
+}
 
 // SendSearch sends one finished CMD_SEARCH datagram (a discovery ping or a
 // search-through search, built by the caller with its own reply port from

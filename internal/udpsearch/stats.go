@@ -36,6 +36,10 @@ type Stats struct {
 	DropReplyAddr        uint64 // reply port 0, or reply address multicast/broadcast/unspecified
 	DropNotOurInterface  uint64 // reply would come from an address outside Options.Interfaces
 	DropNoTCP            uint64 // search whose protocol list has no protocol pvans can answer
+	DropDenied           uint64 // client or reply destination refused by the client access list
+	DropRateLimited      uint64 // client over its search rate
+	ReflectionCapped     uint64 // replies not sent: the destination's reflection budget was spent
+	NamesDropped         uint64 // names beyond MaxNamesPerSearch
 }
 
 type counters struct {
@@ -47,6 +51,7 @@ type counters struct {
 	dropMulticastSource, dropUnknownInterface, dropTruncated, dropMalformed, dropControl atomic.Uint64
 	dropCommand, dropTagNotForwarded, dropSecondTag, dropTagForeign, dropTagNotSearch    atomic.Uint64
 	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface, dropNoTCP        atomic.Uint64
+	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -64,5 +69,7 @@ func (c *counters) snapshot() Stats {
 		DropTagNotSearch: c.dropTagNotSearch.Load(), DropForwardedZero: c.dropForwardedZero.Load(),
 		DropIgnored: c.dropIgnored.Load(), DropReplyAddr: c.dropReplyAddr.Load(),
 		DropNotOurInterface: c.dropNotOurInterface.Load(), DropNoTCP: c.dropNoTCP.Load(),
+		DropDenied: c.dropDenied.Load(), DropRateLimited: c.dropRateLimited.Load(),
+		ReflectionCapped: c.reflectionCapped.Load(), NamesDropped: c.namesDropped.Load(),
 	}
 }
