@@ -359,7 +359,7 @@ func (d *Daemon) startHTTP() error {
 	}
 	d.httpLn = ln
 	h := httpapi.Handler(httpapi.Options{
-		Registry: regView{d.Registry},
+		Registry: regView{d.Registry, d.Tracker},
 		Events:   d.Events,
 		Metrics:  d.Metrics.Handler(),
 		Ready:    d.Ready,

@@ -255,3 +255,29 @@ func TestRestartWithNewGUID(t *testing.T) {
 		t.Fatalf("answered with %s, want new GUID %s", a[0].GUID, nu)
 	}
 }
+
+// A server's last sighting follows its beacons, not only its first one.
+func TestLastSeenFollowsBeacons(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	site, err := sim.Start(ctx, sim.Options{Names: [][]string{{"ls:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+		BeaconInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer site.Close()
+	g := site.Server(0).GUID
+	view := regView{d.Registry, d.Tracker}
+	waitFor(t, 5*time.Second, "server registered", func() bool { _, ok := view.Server(g); return ok })
+	first, _ := view.Server(g)
+	waitFor(t, 5*time.Second, "last_seen to move with later beacons", func() bool {
+		s, _ := view.Server(g)
+		return s.LastSeen.Sub(first.LastSeen) >= 100*time.Millisecond
+	})
+	if ss := view.Servers(); len(ss) != 1 || !ss[0].LastSeen.After(first.LastSeen) {
+		t.Fatalf("Servers() last seen not refreshed: %+v", ss)
+	}
+}

@@ -186,8 +186,35 @@ func (a tcpResolver) NewClient(push func(resolver.Group)) tcpsearch.Waiter {
 
 var _ udpsearch.BeaconSink = beaconFilter{}
 
-// regView adapts the registry to the HTTP API.
-type regView struct{ *registry.Registry }
+// regView adapts the registry to the HTTP API. Beacons refresh only the
+// tracker (touching the registry for each would take its writer lock at
+// beacon rate), so a server's last sighting is the later of the two.
+type regView struct {
+	*registry.Registry
+	tr *beacon.Tracker
+}
+
+func (v regView) lastSeen(s *registry.ServerInfo) {
+	if e, ok := v.tr.Lookup(s.Addr, s.Protocol); ok && e.GUID == s.GUID && e.LastSeen.After(s.LastSeen) {
+		s.LastSeen = e.LastSeen
+	}
+}
+
+func (v regView) Servers() []registry.ServerInfo {
+	ss := v.Registry.Servers()
+	for i := range ss {
+		v.lastSeen(&ss[i])
+	}
+	return ss
+}
+
+func (v regView) Server(g pva.GUID) (registry.ServerInfo, bool) {
+	s, ok := v.Registry.Server(g)
+	if ok {
+		v.lastSeen(&s)
+	}
+	return s, ok
+}
 
 func (v regView) Name(name string) (registry.NameInfo, bool) {
 	h, ok := v.Registry.LookupName(name)

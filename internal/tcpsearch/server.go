@@ -96,31 +96,34 @@ type Options struct {
 
 // Stats counts what the listener did. Metrics are registered elsewhere.
 type Stats struct {
-	Accepted        uint64 // connections served
-	Rejected        uint64 // closed at once: MaxConns reached
-	Denied          uint64 // closed at once: client refused by ClientAllowed
-	RateLimited     uint64 // messages dropped: their source was over MessageRate
-	NamesDropped    uint64 // names beyond MaxNamesPerSearch, dropped
-	Active          int64  // open now
-	Searches        uint64 // CMD_SEARCH messages
-	Names           uint64 // names in them
-	Claims          uint64 // CIDs answered found=1 (direct and pushed)
-	Responses       uint64 // positive CMD_SEARCH_RESPONSE sent directly
-	Pushed          uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
-	Negative        uint64 // found=0 replies (MustReply, discovery ping)
-	ZeroEndpoint    uint64 // claims skipped: the registry had a zero address or port
-	ProtocolSkipped uint64 // claims skipped: server protocol not in the client's list
-	DecodeErrors    uint64 // malformed searches (connection closed, as PVXS does)
-	ChannelsRefused uint64 // CREATE_CHANNEL refused
-	Ignored         uint64 // other application messages drained and ignored
-	SendErrors      uint64 // replies dropped because the connection was closing or full
-	Conn            pvaconn.Stats
+	Accepted     uint64 // connections served
+	Rejected     uint64 // closed at once: MaxConns reached
+	Denied       uint64 // closed at once: client refused by ClientAllowed
+	RateLimited  uint64 // messages dropped: their source was over MessageRate
+	NamesDropped uint64 // names beyond MaxNamesPerSearch, dropped
+	Active       int64  // open now
+	Searches     uint64 // CMD_SEARCH messages
+	Names        uint64 // names in them
+	Claims       uint64 // CIDs answered found=1 (direct and pushed)
+	Responses    uint64 // positive CMD_SEARCH_RESPONSE sent directly
+	Pushed       uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
+	Negative     uint64 // found=0 replies (MustReply, discovery ping)
+	ZeroEndpoint uint64 // claims skipped: the registry had a zero address or port
+	// LoopbackRewritten counts claims for a server known by a loopback
+	// address, sent to a remote client with address "any" (see appendClaim).
+	LoopbackRewritten uint64
+	ProtocolSkipped   uint64 // claims skipped: server protocol not in the client's list
+	DecodeErrors      uint64 // malformed searches (connection closed, as PVXS does)
+	ChannelsRefused   uint64 // CREATE_CHANNEL refused
+	Ignored           uint64 // other application messages drained and ignored
+	SendErrors        uint64 // replies dropped because the connection was closing or full
+	Conn              pvaconn.Stats
 }
 
 type counters struct {
 	accepted, rejected, searches, names, claims, responses, pushed, negative,
 	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
-	denied, rateLimited, namesDropped atomic.Uint64
+	denied, rateLimited, namesDropped, loopbackRewritten atomic.Uint64
 	active atomic.Int64
 }
 
@@ -240,7 +243,7 @@ func (s *Server) Stats() Stats {
 		Accepted: c.accepted.Load(), Rejected: c.rejected.Load(), Active: c.active.Load(),
 		Searches: c.searches.Load(), Names: c.names.Load(), Claims: c.claims.Load(),
 		Responses: c.responses.Load(), Pushed: c.pushed.Load(), Negative: c.negative.Load(),
-		ZeroEndpoint: c.zeroEndpoint.Load(), ProtocolSkipped: c.protoSkipped.Load(),
+		ZeroEndpoint: c.zeroEndpoint.Load(), LoopbackRewritten: c.loopbackRewritten.Load(), ProtocolSkipped: c.protoSkipped.Load(),
 		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
 		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
 		Denied: c.denied.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
@@ -285,7 +288,11 @@ func (s *Server) acceptLoop(ln *net.TCPListener) {
 		s.cnt.active.Add(1)
 		s.cnt.accepted.Add(1)
 		// Serve under mu: Closed (which deletes) cannot run before the add.
-		c := pvaconn.Serve(nc, s.opt.Conn, &session{s: s})
+		ss := &session{s: s}
+		if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+			ss.remoteLoopback = ta.AddrPort().Addr().Unmap().IsLoopback()
+		}
+		c := pvaconn.Serve(nc, s.opt.Conn, ss)
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 	}

@@ -26,6 +26,9 @@ type session struct {
 
 	lastSeq atomic.Uint32 // echoed in pushed replies: PVXS correlates by CID only
 	wantTLS atomic.Bool   // some search listed "tls": pushed "tls" endpoints are relayed
+	// remoteLoopback: the client is on this host, so a server known by a
+	// loopback address can be named as such.
+	remoteLoopback bool
 
 	pushMu   sync.Mutex
 	pushResp pva.SearchResponse
@@ -110,7 +113,7 @@ func (ss *session) answer(out []byte, q *pva.Search, flags uint8, localPort uint
 		ss.s.res.Lookup(q.Names, b)
 		for i := range b.Groups {
 			var ok bool
-			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls)
+			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls, ss.remoteLoopback)
 			if ok {
 				cnt.responses.Add(1)
 			}
@@ -132,7 +135,7 @@ func (ss *session) answer(out []byte, q *pva.Search, flags uint8, localPort uint
 func (ss *session) push(c *pvaconn.Conn, g Group) {
 	ss.pushMu.Lock()
 	defer ss.pushMu.Unlock()
-	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, ss.wantTLS.Load())
+	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, ss.wantTLS.Load(), ss.remoteLoopback)
 	ss.pushBuf = out
 	if !ok {
 		return
@@ -148,7 +151,13 @@ func (ss *session) push(c *pvaconn.Conn, g Group) {
 // nothing when the claim must not be relayed: a zero address or port would
 // tell a PVXS client to open the channel on pvans itself, and a protocol the
 // client did not list ("tls" to an upstream PVXS) would be useless to it.
-func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK bool) ([]byte, bool) {
+//
+// A server on pvans's own host that announced itself over loopback is
+// known as 127.0.0.1:port, which means nothing to a client elsewhere. For
+// such a client the address is sent as "any" with the real port: a PVXS
+// client then connects to the name server's address (the one it reached
+// pvans on) at that port, which is the same host (wire-notes §4.1).
+func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK, clientLoopback bool) ([]byte, bool) {
 	if len(g.CIDs) == 0 {
 		return out, false
 	}
@@ -172,7 +181,12 @@ func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq
 		s.cnt.zeroEndpoint.Add(1)
 		return out, false
 	}
-	*m = pva.SearchResponse{GUID: ep.GUID, Seq: seq, Addr: pva.AddressFrom(ip), Port: ep.Addr.Port(),
+	addr := pva.AddressFrom(ip)
+	if ip.Unmap().IsLoopback() && !clientLoopback {
+		addr = pva.AnyIPv4
+		s.cnt.loopbackRewritten.Add(1)
+	}
+	*m = pva.SearchResponse{GUID: ep.GUID, Seq: seq, Addr: addr, Port: ep.Addr.Port(),
 		Protocol: proto, Found: true, CIDs: g.CIDs}
 	s.cnt.claims.Add(uint64(len(g.CIDs)))
 	return pva.AppendSearchResponse(out, flags, m), true
