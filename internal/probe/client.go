@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -78,8 +79,11 @@ type client struct {
 	waiters map[waitKey]chan result
 	sid     uint32
 	haveSID bool
-	dead    bool
 	guid    chan pva.GUID // first TCP discovery ping reply
+
+	// dead is set (under mu, with the waiters flushed) when the connection
+	// closes; the prober reads it under its own lock, hence atomic.
+	dead atomic.Bool
 
 	// Guarded by Prober.mu: set once the connection is the server's watch
 	// connection.
@@ -131,7 +135,7 @@ func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 // Closed implements pvaconn.Closer.
 func (cl *client) Closed(c *pvaconn.Conn, err error) {
 	cl.mu.Lock()
-	cl.dead = true
+	cl.dead.Store(true)
 	ws := cl.waiters
 	cl.waiters = map[waitKey]chan result{}
 	cl.mu.Unlock()
@@ -155,7 +159,7 @@ func (cl *client) deliver(k waitKey, r result) {
 func (cl *client) send(k waitKey, wait bool, msg []byte) (chan result, error) {
 	var ch chan result
 	cl.mu.Lock()
-	if cl.dead {
+	if cl.dead.Load() {
 		cl.mu.Unlock()
 		return nil, errConnLost
 	}

@@ -592,7 +592,7 @@ func (p *Prober) attempt(s *server) outcome {
 		}
 		cl.established = true
 		s.cl = cl
-		dead := cl.dead
+		dead := cl.dead.Load()
 		if dead {
 			s.cl = nil
 		}
@@ -658,7 +658,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		s.failures++
 		s.state = StateFailed
 		s.lastErr = o.connErr.Error()
-		if s.cl != nil && s.cl.dead {
+		if s.cl != nil && s.cl.dead.Load() {
 			s.cl = nil
 		}
 		if s.cl != nil {

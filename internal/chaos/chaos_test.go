@@ -1,0 +1,465 @@
+//go:build linux
+
+package chaos
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+var pvansBeaconDest = netip.AddrPortFrom(pvansServerAddr, pvansUDPPort)
+
+// echoInterval is the probe ECHO period the chaos tests give pvans
+// (default 15 s) so a silent death is seen in seconds, not half a minute;
+// PVANS_CHAOS_DEFAULT_ECHO=1 keeps the default.
+func echoArgs() []string {
+	if os.Getenv("PVANS_CHAOS_DEFAULT_ECHO") != "" {
+		return nil
+	}
+	return []string{"--probe-echo-interval", "2s"}
+}
+
+func echoInterval() time.Duration {
+	if os.Getenv("PVANS_CHAOS_DEFAULT_ECHO") != "" {
+		return 15 * time.Second
+	}
+	return 2 * time.Second
+}
+
+// allHeld waits until every name of sp is answered by the API with its
+// server's GUID.
+func (tp *topo) allHeld(t *testing.T, d time.Duration, sp *simProc) time.Duration {
+	t.Helper()
+	names := sp.spec.allNames()
+	return waitFor(t, d, sp.name+": every name registered", func() bool {
+		for _, n := range names {
+			if tp.holder(n) != sp.guidOf(n) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// An IOC restarting with a new GUID: clients are sent to the new instance,
+// and once pvans answers with the new GUID it never answers with the old
+// one again. Checked twice: with a pause (pvans sees the old instance go
+// first) and with an immediate restart on the same ports.
+func TestIOCRestartNewGUID(t *testing.T) {
+	tp := newTopo(t)
+	tp.startPvans(t, echoArgs()...)
+	spec := simSpec{Host: iocA, Prefix: "rst", Servers: 2, Names: 20, TCPPort: 5075, UDPPort: 5076,
+		Beacon: pvansBeaconDest, BeaconInterval: time.Second}
+	ioc := tp.startSim(t, "ioc", spec)
+	tp.allHeld(t, 15*time.Second, ioc)
+	names := spec.allNames()
+	name := spec.names(1)[3]
+
+	ans, err := tp.query([]string{name}, 3*time.Second)
+	if err != nil || ans[name].GUID.String() != ioc.guids[1] || ans[name].Endpoint.String() != ioc.tcp[1] {
+		t.Fatalf("before restart: %+v, %v; want %s at %s", ans, err, ioc.guids[1], ioc.tcp[1])
+	}
+
+	// Restart with a pause: kill, wait until pvans dropped the names, start.
+	killed := time.Now()
+	ioc.kill()
+	waitFor(t, 5*time.Second, "names of the killed IOC gone", func() bool { return tp.holder(name) == "" })
+	t.Logf("SIGKILL → names gone after %s", time.Since(killed))
+	started := time.Now()
+	ioc2 := tp.startSim(t, "ioc restarted", spec)
+	newAt := tp.pollNewGUID(t, name, ioc.guids[1], ioc2.guids[1], started)
+	t.Logf("restart (after %s down) → new GUID answered %s after the new process started", started.Sub(killed).Round(time.Millisecond), newAt)
+	tp.noStale(t, names, ioc2, ioc.guids)
+
+	// Immediate restart: the old instance's close and the new beacon race.
+	ioc2.kill()
+	started = time.Now()
+	ioc3 := tp.startSim(t, "ioc restarted again", spec)
+	newAt = tp.pollNewGUID(t, name, ioc2.guids[1], ioc3.guids[1], started)
+	t.Logf("immediate restart → new GUID answered %s after the new process started", newAt)
+	tp.noStale(t, names, ioc3, append(ioc.guids, ioc2.guids...))
+	for _, s := range tp.servers(t) {
+		for _, g := range append(ioc.guids, ioc2.guids...) {
+			if s.GUID == g {
+				t.Errorf("old instance %s still registered: %+v", g, s)
+			}
+		}
+	}
+}
+
+// pollNewGUID queries name over TCP on fresh connections until the new
+// GUID answers; an old-GUID answer is allowed only before that.
+func (tp *topo) pollNewGUID(t *testing.T, name, old, nu string, since time.Time) time.Duration {
+	t.Helper()
+	if old == nu {
+		t.Fatal("restart kept the GUID")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		ans, err := tp.query([]string{name}, 300*time.Millisecond)
+		if err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		if a, ok := ans[name]; ok && a.GUID.String() == nu {
+			return time.Since(since)
+		}
+	}
+	t.Fatalf("new GUID %s not answered for %s within 15 s", nu, name)
+	return 0
+}
+
+// noStale queries every name a few times over TCP and via the API: all
+// must name the new instance.
+func (tp *topo) noStale(t *testing.T, names []string, now *simProc, old []string) {
+	t.Helper()
+	for round := 0; round < 5; round++ {
+		ans, err := tp.query(names, 3*time.Second)
+		if err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		for _, n := range names {
+			a, ok := ans[n]
+			switch {
+			case !ok:
+				t.Errorf("round %d: %s unanswered after the restart was seen", round, n)
+			case a.GUID.String() != now.guidOf(n):
+				t.Errorf("round %d: stale answer for %s: GUID %s, want %s (old: %v)", round, n, a.GUID, now.guidOf(n), old)
+			}
+		}
+		if h := tp.holder(names[round]); h != now.guidOf(names[round]) {
+			t.Errorf("API holder of %s = %s, want %s", names[round], h, now.guidOf(names[round]))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cutScript drops every packet between pvans and addr, both ways, in the
+// pvans namespace: the IOC is silently gone.
+func cutScript(addr netip.Addr) string {
+	return fmt.Sprintf(`table inet pvanscut {
+	chain in { type filter hook input priority 0; policy accept; ip saddr %[1]s drop; }
+	chain out { type filter hook output priority 0; policy accept; ip daddr %[1]s drop; }
+}
+`, addr)
+}
+
+// An IOC killed with SIGKILL (its TCP connections close) leaves the
+// registry in well under a second; one cut off silently (nft drops its
+// traffic) leaves it when the probe's echoes go unanswered.
+func TestIOCDeath(t *testing.T) {
+	requireNetns(t)
+	requireNft(t)
+	tp := newTopo(t)
+	tp.startPvans(t, echoArgs()...)
+	killed := tp.startSim(t, "ioc killed", simSpec{Host: iocA, Prefix: "killed", Servers: 1, Names: 20,
+		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	silent := tp.startSim(t, "ioc silent", simSpec{Host: iocB, Prefix: "silent", Servers: 1, Names: 20,
+		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	tp.allHeld(t, 15*time.Second, killed)
+	tp.allHeld(t, 15*time.Second, silent)
+
+	allGone := func(sp *simProc) func() bool {
+		return func() bool {
+			for _, n := range sp.spec.allNames() {
+				if tp.holder(n) != "" {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	start := time.Now()
+	killed.kill()
+	waitFor(t, 5*time.Second, "names of the SIGKILLed IOC gone", allGone(killed))
+	took := time.Since(start)
+	t.Logf("SIGKILL → all 20 names gone after %s (poll granularity ~20 ms plus 20 API calls)", took)
+	if took > time.Second {
+		t.Errorf("clean close took %s to remove the names, want under 1 s", took)
+	}
+	if ans, _ := tp.query(killed.spec.names(0)[:3], 300*time.Millisecond); len(ans) != 0 {
+		t.Errorf("killed IOC's names still answered over TCP: %+v", ans)
+	}
+
+	start = time.Now()
+	tp.p.nft(t, cutScript(iocB))
+	waitFor(t, 40*time.Second, "names of the silent IOC gone", allGone(silent))
+	took = time.Since(start)
+	iv := echoInterval()
+	t.Logf("silent cut → all names gone after %s (probe echo interval %s)", took, iv)
+	if took > 30*time.Second {
+		t.Errorf("silent death took %s, want under 30 s", took)
+	}
+	if took > 3*iv+2*time.Second {
+		t.Errorf("silent death took %s, want within about 2 echo intervals (%s)", took, 2*iv)
+	}
+	if ans, _ := tp.query(silent.spec.names(0)[:3], 300*time.Millisecond); len(ans) != 0 {
+		t.Errorf("silent IOC's names still answered over TCP: %+v", ans)
+	}
+}
+
+// lossScript drops pct % of the packets in each direction on iface.
+func lossScript(iface string, pct int) string {
+	return fmt.Sprintf(`table inet pvansloss {
+	chain in { type filter hook input priority 0; policy accept; iifname "%[1]s" numgen random mod 100 < %[2]d drop; }
+	chain out { type filter hook output priority 0; policy accept; oifname "%[1]s" numgen random mod 100 < %[2]d drop; }
+}
+`, iface, pct)
+}
+
+// With 20 % packet loss each way on pvans' server-net interface (tc netem
+// is not available; nft drops at random), the registry still learns every
+// name, and search-through still finds names of servers that never
+// beacon.
+func TestLossyServerNet(t *testing.T) {
+	requireNetns(t)
+	requireNft(t)
+	tp := newTopo(t)
+	tp.p.nft(t, lossScript(tp.pToS, 20))
+	hiddenSpec := simSpec{Host: iocB, Prefix: "hidden", Servers: 2, Names: 10, TCPPort: 5075, UDPPort: 5076}
+	// No discovery at start: the hidden servers are found only by search-through.
+	tp.startPvans(t, append(echoArgs(), "--search-through", "--discovery-at-start=false",
+		"--addr-list", netip.AddrPortFrom(iocB, hiddenSpec.UDPPort).String())...)
+	ioc := tp.startSim(t, "iocs", simSpec{Host: iocA, Prefix: "lossy", Servers: 10, Names: 50,
+		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	hidden := tp.startSim(t, "hidden iocs", hiddenSpec)
+
+	took := waitFor(t, 60*time.Second, "500 names registered through the lossy net", func() bool {
+		code, b := tp.get("/v1/names?match=lossy:*&limit=10000")
+		var ns []struct{ Name, GUID string }
+		if code != 200 || json.Unmarshal(b, &ns) != nil || len(ns) != 500 {
+			return false
+		}
+		for _, n := range ns {
+			if n.GUID != ioc.guidOf(n.Name) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("registry converged (10 servers, 500 names, right holders) %s after the IOCs started, with 20%% loss each way", took)
+
+	names := hiddenSpec.allNames()
+	for _, n := range names {
+		if h := tp.holder(n); h != "" {
+			t.Fatalf("%s already registered (by %s) before any client asked: the test would not show search-through", n, h)
+		}
+	}
+	// The ring retries like a PVXS client (attempt n waits n s), so a run
+	// of lost datagrams costs 1+2+3+… s; 45 s covers eight in a row.
+	qStart := time.Now()
+	ans, err := tp.query(names, 45*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slowest time.Duration
+	for _, n := range names {
+		a, ok := ans[n]
+		if !ok {
+			t.Errorf("search-through did not resolve %s within 45 s", n)
+			continue
+		}
+		if a.GUID.String() != hidden.guidOf(n) {
+			t.Errorf("%s answered by %s, want %s", n, a.GUID, hidden.guidOf(n))
+		}
+		slowest = max(slowest, a.At)
+	}
+	t.Logf("search-through resolved %d/%d hidden names; slowest after %s (query took %s)", len(ans), len(names), slowest, time.Since(qStart))
+	if c := tp.metric(t, "pvans_searchring_datagrams_total"); c <= 0 {
+		t.Errorf("search ring sent no datagrams (%v): the names were not found by search-through", c)
+	}
+}
+
+// pvans killed with SIGKILL and restarted: the periodic snapshot answers
+// clients at once; a server that died while pvans was down (cut off
+// silently, so no probe can refuse it) is dropped when the confirmation
+// window ends, and nothing unverified is left after it.
+func TestPvansKillRestartSnapshot(t *testing.T) {
+	requireNetns(t)
+	requireNft(t)
+	tp := newTopo(t)
+	const window = 3 * time.Second
+	snap := filepath.Join(tp.dir, "registry.snapshot")
+	args := append(echoArgs(), "--snapshot-path", snap, "--snapshot-interval", "1s", "--snapshot-unverified-window", window.String())
+	p1 := tp.startPvans(t, args...)
+	alive := tp.startSim(t, "ioc alive", simSpec{Host: iocA, Prefix: "alive", Servers: 2, Names: 20,
+		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	dead := tp.startSim(t, "ioc dead", simSpec{Host: iocB, Prefix: "dead", Servers: 1, Names: 20,
+		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	tp.allHeld(t, 15*time.Second, alive)
+	tp.allHeld(t, 15*time.Second, dead)
+	registered := time.Now()
+	waitFor(t, 5*time.Second, "a snapshot written after registration", func() bool {
+		st, err := os.Stat(snap)
+		return err == nil && st.Size() > 0 && st.ModTime().After(registered)
+	})
+	p1.kill()
+	tp.p.nft(t, cutScript(iocB)) // the dead IOC vanishes while pvans is down
+
+	started := time.Now()
+	startIn(t, tp.p, "pvans restarted", nil, pvansBinary(t), pvansArgs(args...)...)
+	aName, dName := alive.spec.names(1)[7], dead.spec.names(0)[5]
+	var first time.Duration
+	for {
+		ans, err := tp.query([]string{aName, dName}, 200*time.Millisecond)
+		if err == nil && len(ans) == 2 {
+			first = time.Since(started)
+			if ans[aName].GUID.String() != alive.guidOf(aName) || ans[dName].GUID.String() != dead.guidOf(dName) {
+				t.Fatalf("snapshot answers %+v, want %s and %s", ans, alive.guidOf(aName), dead.guidOf(dName))
+			}
+			break
+		}
+		if time.Since(started) > window {
+			t.Fatalf("snapshot did not answer within the confirmation window (%s): %+v %v", window, ans, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("restart → snapshot answers (alive and dead IOC) %s after the process started", first)
+
+	waitFor(t, window+5*time.Second, "dead IOC's names gone", func() bool { return tp.holder(dName) == "" })
+	t.Logf("dead IOC's names dropped %s after the restart (window %s)", time.Since(started), window)
+	time.Sleep(time.Until(started.Add(window + 2*time.Second)))
+	for _, s := range tp.servers(t) {
+		if !s.Verified {
+			t.Errorf("unverified server survived the %s window: %+v", window, s)
+		}
+		if s.GUID == dead.guids[0] {
+			t.Errorf("dead IOC still registered: %+v", s)
+		}
+	}
+	if u := tp.metric(t, "pvans_registry_unverified_servers"); u != 0 {
+		t.Errorf("pvans_registry_unverified_servers = %v after the window", u)
+	}
+	for _, n := range alive.spec.allNames() {
+		if h := tp.holder(n); h != alive.guidOf(n) {
+			t.Errorf("%s held by %q after the window, want %s", n, h, alive.guidOf(n))
+		}
+	}
+	if ans, _ := tp.query(dead.spec.names(0)[:3], 300*time.Millisecond); len(ans) != 0 {
+		t.Errorf("dead IOC still answered over TCP after the window: %+v", ans)
+	}
+}
+
+// A storm of 50,000 beacons with distinct GUIDs and endpoints: the
+// tracking limit holds, the daemon's memory stays bounded, and real
+// names are still answered during and after the storm.
+func TestBeaconStorm(t *testing.T) {
+	const limit, storm, rate = 1000, 50000, 20000 // beacons, beacons per second
+	tp := newTopo(t)
+	pv := tp.startPvans(t, append(echoArgs(), "--registry-max-servers", fmt.Sprint(limit))...)
+	ioc := tp.startSim(t, "iocs", simSpec{Host: iocA, Prefix: "real", Servers: 3, Names: 20,
+		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	tp.allHeld(t, 15*time.Second, ioc)
+	names := ioc.spec.allNames()
+	rss0 := pv.rssKB(t)
+
+	var conn *net.UDPConn
+	if err := tp.s.do(func() (err error) {
+		conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(stormAddr, 0)))
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	// Valid traffic during the storm: a TCP query every 100 ms.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var asked, answered atomic.Int64
+	var worst atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			n := names[i%len(names)]
+			t0 := time.Now()
+			asked.Add(1)
+			ans, err := tp.query([]string{n}, 2*time.Second)
+			if a, ok := ans[n]; err == nil && ok && a.GUID.String() == ioc.guidOf(n) {
+				answered.Add(1)
+				if d := int64(time.Since(t0)); d > worst.Load() {
+					worst.Store(d)
+				}
+			}
+		}
+	}()
+
+	dst := pvansBeaconDest
+	b := pva.Beacon{Addr: pva.AnyIPv4, Protocol: "tcp"}
+	var buf []byte
+	begin := time.Now()
+	var sendErrs int
+	for i := 0; i < storm; i++ {
+		binary.BigEndian.PutUint32(b.GUID[:4], 0xC4A05000)
+		binary.BigEndian.PutUint64(b.GUID[4:], uint64(i))
+		b.Port = uint16(10000 + i) // a distinct endpoint each: stormAddr:port
+		b.Sequence = uint8(i)
+		buf = pva.AppendBeacon(buf[:0], 0, &b)
+		if _, err := conn.WriteToUDPAddrPort(buf, dst); err != nil {
+			sendErrs++
+		}
+		if i%500 == 499 { // pace to the rate
+			if d := time.Until(begin.Add(time.Duration(i+1) * time.Second / rate)); d > 0 {
+				time.Sleep(d)
+			}
+		}
+	}
+	sent := time.Since(begin)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	wg.Wait()
+	rss1 := pv.rssKB(t)
+
+	dropped := tp.metric(t, `pvans_beacon_events_total{kind="dropped"}`)
+	tracked := tp.metric(t, "pvans_beacon_servers")
+	overflow := tp.metric(t, `pvans_udp_drops_total{reason="rx_overflow"}`)
+	srv := tp.servers(t)
+	t.Logf("storm: %d beacons in %s (%d send errors); tracked %v, dropped %v, rx_overflow %v, /v1/servers %d",
+		storm, sent.Round(time.Millisecond), sendErrs, tracked, dropped, overflow, len(srv))
+	t.Logf("pvans RSS %d KiB before, %d KiB after (+%d KiB)", rss0, rss1, rss1-rss0)
+	t.Logf("during the storm %d/%d TCP queries answered with the right server; slowest %s",
+		answered.Load(), asked.Load(), time.Duration(worst.Load()).Round(time.Millisecond))
+	if tracked > limit || len(srv) > limit {
+		t.Errorf("tracking limit %d broken: tracked %v, registry %d", limit, tracked, len(srv))
+	}
+	if tracked < limit-10 {
+		t.Errorf("tracked %v: the storm did not reach the limit (was it received?)", tracked)
+	}
+	if dropped < storm/2 {
+		t.Errorf("dropped %v beacons at the limit, want most of the %d", dropped, storm)
+	}
+	if rss1-rss0 > 150<<10 {
+		t.Errorf("RSS grew by %d KiB during the storm, want under 150 MiB", rss1-rss0)
+	}
+	if asked.Load() == 0 || answered.Load() != asked.Load() {
+		t.Errorf("valid queries during the storm: %d of %d answered", answered.Load(), asked.Load())
+	}
+	ans, err := tp.query(names, 3*time.Second)
+	if err != nil || len(ans) != len(names) {
+		t.Errorf("after the storm %d/%d real names answered (%v)", len(ans), len(names), err)
+	}
+	for n, a := range ans {
+		if a.GUID.String() != ioc.guidOf(n) {
+			t.Errorf("%s answered by %s, want %s", n, a.GUID, ioc.guidOf(n))
+		}
+	}
+	if strings.Contains(pv.output(), `"level":"panic"`) || strings.Contains(pv.output(), "goroutine ") {
+		t.Error("pvans logged a panic")
+	}
+}
