@@ -26,6 +26,10 @@
 // A run stops by itself after Count messages or Duration, whichever comes
 // first, then waits up to Timeout for outstanding replies.
 //
+// For a UDP target on loopback the report also gives the datagrams the
+// kernel dropped at the target's port over the run (/proc/net/udp, every
+// socket bound to that port): at saturation, handled = sent − dropped.
+//
 // The package owns the load generator only; it has no knowledge of the
 // target's internals beyond the wire protocol and /proc/<pid>/stat.
 package bench
@@ -378,12 +382,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		sendCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
+	var drops0 int64 = -1
+	if cfg.Mode == UDP && cfg.Target.Addr().IsLoopback() {
+		if d, derr := readUDPDrops(cfg.Target.Port()); derr == nil {
+			drops0 = d
+		}
+	}
 	st.start = time.Now()
 	err := run(ctx, sendCtx, &cfg, st, b)
 	if st.sendEnd.IsZero() {
 		st.sendEnd = time.Now()
 	}
 	rep := st.report(&cfg)
+	if drops0 >= 0 {
+		if d, derr := readUDPDrops(cfg.Target.Port()); derr == nil {
+			d -= drops0
+			rep.TargetDrops = &d
+		}
+	}
 	if cfg.PID > 0 {
 		cpu1, cerr := readProcCPU(cfg.PID)
 		if cerr == nil {

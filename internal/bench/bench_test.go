@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -141,5 +142,40 @@ func TestNameStreamFraction(t *testing.T) {
 	}
 	if n != 25 {
 		t.Fatalf("%d hits of 100, want 25", n)
+	}
+}
+
+func TestParseUDPDrops(t *testing.T) {
+	table := `   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+ 9772: 0100007F:13D4 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 216228 2 00000000ba252bd3 7
+ 9773: 00000000:13D4 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 216229 2 00000000ba252bd4 5
+11963: 00000000:9C20 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 216218 2 000000002ecb1c2c 100
+`
+	if got := parseUDPDrops(table, 5076); got != 12 {
+		t.Fatalf("port 5076 drops: got %d, want 12", got)
+	}
+	if got := parseUDPDrops(table, 5075); got != 0 {
+		t.Fatalf("port 5075 drops: got %d, want 0", got)
+	}
+}
+
+func TestUDPDropsReported(t *testing.T) {
+	// A bare socket with a tiny receive buffer stands in for a target that
+	// never reads: every datagram past the buffer is a kernel drop.
+	uc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	_ = uc.SetReadBuffer(1)
+	r, err := Run(context.Background(), Config{
+		Mode: UDP, Target: uc.LocalAddr().(*net.UDPAddr).AddrPort(),
+		Count: 200, Window: 200, Timeout: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TargetDrops == nil || *r.TargetDrops < 100 || *r.TargetDrops > r.Messages {
+		t.Fatalf("sent %d to a socket that never reads; drops %v", r.Messages, r.TargetDrops)
 	}
 }

@@ -34,6 +34,10 @@ type Report struct {
 
 	Latency Latency `json:"latency"`
 	CPU     *CPU    `json:"cpu,omitempty"`
+	// TargetDrops is the datagrams the kernel dropped at the target's UDP
+	// port during the run (loopback UDP targets only; every socket bound
+	// to the port, so forwarded copies count too).
+	TargetDrops *int64 `json:"target_drops,omitempty"`
 }
 
 // Latency is the time from sending a message to its first reply.
@@ -121,6 +125,9 @@ func (r *Report) String() string {
 	} else {
 		b.WriteString("latency  no replies\n")
 	}
+	if r.TargetDrops != nil {
+		fmt.Fprintf(&b, "drops    %d datagrams dropped by the kernel at the target's port\n", *r.TargetDrops)
+	}
 	if r.CPU != nil {
 		fmt.Fprintf(&b, "target   pid %d: %.2f CPU s (%.0f%% of a core), %.1f µs per %s, %.2f µs per name\n",
 			r.CPU.PID, r.CPU.Seconds, 100*r.CPU.Utilization, r.CPU.PerMessageUs, strings.TrimSuffix(unit, "s"), r.CPU.PerNameUs)
@@ -163,4 +170,40 @@ func parseProcStat(s string) (procCPU, error) {
 		return procCPU{}, fmt.Errorf("bench: malformed /proc stat times")
 	}
 	return procCPU{u + st}, nil
+}
+
+// readUDPDrops sums the drops column of /proc/net/udp and /proc/net/udp6
+// over every socket bound to port.
+func readUDPDrops(port uint16) (int64, error) {
+	var total int64
+	found := false
+	for _, f := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		found = true
+		total += parseUDPDrops(string(b), port)
+	}
+	if !found {
+		return 0, fmt.Errorf("bench: no /proc/net/udp")
+	}
+	return total, nil
+}
+
+// parseUDPDrops reads one /proc/net/udp table: local_address is
+// HEXADDR:HEXPORT (field 2), drops is the last field.
+func parseUDPDrops(table string, port uint16) int64 {
+	var total int64
+	want := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(table, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 13 || !strings.HasSuffix(f[1], want) {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[len(f)-1], 10, 64); err == nil {
+			total += n
+		}
+	}
+	return total
 }

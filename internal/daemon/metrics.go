@@ -74,6 +74,7 @@ func (d *Daemon) registerMetrics() {
 		m.Counter("udp", "forwards_total", "Unicast searches forwarded to the loopback multicast group.", nil, u(func() uint64 { return udp().Forwards }))
 		for name, f := range map[string]func() uint64{
 			"rx_overflow":        func() uint64 { return udp().KernelDrops },
+			"client_rx_overflow": func() uint64 { return udp().ClientKernelDrops },
 			"multicast_source":   func() uint64 { return udp().DropMulticastSource },
 			"unknown_interface":  func() uint64 { return udp().DropUnknownInterface },
 			"truncated":          func() uint64 { return udp().DropTruncated },

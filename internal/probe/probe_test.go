@@ -613,3 +613,16 @@ func TestObserveReportsResultAndDuration(t *testing.T) {
 		t.Fatal("no observation")
 	}
 }
+
+func TestDefaultIdleTimeout(t *testing.T) {
+	for _, c := range []struct{ echo, want time.Duration }{
+		{15 * time.Second, 25 * time.Second}, // PVXS default echo: silent death found within 25 s
+		{2 * time.Second, 4 * time.Second},
+		{300 * time.Millisecond, 600 * time.Millisecond},
+		{60 * time.Second, 70 * time.Second},
+	} {
+		if got := DefaultIdleTimeout(c.echo); got != c.want {
+			t.Errorf("DefaultIdleTimeout(%v) = %v, want %v", c.echo, got, c.want)
+		}
+	}
+}

@@ -29,10 +29,14 @@
 //
 // Like a PVXS client, the probe sends ECHO every EchoInterval. pvaconn
 // closes a connection on which nothing at all arrived for IdleTimeout,
-// which defaults to two echo intervals: one unanswered echo interval is
-// tolerated, the second is not. A single lost TCP segment costs a
-// retransmission (hundreds of milliseconds), far less than an interval, so
-// it never trips the watch. A clean close (FIN/RST) is reported at once.
+// which defaults to one echo interval plus a grace of another interval
+// capped at 10 s (25 s at the default 15 s echo): an echo reply that is
+// late by up to that grace is tolerated, a missed one is not, and a server
+// that dies silently is forgotten within 25 s, under the 30 s the site's
+// clients tolerate before they time out themselves. A single lost TCP
+// segment costs a retransmission (hundreds of milliseconds), far less than
+// the grace, so it never trips the watch. A clean close (FIN/RST) is
+// reported at once.
 package probe
 
 import (
@@ -102,7 +106,8 @@ type Options struct {
 	// connections do not count).
 	Concurrency int
 	// EchoInterval is the ECHO period on watch connections; IdleTimeout
-	// (default 2×EchoInterval) is how long a silent server is tolerated.
+	// (default EchoInterval + min(EchoInterval, 10 s)) is how long a silent
+	// server is tolerated.
 	EchoInterval time.Duration
 	IdleTimeout  time.Duration
 	// ProbeTimeout bounds one connect-and-list (wall clock).
@@ -221,6 +226,12 @@ type Prober struct {
 	onSchedule func(ep netip.AddrPort, d time.Duration, failures int)
 }
 
+// DefaultIdleTimeout is the silence after which a watched server is lost:
+// one echo interval, plus a grace of another interval capped at 10 s.
+func DefaultIdleTimeout(echo time.Duration) time.Duration {
+	return echo + min(echo, 10*time.Second)
+}
+
 // New returns a prober. It starts nothing until Probe or SetStatic.
 func New(opt Options) *Prober {
 	if opt.Clock == nil {
@@ -233,7 +244,7 @@ func New(opt Options) *Prober {
 		opt.EchoInterval = DefaultEchoInterval
 	}
 	if opt.IdleTimeout <= 0 {
-		opt.IdleTimeout = 2 * opt.EchoInterval
+		opt.IdleTimeout = DefaultIdleTimeout(opt.EchoInterval)
 	}
 	if opt.ProbeTimeout <= 0 {
 		opt.ProbeTimeout = DefaultProbeTimeout

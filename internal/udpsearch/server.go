@@ -46,12 +46,12 @@ func New(o Options) (*Server, error) {
 	if s.main, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
 		return nil, err
 	}
-	if s.client, err = listenEphemeral(); err != nil {
+	if s.client, err = listenEphemeral(o.ReceiveBuffer); err != nil {
 		s.main.Close()
 		return nil, err
 	}
 	if o.SendBeacons {
-		if s.beaconConn, err = listenEphemeral(); err != nil {
+		if s.beaconConn, err = listenEphemeral(0); err != nil {
 			s.main.Close()
 			s.client.Close()
 			return nil, err
@@ -100,8 +100,12 @@ func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), main b
 		for i := 0; i < k; i++ {
 			have := false
 			ok := rb.fill(i, &d, &drops, &have)
-			if main && have {
-				s.st.kernelDrops.Store(uint64(drops))
+			if have {
+				if main {
+					s.st.kernelDrops.Store(uint64(drops))
+				} else {
+					s.st.clientKernelDrops.Store(uint64(drops))
+				}
 			}
 			if !ok {
 				s.st.dropTruncated.Add(1)

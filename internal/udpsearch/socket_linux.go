@@ -83,12 +83,21 @@ func listenSearchPort(port uint16, rcvbuf int) (*net.UDPConn, error) {
 }
 
 // listenEphemeral opens an IPv4 socket on an ephemeral port with
-// SO_BROADCAST (destination lists may hold broadcast addresses).
-func listenEphemeral() (*net.UDPConn, error) {
+// SO_BROADCAST (destination lists may hold broadcast addresses). rcvbuf > 0
+// sizes its receive buffer and turns on the SO_RXQ_OVFL drop count: the
+// client socket takes every server's reply to a discovery ping at once.
+func listenEphemeral(rcvbuf int) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
+			f := int(fd)
+			if rcvbuf > 0 {
+				if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
+					_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+				}
+				_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) // best effort
+			}
+			serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
 		}); err != nil {
 			return err
 		}

@@ -438,6 +438,18 @@ func TestClientSocket(t *testing.T) {
 	if st := s.Stats(); st.ClientSearches != 2 || st.DiscoveryPongs != 1 {
 		t.Fatalf("stats %+v", st)
 	}
+	// Every server answers a discovery ping at once: the client socket
+	// gets the same large receive buffer as the search port.
+	rc, err := s.client.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int
+	var gerr error
+	_ = rc.Control(func(fd uintptr) { size, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) })
+	if gerr != nil || size < 4<<20 {
+		t.Fatalf("client socket SO_RCVBUF = %d (%v), want the 4 MiB default", size, gerr)
+	}
 }
 
 // The receive path (recvmmsg, control messages, handler) allocates

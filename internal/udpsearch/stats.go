@@ -5,21 +5,24 @@ import "sync/atomic"
 // Stats is a snapshot of the counters. Drop counters name the reason a
 // datagram (or the search in it) got no further.
 type Stats struct {
-	Datagrams       uint64 // received on the search port
-	Searches        uint64 // CMD_SEARCH messages handled (including ones only forwarded)
-	SearchNames     uint64 // names presented to the resolver
-	Forwards        uint64 // unicast searches forwarded to the loopback group
-	Responses       uint64 // CMD_SEARCH_RESPONSE messages sent
-	Claims          uint64 // CIDs answered found=1
-	DiscoveryPings  uint64 // discovery pings answered
-	Beacons         uint64 // CMD_BEACON received
-	SearchReplies   uint64 // CMD_SEARCH_RESPONSE received (both sockets)
-	DiscoveryPongs  uint64 // of those, discovery replies given to the tracker
-	BeaconsSent     uint64
-	ClientSearches  uint64 // datagrams sent by SendSearch (per destination)
-	SendErrors      uint64
-	KernelDrops     uint64 // SO_RXQ_OVFL: datagrams the kernel dropped for a full receive buffer
-	InterfaceReload uint64
+	Datagrams      uint64 // received on the search port
+	Searches       uint64 // CMD_SEARCH messages handled (including ones only forwarded)
+	SearchNames    uint64 // names presented to the resolver
+	Forwards       uint64 // unicast searches forwarded to the loopback group
+	Responses      uint64 // CMD_SEARCH_RESPONSE messages sent
+	Claims         uint64 // CIDs answered found=1
+	DiscoveryPings uint64 // discovery pings answered
+	Beacons        uint64 // CMD_BEACON received
+	SearchReplies  uint64 // CMD_SEARCH_RESPONSE received (both sockets)
+	DiscoveryPongs uint64 // of those, discovery replies given to the tracker
+	BeaconsSent    uint64
+	ClientSearches uint64 // datagrams sent by SendSearch (per destination)
+	SendErrors     uint64
+	KernelDrops    uint64 // SO_RXQ_OVFL: datagrams the kernel dropped for a full receive buffer
+	// ClientKernelDrops is the same for the client socket (replies to
+	// discovery pings and search-through searches).
+	ClientKernelDrops uint64
+	InterfaceReload   uint64
 
 	DropMulticastSource  uint64 // source address is multicast (spec §5 rule 4)
 	DropUnknownInterface uint64 // arrival interface not in the interface table
@@ -46,6 +49,7 @@ type counters struct {
 	datagrams, searches, searchNames, forwards, responses, discoveryPings, beacons      atomic.Uint64
 	claims                                                                              atomic.Uint64
 	searchReplies, discoveryPongs, beaconsSent, clientSearches, sendErrors, kernelDrops atomic.Uint64
+	clientKernelDrops                                                                   atomic.Uint64
 	interfaceReload                                                                     atomic.Uint64
 
 	dropMulticastSource, dropUnknownInterface, dropTruncated, dropMalformed, dropControl atomic.Uint64
@@ -60,7 +64,7 @@ func (c *counters) snapshot() Stats {
 		Forwards: c.forwards.Load(), Responses: c.responses.Load(), Claims: c.claims.Load(), DiscoveryPings: c.discoveryPings.Load(),
 		Beacons: c.beacons.Load(), SearchReplies: c.searchReplies.Load(), DiscoveryPongs: c.discoveryPongs.Load(),
 		BeaconsSent: c.beaconsSent.Load(), ClientSearches: c.clientSearches.Load(), SendErrors: c.sendErrors.Load(),
-		KernelDrops: c.kernelDrops.Load(), InterfaceReload: c.interfaceReload.Load(),
+		KernelDrops: c.kernelDrops.Load(), ClientKernelDrops: c.clientKernelDrops.Load(), InterfaceReload: c.interfaceReload.Load(),
 
 		DropMulticastSource: c.dropMulticastSource.Load(), DropUnknownInterface: c.dropUnknownInterface.Load(),
 		DropTruncated: c.dropTruncated.Load(), DropMalformed: c.dropMalformed.Load(), DropControl: c.dropControl.Load(),
