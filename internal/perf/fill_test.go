@@ -73,6 +73,12 @@ func TestFill(t *testing.T) {
 			phase, m["pvans_registry_names"], m["pvans_registry_servers"], fill.Seconds(), loadAvg(),
 			m[`pvans_probe_total{result="ok"}`], m[`pvans_probe_total{result="failed"}`])
 		t.Logf("%s: pvans UDP sockets: %s", phase, udpDrops(p.PID()))
+		// Which way the servers were found, and what the daemon itself counted
+		// as kernel drops on the search port and on its client socket (the
+		// one discovery replies arrive on).
+		t.Logf("%s: sightings via discovery %.0f, via beacon %.0f; drops rx_overflow %.0f, client_rx_overflow %.0f",
+			phase, m[`pvans_beacons_total{via="discovery"}`], m[`pvans_beacons_total{via="beacon"}`],
+			m[`pvans_udp_drops_total{reason="rx_overflow"}`], m[`pvans_udp_drops_total{reason="client_rx_overflow"}`])
 		t.Logf("%s: RSS %s (process_resident_memory_bytes %s), heap in use %s (empty %s): %.0f B/name; heap alloc %s",
 			phase, mib(rssBytes(p.PID())), mib(m["process_resident_memory_bytes"]), mib(heap), mib(base),
 			(heap-base)/total, mib(m["go_memstats_heap_alloc_bytes"]))
@@ -87,8 +93,9 @@ func TestFill(t *testing.T) {
 				mib(m["process_resident_memory_bytes"]), mib(heap), (heap-base)/total, mib(m["go_memstats_heap_alloc_bytes"]),
 				m["go_gc_duration_seconds_count"])
 		}
-		fmt.Printf("FILL %s servers=%d names=%d fill_s=%.2f rss_mib=%.1f heap_mib=%.1f heap_per_name_b=%.0f load=%q\n",
-			phase, servers, names, fill.Seconds(), m["process_resident_memory_bytes"]/(1<<20), heap/(1<<20), (heap-base)/total, loadAvg())
+		fmt.Printf("FILL %s servers=%d names=%d fill_s=%.2f rss_mib=%.1f heap_mib=%.1f heap_per_name_b=%.0f discovery=%.0f client_rx_overflow=%.0f load=%q\n",
+			phase, servers, names, fill.Seconds(), m["process_resident_memory_bytes"]/(1<<20), heap/(1<<20), (heap-base)/total,
+			m[`pvans_beacons_total{via="discovery"}`], m[`pvans_udp_drops_total{reason="client_rx_overflow"}`], loadAvg())
 	}
 	t.Logf("site of %d servers up in %.2f s", servers, simUp.Seconds())
 	report("site-start", p, t0)
