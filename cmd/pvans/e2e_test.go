@@ -1,146 +1,45 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// pvansBinary builds the real binary once per test run.
-func pvansBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pvans-e2e")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "pvans")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemoveBuilds() // what testutil.PvansBinary built
+	os.Exit(code)
 }
 
-// freePorts returns a TCP port and a UDP port free on 127.0.0.1 now.
+// freePorts returns a TCP port and a UDP port free on 127.0.0.1 now, and
+// a second TCP port for the HTTP API.
 func freePorts(t *testing.T) (tcp, udp, http int) {
 	t.Helper()
-	l1, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l1.Close()
-	l2, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Close()
-	for {
-		u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := u.LocalAddr().(*net.UDPAddr).Port
-		u.Close()
-		if p != 5076 {
-			return l1.Addr().(*net.TCPAddr).Port, p, l2.Addr().(*net.TCPAddr).Port
-		}
-	}
+	p := testutil.FreeTCPPorts(t, 2)
+	return int(p[0]), int(testutil.FreeUDPPort(t)), int(p[1])
 }
 
-type proc struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	out    strings.Builder
-	waitCh chan error
-}
-
-func start(t *testing.T, args ...string) *proc {
+// start runs the built binary with the EPICS address lists off.
+func start(t *testing.T, args ...string) *testutil.Proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(pvansBinary(t), args...), waitCh: make(chan error, 1)}
-	p.cmd.Env = append(os.Environ(), "EPICS_PVA_AUTO_ADDR_LIST=NO", "EPICS_PVA_ADDR_LIST=", "EPICS_PVAS_AUTO_BEACON_ADDR_LIST=NO")
-	pr, pw := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = pw, pw
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s := bufio.NewScanner(pr)
-		for s.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(s.Text() + "\n")
-			p.mu.Unlock()
-		}
-	}()
-	go func() { err := p.cmd.Wait(); pw.Close(); p.waitCh <- err }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("pvans output:\n%s", p.output())
-		}
-	})
-	return p
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func (p *proc) waitExit(t *testing.T, d time.Duration) int {
-	t.Helper()
-	select {
-	case err := <-p.waitCh:
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-time.After(d):
-		t.Fatalf("pvans did not exit within %s", d)
-		return -1
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd := exec.Command(testutil.PvansBinary(t), args...)
+	cmd.Env = testutil.IsolatedEnv()
+	return testutil.StartProc(t, "pvans", cmd)
 }
 
 func httpGet(url string) (int, string) {
@@ -179,7 +78,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		"--addr-list", fmt.Sprintf("127.0.0.1:%d", udpPort), "--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--snapshot-path", snap, "--log-format", "json"}
 	p := start(t, args...)
-	waitFor(t, 10*time.Second, "/readyz", func() bool { c, _ := httpGet(api + "/readyz"); return c == 200 })
+	testutil.WaitFor(t, 10*time.Second, "/readyz", func() bool { c, _ := httpGet(api + "/readyz"); return c == 200 })
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -190,7 +89,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	}
 	defer site.Close()
 	name := site.Server(1).Names[3]
-	waitFor(t, 10*time.Second, "40 names registered", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "40 names registered", func() bool {
 		_, b := httpGet(api + "/v1/names?limit=100")
 		var ns []map[string]any
 		return json.Unmarshal([]byte(b), &ns) == nil && len(ns) == 40
@@ -246,9 +145,9 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("pva:\n  server_port: 99999\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, "reload refusal logged", func() bool {
-		return strings.Contains(p.output(), "keeping the last good configuration")
+	_ = p.Signal(syscall.SIGHUP)
+	testutil.WaitFor(t, 5*time.Second, "reload refusal logged", func() bool {
+		return strings.Contains(p.Output(), "keeping the last good configuration")
 	})
 	if code, _ := httpGet(api + "/healthz"); code != 200 {
 		t.Fatal("daemon unhealthy after a refused reload")
@@ -256,12 +155,12 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if err := os.WriteFile(cfgFile, append(orig, []byte("\n")...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 5*time.Second, "reload logged", func() bool { return strings.Contains(p.output(), `"configuration reloaded`) })
+	_ = p.Signal(syscall.SIGHUP)
+	testutil.WaitFor(t, 5*time.Second, "reload logged", func() bool { return strings.Contains(p.Output(), `"configuration reloaded`) })
 
 	// SIGTERM: graceful stop, snapshot written.
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.waitExit(t, 20*time.Second); code != 0 {
+	_ = p.Signal(syscall.SIGTERM)
+	if code := p.WaitExit(t, 20*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
 	if st, err := os.Stat(snap); err != nil || st.Size() == 0 {
@@ -272,16 +171,16 @@ func TestDaemonEndToEnd(t *testing.T) {
 	guid0 := site.Server(0).GUID.String()
 	site.Close()
 	p2 := start(t, args...)
-	waitFor(t, 10*time.Second, "/healthz after restart", func() bool { c, _ := httpGet(api + "/healthz"); return c == 200 })
+	testutil.WaitFor(t, 10*time.Second, "/healthz after restart", func() bool { c, _ := httpGet(api + "/healthz"); return c == 200 })
 	code, body := httpGet(api + "/v1/servers")
 	if code != 200 || !strings.Contains(body, `"verified": false`) || !strings.Contains(body, guid0) {
 		t.Fatalf("servers after restart: %d %s", code, body)
 	}
-	if !strings.Contains(p2.output(), "snapshot loaded") {
+	if !strings.Contains(p2.Output(), "snapshot loaded") {
 		t.Fatalf("no snapshot load logged")
 	}
-	_ = p2.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p2.waitExit(t, 20*time.Second); code != 0 {
+	_ = p2.Signal(syscall.SIGTERM)
+	if code := p2.WaitExit(t, 20*time.Second); code != 0 {
 		t.Fatalf("second exit code %d", code)
 	}
 }
@@ -295,20 +194,20 @@ func TestDemo(t *testing.T) {
 	tcpPort, udpPort, httpPort := freePorts(t)
 	p := start(t, "demo", "--servers", "2", "--names", "50", "--server-port", fmt.Sprint(tcpPort),
 		"--broadcast-port", fmt.Sprint(udpPort), "--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-level", "warn")
-	waitFor(t, 30*time.Second, "demo ready banner", func() bool { return strings.Contains(p.output(), "Press Ctrl-C to stop") })
-	if !strings.Contains(p.output(), "learned 2 servers and 100 names") {
-		t.Fatalf("banner: %s", p.output())
+	testutil.WaitFor(t, 30*time.Second, "demo ready banner", func() bool { return strings.Contains(p.Output(), "Press Ctrl-C to stop") })
+	if !strings.Contains(p.Output(), "learned 2 servers and 100 names") {
+		t.Fatalf("banner: %s", p.Output())
 	}
-	out, err := exec.Command(pvansBinary(t), "query", "--server", fmt.Sprintf("127.0.0.1:%d", tcpPort), "sim:s1:pv7").CombinedOutput()
+	out, err := exec.Command(testutil.PvansBinary(t), "query", "--server", fmt.Sprintf("127.0.0.1:%d", tcpPort), "sim:s1:pv7").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "sim:s1:pv7") {
 		t.Fatalf("query: %v\n%s", err, out)
 	}
-	out, err = exec.Command(pvansBinary(t), "list", "--api", fmt.Sprintf("http://127.0.0.1:%d", httpPort), "--names", "sim:s0:*", "--limit", "5").CombinedOutput()
+	out, err = exec.Command(testutil.PvansBinary(t), "list", "--api", fmt.Sprintf("http://127.0.0.1:%d", httpPort), "--names", "sim:s0:*", "--limit", "5").CombinedOutput()
 	if err != nil || strings.Count(string(out), "sim:s0:") != 5 {
 		t.Fatalf("list: %v\n%s", err, out)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	if code := p.waitExit(t, 20*time.Second); code != 0 {
+	_ = p.Signal(syscall.SIGINT)
+	if code := p.WaitExit(t, 20*time.Second); code != 0 {
 		t.Fatalf("demo exit code %d", code)
 	}
 }

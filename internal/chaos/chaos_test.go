@@ -17,9 +17,17 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 var pvansBeaconDest = netip.AddrPortFrom(pvansServerAddr, pvansUDPPort)
+
+// beaconingIOCs is the usual site: servers on the PVA ports of host,
+// beaconing to pvans every second.
+func beaconingIOCs(host netip.Addr, prefix string, servers, names int) simSpec {
+	return simSpec{Host: host, Prefix: prefix, Servers: servers, Names: names, TCPPort: 5075, UDPPort: 5076,
+		Beacon: pvansBeaconDest, BeaconInterval: time.Second}
+}
 
 // echoInterval is the probe ECHO period the chaos tests give pvans
 // (default 15 s) so a silent death is seen in seconds, not half a minute;
@@ -43,7 +51,7 @@ func echoInterval() time.Duration {
 func (tp *topo) allHeld(t *testing.T, d time.Duration, sp *simProc) time.Duration {
 	t.Helper()
 	names := sp.spec.allNames()
-	return waitFor(t, d, sp.name+": every name registered", func() bool {
+	return testutil.WaitFor(t, d, sp.Name+": every name registered", func() bool {
 		for _, n := range names {
 			if tp.holder(n) != sp.guidOf(n) {
 				return false
@@ -60,8 +68,7 @@ func (tp *topo) allHeld(t *testing.T, d time.Duration, sp *simProc) time.Duratio
 func TestIOCRestartNewGUID(t *testing.T) {
 	tp := newTopo(t)
 	tp.startPvans(t, echoArgs()...)
-	spec := simSpec{Host: iocA, Prefix: "rst", Servers: 2, Names: 20, TCPPort: 5075, UDPPort: 5076,
-		Beacon: pvansBeaconDest, BeaconInterval: time.Second}
+	spec := beaconingIOCs(iocA, "rst", 2, 20)
 	ioc := tp.startSim(t, "ioc", spec)
 	tp.allHeld(t, 15*time.Second, ioc)
 	names := spec.allNames()
@@ -74,8 +81,8 @@ func TestIOCRestartNewGUID(t *testing.T) {
 
 	// Restart with a pause: kill, wait until pvans dropped the names, start.
 	killed := time.Now()
-	ioc.kill()
-	waitFor(t, 5*time.Second, "names of the killed IOC gone", func() bool { return tp.holder(name) == "" })
+	ioc.Kill()
+	testutil.WaitFor(t, 5*time.Second, "names of the killed IOC gone", func() bool { return tp.holder(name) == "" })
 	t.Logf("SIGKILL → names gone after %s", time.Since(killed))
 	started := time.Now()
 	ioc2 := tp.startSim(t, "ioc restarted", spec)
@@ -84,7 +91,7 @@ func TestIOCRestartNewGUID(t *testing.T) {
 	tp.noStale(t, names, ioc2, ioc.guids)
 
 	// Immediate restart: the old instance's close and the new beacon race.
-	ioc2.kill()
+	ioc2.Kill()
 	started = time.Now()
 	ioc3 := tp.startSim(t, "ioc restarted again", spec)
 	newAt = tp.pollNewGUID(t, name, ioc2.guids[1], ioc3.guids[1], started)
@@ -163,10 +170,8 @@ func TestIOCDeath(t *testing.T) {
 	requireNft(t)
 	tp := newTopo(t)
 	tp.startPvans(t, echoArgs()...)
-	killed := tp.startSim(t, "ioc killed", simSpec{Host: iocA, Prefix: "killed", Servers: 1, Names: 20,
-		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
-	silent := tp.startSim(t, "ioc silent", simSpec{Host: iocB, Prefix: "silent", Servers: 1, Names: 20,
-		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	killed := tp.startSim(t, "ioc killed", beaconingIOCs(iocA, "killed", 1, 20))
+	silent := tp.startSim(t, "ioc silent", beaconingIOCs(iocB, "silent", 1, 20))
 	tp.allHeld(t, 15*time.Second, killed)
 	tp.allHeld(t, 15*time.Second, silent)
 
@@ -181,8 +186,8 @@ func TestIOCDeath(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	killed.kill()
-	waitFor(t, 5*time.Second, "names of the SIGKILLed IOC gone", allGone(killed))
+	killed.Kill()
+	testutil.WaitFor(t, 5*time.Second, "names of the SIGKILLed IOC gone", allGone(killed))
 	took := time.Since(start)
 	t.Logf("SIGKILL → all 20 names gone after %s (poll granularity ~20 ms plus 20 API calls)", took)
 	if took > time.Second {
@@ -194,7 +199,7 @@ func TestIOCDeath(t *testing.T) {
 
 	start = time.Now()
 	tp.p.nft(t, cutScript(iocB))
-	waitFor(t, 40*time.Second, "names of the silent IOC gone", allGone(silent))
+	testutil.WaitFor(t, 40*time.Second, "names of the silent IOC gone", allGone(silent))
 	took = time.Since(start)
 	iv := echoInterval()
 	t.Logf("silent cut → all names gone after %s (probe echo interval %s)", took, iv)
@@ -231,11 +236,10 @@ func TestLossyServerNet(t *testing.T) {
 	// No discovery at start: the hidden servers are found only by search-through.
 	tp.startPvans(t, append(echoArgs(), "--search-through", "--discovery-at-start=false",
 		"--addr-list", netip.AddrPortFrom(iocB, hiddenSpec.UDPPort).String())...)
-	ioc := tp.startSim(t, "iocs", simSpec{Host: iocA, Prefix: "lossy", Servers: 10, Names: 50,
-		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	ioc := tp.startSim(t, "iocs", beaconingIOCs(iocA, "lossy", 10, 50))
 	hidden := tp.startSim(t, "hidden iocs", hiddenSpec)
 
-	took := waitFor(t, 60*time.Second, "500 names registered through the lossy net", func() bool {
+	took := testutil.WaitFor(t, 60*time.Second, "500 names registered through the lossy net", func() bool {
 		code, b := tp.get("/v1/names?match=lossy:*&limit=10000")
 		var ns []struct{ Name, GUID string }
 		if code != 200 || json.Unmarshal(b, &ns) != nil || len(ns) != 500 {
@@ -293,22 +297,20 @@ func TestPvansKillRestartSnapshot(t *testing.T) {
 	snap := filepath.Join(tp.dir, "registry.snapshot")
 	args := append(echoArgs(), "--snapshot-path", snap, "--snapshot-interval", "1s", "--snapshot-unverified-window", window.String())
 	p1 := tp.startPvans(t, args...)
-	alive := tp.startSim(t, "ioc alive", simSpec{Host: iocA, Prefix: "alive", Servers: 2, Names: 20,
-		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
-	dead := tp.startSim(t, "ioc dead", simSpec{Host: iocB, Prefix: "dead", Servers: 1, Names: 20,
-		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	alive := tp.startSim(t, "ioc alive", beaconingIOCs(iocA, "alive", 2, 20))
+	dead := tp.startSim(t, "ioc dead", beaconingIOCs(iocB, "dead", 1, 20))
 	tp.allHeld(t, 15*time.Second, alive)
 	tp.allHeld(t, 15*time.Second, dead)
 	registered := time.Now()
-	waitFor(t, 5*time.Second, "a snapshot written after registration", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a snapshot written after registration", func() bool {
 		st, err := os.Stat(snap)
 		return err == nil && st.Size() > 0 && st.ModTime().After(registered)
 	})
-	p1.kill()
+	p1.Kill()
 	tp.p.nft(t, cutScript(iocB)) // the dead IOC vanishes while pvans is down
 
 	started := time.Now()
-	startIn(t, tp.p, "pvans restarted", nil, pvansBinary(t), pvansArgs(args...)...)
+	startIn(t, tp.p, "pvans restarted", nil, testutil.PvansBinary(t), pvansArgs(args...)...)
 	aName, dName := alive.spec.names(1)[7], dead.spec.names(0)[5]
 	var first time.Duration
 	for {
@@ -327,7 +329,7 @@ func TestPvansKillRestartSnapshot(t *testing.T) {
 	}
 	t.Logf("restart → snapshot answers (alive and dead IOC) %s after the process started", first)
 
-	waitFor(t, window+5*time.Second, "dead IOC's names gone", func() bool { return tp.holder(dName) == "" })
+	testutil.WaitFor(t, window+5*time.Second, "dead IOC's names gone", func() bool { return tp.holder(dName) == "" })
 	t.Logf("dead IOC's names dropped %s after the restart (window %s)", time.Since(started), window)
 	time.Sleep(time.Until(started.Add(window + 2*time.Second)))
 	for _, s := range tp.servers(t) {
@@ -358,14 +360,13 @@ func TestBeaconStorm(t *testing.T) {
 	const limit, storm, rate = 1000, 50000, 20000 // beacons, beacons per second
 	tp := newTopo(t)
 	pv := tp.startPvans(t, append(echoArgs(), "--registry-max-servers", fmt.Sprint(limit))...)
-	ioc := tp.startSim(t, "iocs", simSpec{Host: iocA, Prefix: "real", Servers: 3, Names: 20,
-		TCPPort: 5075, UDPPort: 5076, Beacon: pvansBeaconDest, BeaconInterval: time.Second})
+	ioc := tp.startSim(t, "iocs", beaconingIOCs(iocA, "real", 3, 20))
 	tp.allHeld(t, 15*time.Second, ioc)
 	names := ioc.spec.allNames()
-	rss0 := pv.rssKB(t)
+	rss0 := rssKB(t, pv)
 
 	var conn *net.UDPConn
-	if err := tp.s.do(func() (err error) {
+	if err := tp.s.Do(func() (err error) {
 		conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(stormAddr, 0)))
 		return
 	}); err != nil {
@@ -424,7 +425,7 @@ func TestBeaconStorm(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()
-	rss1 := pv.rssKB(t)
+	rss1 := rssKB(t, pv)
 
 	dropped := tp.metric(t, `pvans_beacon_events_total{kind="dropped"}`)
 	tracked := tp.metric(t, "pvans_beacon_servers")
@@ -459,7 +460,7 @@ func TestBeaconStorm(t *testing.T) {
 			t.Errorf("%s answered by %s, want %s", n, a.GUID, ioc.guidOf(n))
 		}
 	}
-	if strings.Contains(pv.output(), `"level":"panic"`) || strings.Contains(pv.output(), "goroutine ") {
+	if strings.Contains(pv.Output(), `"level":"panic"`) || strings.Contains(pv.Output(), "goroutine ") {
 		t.Error("pvans logged a panic")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // simEnv carries a simSpec to a re-executed test binary, which then runs
@@ -56,12 +57,10 @@ func TestMain(m *testing.M) {
 		os.Exit(runSimHelper(spec))
 	}
 	if os.Geteuid() == 0 {
-		cleanStaleNetns()
+		testutil.CleanStaleNetns(staleNetns)
 	}
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testutil.RemoveBuilds()
 	os.Exit(code)
 }
 
@@ -99,7 +98,7 @@ func runSimHelper(js string) int {
 
 // simProc is a running sim helper process.
 type simProc struct {
-	*proc
+	*testutil.Proc
 	spec  simSpec
 	guids []string
 	tcp   []string
@@ -114,11 +113,11 @@ func (tp *topo) startSim(t *testing.T, what string, spec simSpec) *simProc {
 		t.Fatal(err)
 	}
 	p := startIn(t, tp.s, what, []string{simEnv + "=" + string(js)}, exe)
-	sp := &simProc{proc: p, spec: spec, guids: make([]string, spec.Servers), tcp: make([]string, spec.Servers)}
+	sp := &simProc{Proc: p, spec: spec, guids: make([]string, spec.Servers), tcp: make([]string, spec.Servers)}
 	deadline := time.After(15 * time.Second)
 	for {
 		select {
-		case l := <-p.line:
+		case l := <-p.Lines:
 			if l == "ready" {
 				return sp
 			}
@@ -129,10 +128,10 @@ func (tp *topo) startSim(t *testing.T, what string, spec simSpec) *simProc {
 					sp.guids[i], sp.tcp[i] = f[2], f[3]
 				}
 			}
-		case <-p.done:
-			t.Fatalf("%s exited at start:\n%s", what, p.output())
+		case <-p.Done():
+			t.Fatalf("%s exited at start:\n%s", what, p.Output())
 		case <-deadline:
-			t.Fatalf("%s not ready in 15 s:\n%s", what, p.output())
+			t.Fatalf("%s not ready in 15 s:\n%s", what, p.Output())
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -22,6 +21,7 @@ import (
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 var lo = netip.MustParseAddr("127.0.0.1")
@@ -36,31 +36,6 @@ func soakDuration(t *testing.T) time.Duration {
 		return d
 	}
 	return 20 * time.Second
-}
-
-func freePort(t *testing.T, network string) uint16 {
-	t.Helper()
-	for {
-		var p int
-		if network == "udp" {
-			u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p = u.LocalAddr().(*net.UDPAddr).Port
-			u.Close()
-		} else {
-			l, err := net.Listen("tcp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			p = l.Addr().(*net.TCPAddr).Port
-			l.Close()
-		}
-		if p != 5075 && p != 5076 {
-			return uint16(p)
-		}
-	}
 }
 
 func openFDs(t *testing.T) int {
@@ -109,8 +84,8 @@ func TestSoak(t *testing.T) {
 	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
 	c := config.Defaults()
 	c.PVA.Interfaces = []netip.Addr{lo}
-	c.PVA.ServerPort = freePort(t, "tcp")
-	c.PVA.BroadcastPort = freePort(t, "udp")
+	c.PVA.ServerPort = testutil.FreeTCPPort(t)
+	c.PVA.BroadcastPort = testutil.FreeUDPPort(t)
 	c.PVA.AutoAddrList = false
 	c.PVA.AutoBeaconAddrList = false
 	c.PVA.AddrList = nil

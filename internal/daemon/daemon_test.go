@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -12,41 +11,17 @@ import (
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 var lo = netip.MustParseAddr("127.0.0.1")
-
-func freeUDPPort(t *testing.T) uint16 {
-	t.Helper()
-	for {
-		u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := u.LocalAddr().(*net.UDPAddr).Port
-		u.Close()
-		if p != 5076 {
-			return uint16(p)
-		}
-	}
-}
-
-func freeTCPPort(t *testing.T) uint16 {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return uint16(l.Addr().(*net.TCPAddr).Port)
-}
 
 // testConfig is loopback only: explicit destinations, auto lists off.
 func testConfig(t *testing.T, searchDest ...netip.AddrPort) *config.Config {
 	c := config.Defaults()
 	c.PVA.Interfaces = []netip.Addr{lo}
-	c.PVA.ServerPort = freeTCPPort(t)
-	c.PVA.BroadcastPort = freeUDPPort(t)
+	c.PVA.ServerPort = testutil.FreeTCPPort(t)
+	c.PVA.BroadcastPort = testutil.FreeUDPPort(t)
 	c.PVA.AutoAddrList = false
 	c.PVA.AutoBeaconAddrList = false
 	c.PVA.AddrList = searchDest
@@ -71,6 +46,19 @@ func startDaemon(t *testing.T, c *config.Config) *Daemon {
 	}
 	t.Cleanup(d.Close)
 	return d
+}
+
+// startSite runs a simulated site until the test ends.
+func startSite(t *testing.T, o sim.Options) *sim.Site {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	site, err := sim.Start(ctx, o)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { site.Close(); cancel() })
+	return site
 }
 
 func (d *Daemon) udpAddr() netip.AddrPort {
@@ -102,18 +90,6 @@ func waitAnswers(t *testing.T, c *nsclient.Client, d time.Duration) []nsclient.A
 	return a
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, f func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !f() {
-		if time.Since(start) > d {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // A client waits for a name no server has; a server starts serving it and
 // beacons; the answer is pushed to the waiting client without a retry.
 func TestPushOnNewServerBeacon(t *testing.T) {
@@ -124,17 +100,11 @@ func TestPushOnNewServerBeacon(t *testing.T) {
 	if err := cl.Search([]string{"late:pv:one", "late:pv:two"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "waiters registered", func() bool { return d.Resolver.Stats().Waiting == 2 })
+	testutil.WaitFor(t, 2*time.Second, "waiters registered", func() bool { return d.Resolver.Stats().Waiting == 2 })
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	first := time.Now()
-	site, err := sim.Start(ctx, sim.Options{Names: [][]string{{"late:pv:one", "late:pv:two", "other"}}, Host: lo,
+	site := startSite(t, sim.Options{Names: [][]string{{"late:pv:one", "late:pv:two", "other"}}, Host: lo,
 		BeaconDests: []netip.AddrPort{d.udpAddr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
 	ans := waitAnswers(t, cl, 5*time.Second)
 	took := time.Since(first)
 	t.Logf("pushed answer %s after the server's first beacon", took)
@@ -151,13 +121,7 @@ func TestPushOnNewServerBeacon(t *testing.T) {
 // A name no probe lists (the server never beacons to pvans) is found by
 // search-through on the server network and pushed to the client.
 func TestSearchThroughResolvesUnlistedServer(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	site, err := sim.Start(ctx, sim.Options{Servers: 2, Names: [][]string{{"hidden:a", "hidden:b"}, {"hidden:c"}}, Host: lo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
+	site := startSite(t, sim.Options{Servers: 2, Names: [][]string{{"hidden:a", "hidden:b"}, {"hidden:c"}}, Host: lo})
 	d := startDaemon(t, testConfig(t, site.UDPAddr()))
 	cl := query(t, d)
 	if err := cl.Search([]string{"hidden:a", "hidden:c"}); err != nil {
@@ -172,11 +136,11 @@ func TestSearchThroughResolvesUnlistedServer(t *testing.T) {
 		t.Fatalf("answers %v, want %v and %v", got, site.Server(0).TCP, site.Server(1).TCP)
 	}
 	// The servers found this way are then listed too (probe), and the ring is empty again.
-	waitFor(t, 5*time.Second, "registry learned hidden:b by probing", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "registry learned hidden:b by probing", func() bool {
 		_, ok := d.Registry.LookupName("hidden:b")
 		return ok
 	})
-	waitFor(t, 15*time.Second, "ring empty", func() bool { return d.Ring.Stats().Searching == 0 })
+	testutil.WaitFor(t, 15*time.Second, "ring empty", func() bool { return d.Ring.Stats().Searching == 0 })
 }
 
 // Names leave the registry quickly when a server closes cleanly, and within
@@ -185,20 +149,14 @@ func TestServerDeathRemovesNames(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false
 	d := startDaemon(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	site, err := sim.Start(ctx, sim.Options{Servers: 2, Names: [][]string{{"clean:1", "clean:2"}, {"silent:1"}}, Host: lo,
+	site := startSite(t, sim.Options{Servers: 2, Names: [][]string{{"clean:1", "clean:2"}, {"silent:1"}}, Host: lo,
 		BeaconDests: []netip.AddrPort{d.udpAddr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
-	waitFor(t, 5*time.Second, "3 names", func() bool { return d.Registry.Counts().Names == 3 })
+	testutil.WaitFor(t, 5*time.Second, "3 names", func() bool { return d.Registry.Counts().Names == 3 })
 
 	if err := site.Stop(0); err != nil {
 		t.Fatal(err)
 	}
-	took := waitFor(t, 2*time.Second, "clean close removes names", func() bool {
+	took := testutil.WaitFor(t, 2*time.Second, "clean close removes names", func() bool {
 		_, ok := d.Registry.LookupName("clean:1")
 		return !ok
 	})
@@ -207,7 +165,7 @@ func TestServerDeathRemovesNames(t *testing.T) {
 	if err := site.Kill(1); err != nil {
 		t.Fatal(err)
 	}
-	took = waitFor(t, 10*c.Probe.EchoInterval+2*time.Second, "silent death removes names", func() bool {
+	took = testutil.WaitFor(t, 10*c.Probe.EchoInterval+2*time.Second, "silent death removes names", func() bool {
 		_, ok := d.Registry.LookupName("silent:1")
 		return !ok
 	})
@@ -223,16 +181,10 @@ func TestRestartWithNewGUID(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false
 	d := startDaemon(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	site, err := sim.Start(ctx, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+	site := startSite(t, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
 		BeaconInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
 	old := site.Server(0).GUID
-	waitFor(t, 5*time.Second, "name registered", func() bool { _, ok := d.Registry.LookupName("rs:1"); return ok })
+	testutil.WaitFor(t, 5*time.Second, "name registered", func() bool { _, ok := d.Registry.LookupName("rs:1"); return ok })
 	if err := site.Restart(0); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +192,7 @@ func TestRestartWithNewGUID(t *testing.T) {
 	if nu == old {
 		t.Fatal("restart kept the GUID")
 	}
-	waitFor(t, 5*time.Second, "new GUID answers", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "new GUID answers", func() bool {
 		h, ok := d.Registry.LookupName("rs:1")
 		return ok && h.GUID == nu
 	})
@@ -261,19 +213,13 @@ func TestLastSeenFollowsBeacons(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false
 	d := startDaemon(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	site, err := sim.Start(ctx, sim.Options{Names: [][]string{{"ls:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+	site := startSite(t, sim.Options{Names: [][]string{{"ls:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
 		BeaconInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer site.Close()
 	g := site.Server(0).GUID
 	view := regView{d.Registry, d.Tracker}
-	waitFor(t, 5*time.Second, "server registered", func() bool { _, ok := view.Server(g); return ok })
+	testutil.WaitFor(t, 5*time.Second, "server registered", func() bool { _, ok := view.Server(g); return ok })
 	first, _ := view.Server(g)
-	waitFor(t, 5*time.Second, "last_seen to move with later beacons", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "last_seen to move with later beacons", func() bool {
 		s, _ := view.Server(g)
 		return s.LastSeen.Sub(first.LastSeen) >= 100*time.Millisecond
 	})

@@ -1,17 +1,12 @@
 package pvaconn
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,46 +14,8 @@ import (
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
-
-// captureBlocks reads the numbered hex blocks of the PVXS loopback capture.
-func captureBlocks(t testing.TB) map[int][]byte {
-	t.Helper()
-	f, err := os.Open("../../../shared/spec/captures/pvxs-1.5.2-loopback.txt")
-	if err != nil {
-		t.Skipf("capture not available: %v", err)
-	}
-	defer f.Close()
-	out := map[int][]byte{}
-	cur := -1
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			n, err := strconv.Atoi(strings.Fields(line)[0][1:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur = n
-			continue
-		}
-		fs := strings.Fields(line)
-		if cur < 0 || len(fs) < 2 || len(fs[0]) != 4 {
-			continue
-		}
-		for _, h := range fs[1:] {
-			if len(h) != 2 {
-				break
-			}
-			b, err := hex.DecodeString(h)
-			if err != nil {
-				break
-			}
-			out[cur] = append(out[cur], b...)
-		}
-	}
-	return out
-}
 
 // loopPair returns both ends of a loopback TCP connection.
 func loopPair(t testing.TB) (server, client net.Conn) {
@@ -80,6 +37,17 @@ func loopPair(t testing.TB) (server, client net.Conn) {
 	server = <-ch
 	t.Cleanup(func() { client.Close() })
 	return server, client
+}
+
+// listen is a loopback listener closed when the test ends.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
 }
 
 type recorder struct {
@@ -116,16 +84,6 @@ func (r *recorder) wait(t *testing.T, n int) []msg {
 	return append([]msg(nil), r.msgs...)
 }
 
-func readN(t *testing.T, c net.Conn, n int) []byte {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	b := make([]byte, n)
-	if _, err := io.ReadFull(c, b); err != nil {
-		t.Fatalf("reading %d bytes: %v", n, err)
-	}
-	return b
-}
-
 func waitDone(t *testing.T, c *Conn) error {
 	t.Helper()
 	select {
@@ -137,34 +95,19 @@ func waitDone(t *testing.T, c *Conn) error {
 	}
 }
 
-// checkGoroutines fails if goroutines started by the test outlive it.
-func checkGoroutines(t *testing.T) {
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > base {
-			buf := make([]byte, 1<<16)
-			t.Errorf("goroutines: %d at start, %d at end\n%s", base, n, buf[:runtime.Stack(buf, true)])
-		}
-	})
-}
-
 // The server role greets and validates byte for byte as PVXS does
 // (capture blocks #27-#29).
 func TestServerHandshakeMatchesCapture(t *testing.T) {
-	checkGoroutines(t)
-	cap := captureBlocks(t)
+	testutil.CheckGoroutines(t)
+	cap := testutil.CaptureBlocks(t)
 	sc, cc := loopPair(t)
 	c := Serve(sc, Options{}, newRecorder())
 	defer func() { c.Close(); waitDone(t, c) }()
-	if got := readN(t, cc, len(cap[27])); !bytes.Equal(got, cap[27]) {
+	if got := testutil.ReadN(t, cc, len(cap[27])); !bytes.Equal(got, cap[27]) {
 		t.Fatalf("greeting\n got %x\nwant %x", got, cap[27])
 	}
 	cc.Write(cap[28])
-	if got := readN(t, cc, len(cap[29])); !bytes.Equal(got, cap[29]) {
+	if got := testutil.ReadN(t, cc, len(cap[29])); !bytes.Equal(got, cap[29]) {
 		t.Fatalf("validated\n got %x\nwant %x", got, cap[29])
 	}
 	select {
@@ -178,7 +121,7 @@ func TestServerBigEndianGreeting(t *testing.T) {
 	sc, cc := loopPair(t)
 	c := Serve(sc, Options{BigEndian: true}, newRecorder())
 	defer c.Close()
-	got := readN(t, cc, 8+8)
+	got := testutil.ReadN(t, cc, 8+8)
 	if !bytes.Equal(got[:8], []byte{0xCA, 2, 0xC1, 2, 0, 0, 0, 0}) || got[10] != 0xC0 || got[15] != 0x14 {
 		t.Fatalf("big-endian greeting: %x", got)
 	}
@@ -187,7 +130,7 @@ func TestServerBigEndianGreeting(t *testing.T) {
 // A PVA client built on Dial talks to Serve: handshake, application
 // messages both ways, byte order latched from the server.
 func TestDialServeRoundTrip(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	for _, be := range []bool{false, true} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -241,12 +184,8 @@ func TestDialServeRoundTrip(t *testing.T) {
 // The client role answers a pvAccessCPP-style server: byte order latched
 // (BE here), "ca" chosen, ECHO sent on the fake clock's schedule.
 func TestClientHandshakeAndEcho(t *testing.T) {
-	checkGoroutines(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	testutil.CheckGoroutines(t)
+	ln := listen(t)
 	fc := clock.NewFake(time.Time{})
 	type res struct {
 		c   *Conn
@@ -267,13 +206,13 @@ func TestClientHandshakeAndEcho(t *testing.T) {
 	sv = pva.AppendServerValidation(sv, pva.FlagServer|pva.FlagBigEndian,
 		&pva.ServerValidation{BufferSize: 1, RegistrySize: 2, AuthMethods: []string{"anonymous", "ca", "x509"}})
 	sc.Write(sv)
-	hdr := readN(t, sc, 8)
+	hdr := testutil.ReadN(t, sc, 8)
 	h, err := pva.DecodeHeader(hdr)
 	if err != nil || h.Command != pva.CmdConnectionValidation || h.Flags != pva.FlagBigEndian {
 		t.Fatalf("client validation header %x (%v)", hdr, err)
 	}
 	var cv pva.ClientValidation
-	if err := cv.Decode(readN(t, sc, int(h.Size)), true); err != nil || cv.AuthMethod != "ca" {
+	if err := cv.Decode(testutil.ReadN(t, sc, int(h.Size)), true); err != nil || cv.AuthMethod != "ca" {
 		t.Fatalf("client validation %+v %v", cv, err)
 	}
 	if !bytes.Equal(cv.AuthPayload, pva.CAAuthPayload(true, "u", "h")) {
@@ -287,11 +226,11 @@ func TestClientHandshakeAndEcho(t *testing.T) {
 	defer func() { r.c.Close(); waitDone(t, r.c) }()
 	fc.Advance(DefaultEchoInterval - time.Millisecond)
 	fc.Advance(time.Millisecond)
-	if got := readN(t, sc, 8); !bytes.Equal(got, []byte{0xCA, 2, 0x80, 2, 0, 0, 0, 0}) {
+	if got := testutil.ReadN(t, sc, 8); !bytes.Equal(got, []byte{0xCA, 2, 0x80, 2, 0, 0, 0, 0}) {
 		t.Fatalf("echo %x", got)
 	}
 	fc.Advance(DefaultEchoInterval)
-	if got := readN(t, sc, 8); got[3] != byte(pva.CmdEcho) {
+	if got := testutil.ReadN(t, sc, 8); got[3] != byte(pva.CmdEcho) {
 		t.Fatalf("second echo %x", got)
 	}
 	// Nothing else was sent between the ticks.
@@ -302,11 +241,7 @@ func TestClientHandshakeAndEcho(t *testing.T) {
 }
 
 func TestDialFailsWhenServerCloses(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listen(t)
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
@@ -322,9 +257,9 @@ func TestServerAnswersEchoWithSamePayload(t *testing.T) {
 	sc, cc := loopPair(t)
 	c := Serve(sc, Options{}, newRecorder())
 	defer c.Close()
-	readN(t, cc, 36)
+	testutil.ReadN(t, cc, 36)
 	cc.Write(pva.AppendEcho(nil, pva.FlagBigEndian, []byte("ping!")))
-	got := readN(t, cc, 8+5)
+	got := testutil.ReadN(t, cc, 8+5)
 	want := pva.AppendEcho(nil, pva.FlagServer, []byte("ping!"))
 	if !bytes.Equal(got, want) {
 		t.Fatalf("echo reply %x, want %x", got, want)
@@ -333,7 +268,7 @@ func TestServerAnswersEchoWithSamePayload(t *testing.T) {
 
 // Protocol faults close the connection and are counted.
 func TestProtocolFaults(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	val := pva.AppendClientValidation(nil, 0, &pva.ClientValidation{AuthMethod: "anonymous"})
 	cases := []struct {
 		name  string
@@ -419,67 +354,67 @@ func TestLargeMessage(t *testing.T) {
 	}
 }
 
+// every writes b to c each d until the test ends, a peer that is never
+// silent.
+func every(t *testing.T, c net.Conn, d time.Duration, b []byte) {
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(d):
+				c.Write(b)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop) })
+}
+
 func TestTimeouts(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	val := pva.AppendClientValidation(nil, 0, &pva.ClientValidation{AuthMethod: "anonymous"})
-	t.Run("idle", func(t *testing.T) {
-		sc, cc := loopPair(t)
-		cnt := new(Counters)
-		c := Serve(sc, Options{Counters: cnt, IdleTimeout: 200 * time.Millisecond}, newRecorder())
-		cc.Write(val)
-		if err := waitDone(t, c); err != ErrIdleTimeout || cnt.IdleTimeouts.Load() != 1 {
-			t.Fatalf("%v %+v", err, cnt.Stats())
-		}
-	})
-	t.Run("handshake", func(t *testing.T) {
-		sc, cc := loopPair(t)
-		cnt := new(Counters)
-		c := Serve(sc, Options{Counters: cnt, HandshakeTimeout: 200 * time.Millisecond}, newRecorder())
-		// Echoes keep the idle timer happy but do not validate.
-		stop := make(chan struct{})
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-					cc.Write(pva.AppendEcho(nil, 0, nil))
-				}
+	cases := []struct {
+		name  string
+		opt   Options
+		feed  func(t *testing.T, cc net.Conn)
+		want  error
+		count func(*Counters) uint64
+	}{
+		{"idle", Options{IdleTimeout: 200 * time.Millisecond},
+			func(t *testing.T, cc net.Conn) { cc.Write(val) },
+			ErrIdleTimeout, func(c *Counters) uint64 { return c.IdleTimeouts.Load() }},
+		{"handshake", Options{HandshakeTimeout: 200 * time.Millisecond},
+			// Echoes keep the idle timer happy but do not validate.
+			func(t *testing.T, cc net.Conn) { every(t, cc, 50*time.Millisecond, pva.AppendEcho(nil, 0, nil)) },
+			ErrHandshakeTimeout, func(c *Counters) uint64 { return c.HandshakeTimeouts.Load() }},
+		{"slow loris", Options{MessageTimeout: 300 * time.Millisecond},
+			func(t *testing.T, cc net.Conn) {
+				cc.Write(val)
+				cc.Write([]byte{0xCA, 2, 0, 0x14, 100, 0, 0, 0})
+				every(t, cc, 30*time.Millisecond, []byte{0})
+			},
+			ErrMessageTimeout, func(c *Counters) uint64 { return c.MessageTimeouts.Load() }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, cc := loopPair(t)
+			cnt := new(Counters)
+			o := tc.opt
+			o.Counters = cnt
+			c := Serve(sc, o, newRecorder())
+			tc.feed(t, cc)
+			if err := waitDone(t, c); err != tc.want || tc.count(cnt) != 1 {
+				t.Fatalf("%v %+v", err, cnt.Stats())
 			}
-		}()
-		defer close(stop)
-		if err := waitDone(t, c); err != ErrHandshakeTimeout || cnt.HandshakeTimeouts.Load() != 1 {
-			t.Fatalf("%v %+v", err, cnt.Stats())
-		}
-	})
-	t.Run("slow loris", func(t *testing.T) {
-		sc, cc := loopPair(t)
-		cnt := new(Counters)
-		c := Serve(sc, Options{Counters: cnt, MessageTimeout: 300 * time.Millisecond}, newRecorder())
-		cc.Write(val)
-		cc.Write([]byte{0xCA, 2, 0, 0x14, 100, 0, 0, 0})
-		stop := make(chan struct{})
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(30 * time.Millisecond):
-					cc.Write([]byte{0})
-				}
-			}
-		}()
-		defer close(stop)
-		if err := waitDone(t, c); err != ErrMessageTimeout || cnt.MessageTimeouts.Load() != 1 {
-			t.Fatalf("%v %+v", err, cnt.Stats())
-		}
-	})
+		})
+	}
 }
 
 // A peer that never reads: the queue limit closes the connection instead
 // of letting memory grow.
 func TestSendQueueBound(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	sc, cc := loopPair(t)
 	_ = cc
 	cnt := new(Counters)
@@ -510,7 +445,7 @@ func TestClosedMidMessage(t *testing.T) {
 	c := Serve(sc, Options{}, rec)
 	b := pva.AppendMessage(nil, 0, pva.CmdGet, []byte("whole"))
 	b = append(b, pva.AppendMessage(nil, 0, pva.CmdGet, []byte("partial"))[:10]...)
-	readN(t, cc, 36) // unread data would make the close a reset
+	testutil.ReadN(t, cc, 36) // unread data would make the close a reset
 	cc.Write(b)
 	cc.Close()
 	if err := waitDone(t, c); err != io.EOF {
@@ -542,17 +477,13 @@ func TestCloserCalledOnce(t *testing.T) {
 }
 
 func TestDialContextCancel(t *testing.T) {
-	checkGoroutines(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	testutil.CheckGoroutines(t)
+	ln := listen(t)
 	acc := make(chan net.Conn, 1)
 	go func() { c, _ := ln.Accept(); acc <- c }()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err = Dial(ctx, netip.MustParseAddrPort(ln.Addr().String()), Options{}, newRecorder())
+	_, err := Dial(ctx, netip.MustParseAddrPort(ln.Addr().String()), Options{}, newRecorder())
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Dial: %v", err)
 	}
@@ -570,20 +501,20 @@ func (r replier) Message(c *Conn, h pva.Header, p []byte) {
 // A client that pipelines faster than it reads is slowed (the read loop
 // pauses), not disconnected, and gets every reply.
 func TestBackpressureNotDisconnect(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	sc, cc := loopPair(t)
 	cnt := new(Counters)
 	c := Serve(sc, Options{Counters: cnt, SendQueueBytes: 16 << 10}, replier{1000})
 	defer func() { c.Close(); waitDone(t, c) }()
-	readN(t, cc, 36)
+	testutil.ReadN(t, cc, 36)
 	const n = 3000
 	go func() {
 		cc.Write(pva.AppendClientValidation(nil, 0, &pva.ClientValidation{AuthMethod: "anonymous"}))
 		cc.Write(bytes.Repeat(pva.AppendMessage(nil, 0, pva.CmdGet, []byte{1}), n))
 	}()
 	time.Sleep(200 * time.Millisecond) // let the queue fill while we do not read
-	readN(t, cc, 9)
-	readN(t, cc, n*(8+1000))
+	testutil.ReadN(t, cc, 9)
+	testutil.ReadN(t, cc, n*(8+1000))
 	if cnt.ReadPauses.Load() == 0 || cnt.SendQueueFull.Load() != 0 {
 		t.Fatalf("%+v", cnt.Stats())
 	}

@@ -10,48 +10,14 @@ import (
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
-	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 var (
 	lo1 = netip.MustParseAddr("127.0.0.1")
 	lo2 = netip.MustParseAddr("127.0.0.2")
 )
-
-// newWorldWith is newWorld with resolver options (the name policy).
-func newWorldWith(t testing.TB, opt Options, ro resolver.Options) *world {
-	t.Helper()
-	reg := registry.New(registry.Options{})
-	res := resolver.New(reg, ro)
-	w := &world{reg: reg, res: res}
-	w.addServer(t, guidA, epA, "cap:a:mbox1", "cap:a:mbox2")
-	w.addServer(t, guidB, epB, "cap:b:mbox3")
-	opt.Listen = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}
-	opt.GUID = guidN
-	w.srv = New(opt, FromResolver(res))
-	if err := w.srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.ep = w.srv.Addrs()[0]
-	t.Cleanup(func() { w.srv.Close(); res.Close() })
-	return w
-}
-
-// rawConnFrom is rawConn from a chosen loopback source address.
-func rawConnFrom(t testing.TB, ep netip.AddrPort, src netip.Addr) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}
-	nc, err := d.Dial("tcp", ep.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	mustRead(t, nc, 36)
-	nc.Write(pva.AppendClientValidation(nil, 0, &pva.ClientValidation{AuthMethod: "anonymous"}))
-	mustRead(t, nc, 9)
-	return nc
-}
 
 func searchMsg(seq uint32, names ...string) []byte {
 	s := pva.Search{Seq: seq, Flags: pva.SearchUnicast, Protocols: [][]byte{[]byte("tcp")}}
@@ -79,7 +45,7 @@ func readResponses(t testing.TB, nc net.Conn, quiet time.Duration) []pva.SearchR
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := mustRead(t, nc, int(h.PayloadLen()))
+		p := testutil.ReadN(t, nc, int(h.PayloadLen()))
 		if h.Command != pva.CmdSearchResponse {
 			continue
 		}
@@ -95,7 +61,7 @@ func readResponses(t testing.TB, nc net.Conn, quiet time.Duration) []pva.SearchR
 // A client outside the access list is closed at accept, before the
 // greeting; an allowed one is served.
 func TestDeniedClientRefusedAtAccept(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{ClientAllowed: func(a netip.Addr) bool { return a != lo2 }})
 	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(lo2, 0))}
 	nc, err := d.Dial("tcp", w.ep.String())
@@ -124,7 +90,7 @@ func TestDeniedClientRefusedAtAccept(t *testing.T) {
 // the source's connections, never disconnecting; another source keeps its
 // own budget; the budget refills with the (fake) clock.
 func TestMessageRatePerSource(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	clk := clock.NewFake(time.Time{})
 	w := newWorld(t, Options{MessageRate: 1, MessageBurst: 3, Clock: clk})
 	a1, a2 := rawConnFrom(t, w.ep, lo1), rawConnFrom(t, w.ep, lo1)
@@ -135,7 +101,7 @@ func TestMessageRatePerSource(t *testing.T) {
 	}
 	a1.Write(all)
 	a2.Write(all)
-	waitFor(t, func() bool { st := w.srv.Stats(); return st.Searches+st.RateLimited == 10 })
+	testutil.WaitFor(t, 20*time.Second, "10 searches handled", func() bool { st := w.srv.Stats(); return st.Searches+st.RateLimited == 10 })
 	got := len(readResponses(t, a1, 200*time.Millisecond)) + len(readResponses(t, a2, 50*time.Millisecond))
 	if got != 3 {
 		t.Fatalf("source 127.0.0.1 got %d answers for 10 searches, want its burst of 3", got)
@@ -146,7 +112,7 @@ func TestMessageRatePerSource(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	a2.Write(all)
-	waitFor(t, func() bool { st := w.srv.Stats(); return st.Searches+st.RateLimited == 16 })
+	testutil.WaitFor(t, 20*time.Second, "16 searches handled", func() bool { st := w.srv.Stats(); return st.Searches+st.RateLimited == 16 })
 	if rs := readResponses(t, a2, 200*time.Millisecond); len(rs) != 1 {
 		t.Fatalf("after 1 s at 1/s: %d answers, want 1", len(rs))
 	}
@@ -179,7 +145,7 @@ func TestNamesPerSearchBound(t *testing.T) {
 // A denied name is never claimed over TCP, never waited for, and never
 // pushed when a server registers it later; an allowed one still is.
 func TestDeniedNameNotAnsweredNorPushed(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	deny := func(n []byte) bool {
 		return !bytes.HasPrefix(n, []byte("cap:a:")) && !bytes.HasPrefix(n, []byte("secret:"))
 	}
@@ -190,7 +156,7 @@ func TestDeniedNameNotAnsweredNorPushed(t *testing.T) {
 	if len(rs) != 1 || rs[0].GUID != guidB || len(rs[0].CIDs) != 1 || rs[0].CIDs[0] != 103 {
 		t.Fatalf("answers %+v: want only cap:b:mbox3 (CID 103)", rs)
 	}
-	waitFor(t, func() bool { return w.res.Stats().Waiting == 1 })
+	testutil.WaitFor(t, 20*time.Second, "a waiter registered", func() bool { return w.res.Stats().Waiting == 1 })
 	w.addServer(t, pva.GUID{0xC}, netip.MustParseAddrPort("10.9.9.9:5075"), "secret:later", "open:later")
 	rs = readResponses(t, nc, 300*time.Millisecond)
 	if len(rs) != 1 || len(rs[0].CIDs) != 1 || rs[0].CIDs[0] != 102 {

@@ -11,6 +11,7 @@ import (
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // fuzzRig is a Server that was never started: sessions are served on one
@@ -86,7 +87,7 @@ func (r *fuzzRig) run(t testing.TB, in []byte, raw bool) int {
 var clientBlocks = [][]int{{28, 30, 32, 34, 36, 38}, {44, 46, 48, 50}}
 
 func FuzzSession(f *testing.F) {
-	cap := captureBlocks(f)
+	cap := testutil.CaptureBlocks(f)
 	for _, sess := range clientBlocks {
 		var all []byte
 		for i, n := range sess {
@@ -139,7 +140,7 @@ func FuzzSession(f *testing.F) {
 // produce answers and are counted, so FuzzSession is not fuzzing a
 // connection that closed before reading.
 func TestFuzzRigDispatches(t *testing.T) {
-	cap := captureBlocks(t)
+	cap := testutil.CaptureBlocks(t)
 	r := newFuzzRig(t)
 	s := pva.Search{Seq: 1, Protocols: [][]byte{[]byte("tcp")}, Names: []pva.SearchName{{CID: 1, Name: []byte("cap:a:mbox1")}}}
 	in := append(pva.AppendSearch(nil, pva.FlagBigEndian, &s), cap[30]...)

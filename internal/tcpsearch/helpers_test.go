@@ -1,17 +1,11 @@
 package tcpsearch
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,43 +13,8 @@ import (
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
-
-// captureBlocks reads the numbered hex blocks of the PVXS loopback capture.
-func captureBlocks(t testing.TB) map[int][]byte {
-	t.Helper()
-	f, err := os.Open("../../../shared/spec/captures/pvxs-1.5.2-loopback.txt")
-	if err != nil {
-		t.Skipf("capture not available: %v", err)
-	}
-	defer f.Close()
-	out := map[int][]byte{}
-	cur := -1
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			n, err := strconv.Atoi(strings.Fields(line)[0][1:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur = n
-			continue
-		}
-		fs := strings.Fields(line)
-		if cur < 0 || len(fs) < 2 || len(fs[0]) != 4 {
-			continue
-		}
-		for _, h := range fs[1:] {
-			b, err := hex.DecodeString(h)
-			if len(h) != 2 || err != nil {
-				break
-			}
-			out[cur] = append(out[cur], b...)
-		}
-	}
-	return out
-}
 
 var (
 	guidA = pva.GUID{0xA, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
@@ -78,8 +37,14 @@ type world struct {
 
 func newWorld(t testing.TB, opt Options) *world {
 	t.Helper()
+	return newWorldWith(t, opt, resolver.Options{})
+}
+
+// newWorldWith is newWorld with resolver options (the name policy).
+func newWorldWith(t testing.TB, opt Options, ro resolver.Options) *world {
+	t.Helper()
 	reg := registry.New(registry.Options{})
-	res := resolver.New(reg, resolver.Options{})
+	res := resolver.New(reg, ro)
 	w := &world{reg: reg, res: res}
 	w.addServer(t, guidA, epA, "cap:a:mbox1", "cap:a:mbox2")
 	w.addServer(t, guidB, epB, "cap:b:mbox3")
@@ -177,35 +142,36 @@ func (cl *client) none(t testing.TB, within time.Duration) {
 // rawConn is a hand-driven client socket that has done the handshake.
 func rawConn(t testing.TB, ep netip.AddrPort) net.Conn {
 	t.Helper()
-	nc, err := net.Dial("tcp", ep.String())
+	return rawConnVia(t, &net.Dialer{}, ep)
+}
+
+// rawConnFrom is rawConn from a chosen loopback source address.
+func rawConnFrom(t testing.TB, ep netip.AddrPort, src netip.Addr) net.Conn {
+	t.Helper()
+	return rawConnVia(t, &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 5 * time.Second}, ep)
+}
+
+func rawConnVia(t testing.TB, d *net.Dialer, ep netip.AddrPort) net.Conn {
+	t.Helper()
+	nc, err := d.Dial("tcp", ep.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	mustRead(t, nc, 36)
+	testutil.ReadN(t, nc, 36)
 	nc.Write(pva.AppendClientValidation(nil, 0, &pva.ClientValidation{AuthMethod: "anonymous"}))
-	mustRead(t, nc, 9)
+	testutil.ReadN(t, nc, 9)
 	return nc
-}
-
-func mustRead(t testing.TB, nc net.Conn, n int) []byte {
-	t.Helper()
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	b := make([]byte, n)
-	if _, err := io.ReadFull(nc, b); err != nil {
-		t.Fatalf("read %d: %v", n, err)
-	}
-	return b
 }
 
 // readMsg reads one whole message from a raw socket.
 func readMsg(t testing.TB, nc net.Conn) (pva.Header, []byte) {
 	t.Helper()
-	h, err := pva.DecodeHeader(mustRead(t, nc, 8))
+	h, err := pva.DecodeHeader(testutil.ReadN(t, nc, 8))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h, mustRead(t, nc, int(h.PayloadLen()))
+	return h, testutil.ReadN(t, nc, int(h.PayloadLen()))
 }
 
 // isClosed reports whether the server closed nc within d.
@@ -216,18 +182,4 @@ func isClosed(nc net.Conn, d time.Duration) bool {
 		return false
 	}
 	return true // EOF, or a reset when the server left our bytes unread
-}
-
-func checkGoroutines(t *testing.T) {
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > base {
-			buf := make([]byte, 1<<20)
-			t.Errorf("goroutines: %d at start, %d at end\n%s", base, n, buf[:runtime.Stack(buf, true)])
-		}
-	})
 }

@@ -12,13 +12,14 @@ import (
 
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // A Go PVA client (pvaconn.Dial) searches over TCP: one response per
 // claiming server, with that server's GUID and real endpoint, in the
 // connection's byte order with the server flag; unknown names unanswered.
 func TestSearchGroupsPerServer(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{})
 	cl := dial(t, w.ep)
 	cl.search(77, 0, "cap:a:mbox1", "nope", "cap:b:mbox3", "cap:a:mbox2")
@@ -66,19 +67,19 @@ func equalCIDs(got []uint32, want ...uint32) bool {
 // the greeting and validation match PVXS byte for byte, and the answer to
 // the captured search decodes to the registered endpoint and GUID.
 func TestCapturedClientReplay(t *testing.T) {
-	checkGoroutines(t)
-	cap := captureBlocks(t)
+	testutil.CheckGoroutines(t)
+	cap := testutil.CaptureBlocks(t)
 	w := newWorld(t, Options{})
 	nc, err := net.Dial("tcp", w.ep.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if got := mustRead(t, nc, len(cap[27])); !bytes.Equal(got, cap[27]) {
+	if got := testutil.ReadN(t, nc, len(cap[27])); !bytes.Equal(got, cap[27]) {
 		t.Fatalf("greeting\n got %x\nwant %x", got, cap[27])
 	}
 	nc.Write(cap[28])
-	if got := mustRead(t, nc, len(cap[29])); !bytes.Equal(got, cap[29]) {
+	if got := testutil.ReadN(t, nc, len(cap[29])); !bytes.Equal(got, cap[29]) {
 		t.Fatalf("validated\n got %x\nwant %x", got, cap[29])
 	}
 	nc.Write(cap[30])
@@ -152,14 +153,14 @@ func TestZeroEndpointSkipped(t *testing.T) {
 // A name registered after the client searched is pushed on the same
 // connection, without a new search.
 func TestPushAfterRegistration(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{})
 	cl := dial(t, w.ep)
 	cl.search(42, 0, "late:pv", "cap:a:mbox1")
 	if r := cl.next(t, 5*time.Second); r.m.GUID != guidA {
 		t.Fatalf("direct reply %+v", r.m)
 	}
-	waitFor(t, func() bool { return w.res.Stats().Waiting == 1 })
+	testutil.WaitFor(t, 20*time.Second, "a waiter registered", func() bool { return w.res.Stats().Waiting == 1 })
 	start := time.Now()
 	w.addServer(t, guidB, epB, "cap:b:mbox3", "late:pv")
 	r := cl.next(t, time.Second)
@@ -170,16 +171,6 @@ func TestPushAfterRegistration(t *testing.T) {
 	}
 	if st := w.srv.Stats(); st.Pushed != 1 || st.Searches != 1 {
 		t.Errorf("stats %+v", st)
-	}
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -203,12 +194,12 @@ func TestCreateChannel(t *testing.T) {
 	prov.take.Store(true)
 	nc.Write(pva.AppendMessage(nil, 0, pva.CmdCreateChannel, req))
 	nc.Write(pva.AppendMessage(nil, 0, pva.CmdRPC, []byte{1}))
-	waitFor(t, func() bool { return prov.count() == 3 }) // the refused offer too
+	testutil.WaitFor(t, 20*time.Second, "3 channel offers", func() bool { return prov.count() == 3 }) // the refused offer too
 	if st := w.srv.Stats(); st.ChannelsRefused != 2 {
 		t.Errorf("stats %+v", st)
 	}
 	nc.Close()
-	waitFor(t, func() bool { return prov.closed.Load() == 1 })
+	testutil.WaitFor(t, 20*time.Second, "the channel closed", func() bool { return prov.closed.Load() == 1 })
 }
 
 // Unknown commands are drained and ignored; segmented searches are
@@ -253,7 +244,7 @@ func TestMalformedSearchCloses(t *testing.T) {
 // getting answers, and every goroutine is gone afterwards.
 func TestHostilePeers(t *testing.T) {
 	raiseFDLimit(t, 4096)
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{Conn: pvaconn.Options{
 		SendQueueBytes: 64 << 10, MessageTimeout: time.Second,
 		HandshakeTimeout: 10 * time.Second, IdleTimeout: 2 * time.Second,
@@ -341,7 +332,7 @@ func TestHostilePeers(t *testing.T) {
 		stillAnswers()
 	})
 	t.Run("1000 idle", func(t *testing.T) {
-		waitFor(t, func() bool { return conns() == 1 }) // earlier peers all gone
+		testutil.WaitFor(t, 20*time.Second, "one connection left", func() bool { return conns() == 1 }) // earlier peers all gone
 		base := conns()
 		idle := make([]net.Conn, 0, 1000)
 		for i := 0; i < 1000; i++ {
@@ -351,12 +342,12 @@ func TestHostilePeers(t *testing.T) {
 			}
 			idle = append(idle, nc)
 		}
-		waitFor(t, func() bool { return conns() == base+1000 })
+		testutil.WaitFor(t, 20*time.Second, "1000 more connections", func() bool { return conns() == base+1000 })
 		stillAnswers()
 		for _, nc := range idle {
 			nc.Close()
 		}
-		waitFor(t, func() bool { return conns() == base })
+		testutil.WaitFor(t, 20*time.Second, "the idle connections gone", func() bool { return conns() == base })
 		stillAnswers()
 	})
 }
@@ -364,7 +355,7 @@ func TestHostilePeers(t *testing.T) {
 // Connections beyond MaxConns are closed at once and counted; capacity
 // returns when one leaves.
 func TestMaxConns(t *testing.T) {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{MaxConns: 2})
 	a := dial(t, w.ep)
 	dial(t, w.ep)
@@ -381,7 +372,7 @@ func TestMaxConns(t *testing.T) {
 	}
 	a.c.Close()
 	<-a.c.Done()
-	waitFor(t, func() bool { return w.srv.Stats().Active == 1 })
+	testutil.WaitFor(t, 20*time.Second, "one connection active", func() bool { return w.srv.Stats().Active == 1 })
 	c := dial(t, w.ep)
 	c.search(1, 0, "cap:a:mbox1")
 	c.next(t, 5*time.Second)

@@ -10,17 +10,8 @@ import (
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func portOf(c *net.UDPConn) uint16 { return c.LocalAddr().(*net.UDPAddr).AddrPort().Port() }
 
@@ -61,7 +52,7 @@ func TestUDPFloodIsRateLimitedPerSource(t *testing.T) {
 		flooder.WriteToUDPAddrPort(fmsg, lo5076)
 	}
 	other.WriteToUDPAddrPort(searchMsg(pva.SearchUnicast, netip.Addr{}, portOf(other), []string{"tcp"}, "b"), lo5076)
-	eventually(t, "the flood to be handled", func() bool { st := s.Stats(); return st.DropRateLimited >= flood-burst })
+	testutil.WaitFor(t, 5*time.Second, "the flood to be handled", func() bool { st := s.Stats(); return st.DropRateLimited >= flood-burst })
 	if got := collect(other, 300*time.Millisecond, 1); len(got) != 1 {
 		t.Fatalf("other source: %d answers during the flood", len(got))
 	}
@@ -87,7 +78,7 @@ func TestUDPReflectionCapOnTheWire(t *testing.T) {
 	for range n {
 		c.WriteToUDPAddrPort(msg, lo5076)
 	}
-	eventually(t, "the searches to be handled", func() bool { st := s.Stats(); return st.Responses+st.ReflectionCapped == 3*n })
+	testutil.WaitFor(t, 5*time.Second, "the searches to be handled", func() bool { st := s.Stats(); return st.Responses+st.ReflectionCapped == 3*n })
 	got, bytes := collect(c, 300*time.Millisecond, 0), 0
 	for _, m := range got {
 		bytes += len(m.b)

@@ -8,9 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,86 +16,28 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // Network namespace helpers. Everything here sends only inside
 // namespaces the test creates; nothing touches the host's interfaces.
 
-func requireNetns(t *testing.T) {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("network namespace tests need Linux")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("network namespace tests need root (ip netns add); skipping")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("network namespace tests need the ip command (apt-get install iproute2); skipping")
-	}
-}
-
 var nsSeq atomic.Int32
 
-type netns struct{ name string }
+type netns struct{ *testutil.Netns }
 
 // newNetns creates a namespace with lo up, multicast on and a route for
 // 224.0.0.0/4 on lo; it is deleted (with its veths) when the test ends.
 func newNetns(t *testing.T) *netns {
 	t.Helper()
-	requireNetns(t)
-	n := &netns{name: fmt.Sprintf("pvans-t%d-%d", os.Getpid(), nsSeq.Add(1))}
-	ipCmd(t, "netns", "add", n.name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", n.name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", n.name, err, out)
-		}
-	})
-	n.ip(t, "link set lo up")
-	n.ip(t, "link set lo multicast on")
-	n.ip(t, "route add 224.0.0.0/4 dev lo")
-	return n
-}
-
-func ipCmd(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-func (n *netns) ip(t *testing.T, args string) {
-	t.Helper()
-	ipCmd(t, append([]string{"-n", n.name}, strings.Fields(args)...)...)
-}
-
-// do runs fn on an OS thread switched into the namespace. The thread is
-// never unlocked, so it dies with its goroutine instead of going back to
-// the scheduler in the wrong namespace. Sockets made by fn stay in the
-// namespace and can be used from any goroutine.
-func (n *netns) do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/var/run/netns/"+n.name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		err = unix.Setns(fd, unix.CLONE_NEWNET)
-		unix.Close(fd)
-		if err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
+	testutil.RequireNetns(t, "network namespace tests")
+	return &netns{testutil.NewNetns(t, fmt.Sprintf("pvans-t%d-%d", os.Getpid(), nsSeq.Add(1)))}
 }
 
 // interfaces lists the namespace's interfaces (an Options.ListInterfaces).
 func (n *netns) interfaces() ([]Interface, error) {
 	var ifs []Interface
-	err := n.do(func() (err error) { ifs, err = ReadInterfaces(); return })
+	err := n.Do(func() (err error) { ifs, err = ReadInterfaces(); return })
 	return ifs, err
 }
 
@@ -106,12 +45,8 @@ func (n *netns) interfaces() ([]Interface, error) {
 func veth(t *testing.T, a *netns, aAddr string, b *netns, bAddr string) {
 	t.Helper()
 	i := nsSeq.Add(1)
-	an, bn := fmt.Sprintf("pva%d", i), fmt.Sprintf("pvb%d", i)
-	ipCmd(t, "link", "add", an, "netns", a.name, "type", "veth", "peer", "name", bn, "netns", b.name)
-	a.ip(t, "addr add "+aAddr+" brd + dev "+an)
-	b.ip(t, "addr add "+bAddr+" brd + dev "+bn)
-	a.ip(t, "link set "+an+" up")
-	b.ip(t, "link set "+bn+" up")
+	testutil.Veth(t, a.Netns, fmt.Sprintf("pva%d", i), []string{aAddr + " brd +"},
+		b.Netns, fmt.Sprintf("pvb%d", i), []string{bAddr + " brd +"})
 }
 
 // startServer runs New inside the namespace.
@@ -121,7 +56,7 @@ func startServer(t *testing.T, n *netns, o Options) *Server {
 		o.ListInterfaces = n.interfaces
 	}
 	var s *Server
-	if err := n.do(func() (err error) { s, err = New(o); return }); err != nil {
+	if err := n.Do(func() (err error) { s, err = New(o); return }); err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
@@ -132,7 +67,7 @@ func startServer(t *testing.T, n *netns, o Options) *Server {
 func udpIn(t *testing.T, n *netns, addr string) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
-	err := n.do(func() error {
+	err := n.Do(func() error {
 		pc, err := net.ListenPacket("udp4", addr)
 		if err == nil {
 			c = pc.(*net.UDPConn)
@@ -226,7 +161,7 @@ func startPVXSLike(t *testing.T, n *netns, port uint16, guid pva.GUID, tcpPort u
 			p.local[pf.Addr()] = true
 		}
 	}
-	if err := n.do(func() (err error) { p.conn, err = listenSearchPort(port, 1<<20); return }); err != nil {
+	if err := n.Do(func() (err error) { p.conn, err = listenSearchPort(port, 1<<20); return }); err != nil {
 		t.Fatal(err)
 	}
 	p.wg.Add(1)

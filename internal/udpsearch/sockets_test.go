@@ -84,7 +84,7 @@ func TestSafetyRulesOnTheWire(t *testing.T) {
 	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true,
 		Resolver: newMapResolver(map[string]resolver.Endpoint{"pvans:held": srvX})})
 	var obs *net.UDPConn
-	err := ns.do(func() (err error) {
+	err := ns.Do(func() (err error) {
 		// Bound to the group address, so it sees group traffic only and
 		// never steals a unicast from pvans.
 		obs, err = listenSearchPortAt(ForwardGroup, 5076)
@@ -159,7 +159,7 @@ func TestSafetyRulesOnTheWire(t *testing.T) {
 		before := s.Stats()
 		// The kernel itself refuses martian sources; either it or pvans
 		// drops it, and nothing must come out.
-		if err := ns.do(func() error {
+		if err := ns.Do(func() error {
 			return sendRaw(netip.MustParseAddrPort("224.1.2.3:"+strconv.Itoa(int(cport))), lo5076, withReply)
 		}); err != nil {
 			t.Fatal(err)
@@ -457,7 +457,7 @@ func TestClientSocket(t *testing.T) {
 func TestReceivePathAllocatesNothing(t *testing.T) {
 	ns := newNetns(t)
 	var conn *net.UDPConn
-	if err := ns.do(func() (err error) { conn, err = listenSearchPort(5076, 1<<20); return }); err != nil {
+	if err := ns.Do(func() (err error) { conn, err = listenSearchPort(5076, 1<<20); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
