@@ -409,11 +409,14 @@ func (c *Client) Close() {
 // onNames is the registry's commit hook: answer every waiter for a name
 // that just became answerable (or a record.FIELD of it).
 func (r *Resolver) onNames(added []string) {
-	if r.waiting.Load() == 0 {
-		return
-	}
+	// The "nobody waits" shortcut must be taken under r.mu: a Wait that
+	// looked the name up just before this commit registers its waiter under
+	// r.mu, and an unlocked check could miss it and leave it waiting forever.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.byName) == 0 {
+		return
+	}
 	type key struct {
 		c *Client
 		h *registry.Holder
