@@ -234,3 +234,15 @@ func BenchmarkPlainMapBaseline(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIndexRebuild1M is the writer's pause when the index grows or
+// shrinks at the 1M site (readers keep using the old table meanwhile).
+func BenchmarkIndexRebuild1M(b *testing.B) {
+	r, _ := benchSite(b)
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	for b.Loop() {
+		tags, _, _, _ := r.idx.rebuilt(r.idx.count)
+		runtime.KeepAlive(tags)
+	}
+}

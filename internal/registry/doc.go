@@ -14,14 +14,48 @@
 // path must cost about one hash lookup per name. So go-memdb keeps what it is
 // good at — one row per server (identity, endpoint, discovery, probe state,
 // name counts) and one row per duplicate claim, with transactions and watch
-// channels for the operator API — and the per-name truth lives in a plain Go
-// map from name to a uint32 server slot (the "index"), plus each server's own
-// []string name set sharing the same string data. All mutations are
-// serialized by one writer mutex; the index is published to readers under a
-// sync.RWMutex that the writer holds only while applying an already computed
-// diff, so a reader sees a server's name set either wholly before or wholly
-// after a replace, never half of it. LookupBatch takes the read lock once per
-// batch, not per name.
+// channels for the operator API — and the per-name truth lives in the
+// "index", a hash table from name to a uint32 server slot, plus each
+// server's own []string name set sharing the same string data. All
+// mutations are serialized by one writer mutex; the index is published to
+// readers under a sync.RWMutex that the writer holds only while applying an
+// already computed diff, so a reader sees a server's name set either wholly
+// before or wholly after a replace, never half of it. LookupBatch takes the
+// read lock once per batch, not per name.
+//
+// # The name index
+//
+// At 1M names every lookup is a cache miss (and on a VM a TLB miss), so
+// the index is designed around memory accesses, not instructions; a Go map
+// costs ~270-450 ns per hit and ~110-250 ns per miss on the build VM, over
+// the search path's budget. The index is an open-addressing table with
+// linear probing at a load of at most 3/4 (just under 1/2 at the 1M
+// site), in two parallel slices:
+//
+//   - tags []uint32: the top 32 bits of the name's hash/maphash value (0 is
+//     empty), 4 bytes a slot, so the whole tag array of the 1M site is
+//     8 MiB, a seventh of the table (fewer cache and TLB misses than
+//     probing whole slots). A miss reads only tags and ends at the first
+//     empty one: usually one line, no string compare.
+//   - ents []entry: the name's string header (pointing at the bytes the
+//     holder's name set already holds; the index never copies a name) and
+//     the server slot. A hit reads its tag, its entry and the name bytes.
+//
+// LookupBatch exploits memory-level parallelism: it hashes every name of
+// the batch and loads each home tag in one tight loop of independent loads,
+// then probes and loads each candidate's entry, then its first name byte,
+// then compares — so the 38 misses of a search overlap instead of queueing.
+// This, more than the layout, is what a map lookup per name cannot do.
+//
+// Deletion shifts the rest of the cluster back (no tombstones). Growth and
+// shrinking rebuild the table from the tags alone (the home slot is the
+// tag's top bits; no rehashing, no string reads) while the writer holds only
+// the writer mutex — readers keep using the old table, which only the
+// writer could change — and swap it in under the RWMutex. Before applying a
+// diff the writer reserves room for it, so readers never wait for a
+// rebuild (at 1M names one takes ~20 ms of the writer's time, amortized
+// over the doublings). The hash seed is random per registry, so remote
+// servers cannot pick names that pile into one cluster.
 //
 // # Duplicate claims
 //

@@ -111,7 +111,7 @@ type Registry struct {
 
 	// imu publishes idx and holders to readers; written only with wmu held.
 	imu     sync.RWMutex
-	idx     map[string]uint32
+	idx     nameIndex
 	holders []*Holder
 
 	subMu sync.Mutex
@@ -148,7 +148,7 @@ func New(o Options) *Registry {
 		byGUID:   make(map[pva.GUID]*server),
 		dupNames: make(map[string]int),
 		limitLog: make(map[string]time.Time),
-		idx:      make(map[string]uint32),
+		idx:      newNameIndex(),
 	}
 }
 
@@ -222,14 +222,12 @@ func recordPart(name []byte) ([]byte, bool) {
 
 // lookupLocked answers one name from the index; imu (read) or wmu held.
 func (r *Registry) lookupLocked(name []byte) *Holder {
-	if id, ok := r.idx[string(name)]; ok {
-		return r.holders[id]
+	if h := r.lookupHashed(r.idx.hashBytes(name), name); h != nil {
+		return h
 	}
 	if r.opts.FieldNames {
 		if rec, ok := recordPart(name); ok {
-			if id, ok := r.idx[string(rec)]; ok {
-				return r.holders[id]
-			}
+			return r.lookupHashed(r.idx.hashBytes(rec), rec)
 		}
 	}
 	return nil
@@ -239,9 +237,15 @@ func (r *Registry) lookupLocked(name []byte) *Holder {
 // q[i].Name or nil. out must be at least len(q) long. It does not allocate.
 func (r *Registry) LookupBatch(q []pva.SearchName, out []*Holder) {
 	out = out[:len(q)]
+	var names [lookupChunk][]byte
 	r.imu.RLock()
-	for i := range q {
-		out[i] = r.lookupLocked(q[i].Name)
+	for len(q) > 0 {
+		k := min(len(q), lookupChunk)
+		for i := range k {
+			names[i] = q[i].Name
+		}
+		r.lookupMany(&names, k, out, r.opts.FieldNames)
+		q, out = q[k:], out[k:]
 	}
 	r.imu.RUnlock()
 }
@@ -249,9 +253,12 @@ func (r *Registry) LookupBatch(q []pva.SearchName, out []*Holder) {
 // LookupNames is LookupBatch for names as byte slices.
 func (r *Registry) LookupNames(names [][]byte, out []*Holder) {
 	out = out[:len(names)]
+	var chunk [lookupChunk][]byte
 	r.imu.RLock()
-	for i, n := range names {
-		out[i] = r.lookupLocked(n)
+	for len(names) > 0 {
+		k := copy(chunk[:], names)
+		r.lookupMany(&chunk, k, out, r.opts.FieldNames)
+		names, out = names[k:], out[k:]
 	}
 	r.imu.RUnlock()
 }
@@ -319,6 +326,7 @@ func (r *Registry) UpsertServer(in ServerInfo) (created bool, err error) {
 					zap.Stringer("old_guid", old.Info.GUID), zap.Stringer("guid", in.GUID),
 					zap.Stringer("endpoint", in.Addr))
 				added = r.removeLocked(txn, os)
+				r.shrinkIndex()
 				r.st.replaced.Add(1)
 			}
 		}
@@ -475,6 +483,8 @@ func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
 		err = ErrNameLimit
 	}
 
+	defer r.shrinkIndex()
+	r.reserveIndex(len(adds))
 	txn := r.db.Txn(true)
 	defer txn.Abort()
 	var dl dupLog
@@ -524,6 +534,7 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 	if s.extra == nil {
 		s.extra = make(map[string]learned)
 	}
+	r.reserveIndex(len(names))
 	r.imu.Lock()
 	for _, n := range names {
 		if n == "" {
@@ -558,7 +569,7 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 
 // claimsLocked reports whether s already claims n (held or duplicate).
 func (r *Registry) claimsLocked(txn *memdb.Txn, s *server, n string) bool {
-	if id, ok := r.idx[n]; ok && id == s.id {
+	if id, ok := r.idx.get(n); ok && id == s.id {
 		return true
 	}
 	if r.dupNames[n] == 0 {
@@ -602,7 +613,7 @@ func (d *dupLog) flush(r *Registry, s *server) {
 // claimLocked records s's claim on n (not yet claimed by s); imu and wmu
 // held. It reports whether s became the holder.
 func (r *Registry) claimLocked(txn *memdb.Txn, s *server, n string, how Source, now time.Time, dl *dupLog) bool {
-	if id, ok := r.idx[n]; ok {
+	if id, ok := r.idx.get(n); ok {
 		r.seq++
 		row := &conflictRow{Name: n, Holder: r.byID[id].key, Claimant: s.key, Seq: r.seq, Since: now, How: how}
 		if err := txn.Insert(tabConflicts, row); err != nil {
@@ -613,7 +624,7 @@ func (r *Registry) claimLocked(txn *memdb.Txn, s *server, n string, how Source, 
 		dl.add(n, id)
 		return false
 	}
-	r.idx[n] = s.id
+	r.idx.set(n, s.id)
 	s.held++
 	return true
 }
@@ -622,7 +633,7 @@ func (r *Registry) claimLocked(txn *memdb.Txn, s *server, n string, how Source, 
 // another server claims it, the earliest claimant takes over and n is
 // returned (the name is answerable by a new server).
 func (r *Registry) releaseLocked(txn *memdb.Txn, s *server, n string) string {
-	id, ok := r.idx[n]
+	id, ok := r.idx.get(n)
 	if !ok || id != s.id {
 		if r.dupNames[n] > 0 {
 			if c, _ := txn.First(tabConflicts, "id", n, s.key); c != nil {
@@ -634,7 +645,7 @@ func (r *Registry) releaseLocked(txn *memdb.Txn, s *server, n string) string {
 	}
 	s.held--
 	if r.dupNames[n] == 0 {
-		delete(r.idx, n)
+		r.idx.delete(n)
 		return ""
 	}
 	it, _ := txn.Get(tabConflicts, "name", n)
@@ -647,7 +658,7 @@ func (r *Registry) releaseLocked(txn *memdb.Txn, s *server, n string) string {
 	ns := r.byGUID[mustGUID(next.Claimant)]
 	_ = txn.Delete(tabConflicts, next)
 	r.decDup(n)
-	r.idx[next.Name] = ns.id // the claimant's copy of the string, so s's can go
+	r.idx.set(next.Name, ns.id) // the claimant's copy of the string, so s's can go
 	ns.held++
 	for _, c := range rows[1:] {
 		cc := *c
@@ -694,6 +705,7 @@ func (r *Registry) RemoveServer(g pva.GUID) error {
 	defer txn.Abort()
 	added = r.removeLocked(txn, s)
 	txn.Commit()
+	r.shrinkIndex()
 	return nil
 }
 
@@ -733,6 +745,7 @@ func (r *Registry) ExpireUnverified(now time.Time) int {
 		n++
 	}
 	txn.Commit()
+	r.shrinkIndex()
 	r.st.expired.Add(uint64(n))
 	return n
 }
@@ -812,7 +825,7 @@ func (r *Registry) Names(pattern string, limit int) []NameInfo {
 		}
 	}
 	var match []string
-	for n := range r.idx {
+	for n := range r.idx.all() {
 		if isGlob && globMatch(pattern, n) || !isGlob && len(n) >= len(pattern) && n[:len(pattern)] == pattern {
 			match = append(match, n)
 		}
@@ -823,7 +836,8 @@ func (r *Registry) Names(pattern string, limit int) []NameInfo {
 	}
 	out := make([]NameInfo, len(match))
 	for i, n := range match {
-		s := r.byID[r.idx[n]]
+		id, _ := r.idx.get(n)
+		s := r.byID[id]
 		ni := NameInfo{Name: n, GUID: s.guid, Addr: s.row.Info.Addr, How: s.row.Info.ListedHow,
 			At: s.row.Info.ListedAt, Claimant: r.dupNames[n]}
 		if l, ok := s.extra[n]; ok {
@@ -875,7 +889,7 @@ func (r *Registry) ServerNames(g pva.GUID) ([]string, bool) {
 func (r *Registry) Counts() Counts {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	c := Counts{Servers: len(r.byGUID), Names: len(r.idx), Claims: r.claims, DuplicateNames: len(r.dupNames)}
+	c := Counts{Servers: len(r.byGUID), Names: r.idx.count, Claims: r.claims, DuplicateNames: len(r.dupNames)}
 	for _, v := range r.dupNames {
 		c.Duplicates += v
 	}

@@ -119,7 +119,7 @@ func (r *Registry) encode(buf *bytes.Buffer) {
 		for _, n := range s.names {
 			w.str(n)
 			var fl uint8
-			if id, ok := r.idx[n]; ok && id == s.id {
+			if id, ok := r.idx.get(n); ok && id == s.id {
 				fl |= 1
 			}
 			l, extra := s.extra[n]
@@ -321,10 +321,8 @@ func (r *Registry) LoadSnapshot(path string) error {
 	for i := range servers {
 		total += len(servers[i].names)
 	}
+	r.reserveIndex(total) // one rebuild up front, not one per doubling
 	r.imu.Lock()
-	if len(r.idx) == 0 {
-		r.idx = make(map[string]uint32, total) // no incremental growth for 1M names
-	}
 	for i := range servers {
 		ss := &servers[i]
 		if len(r.byGUID) >= r.opts.MaxServers {
@@ -357,10 +355,10 @@ func (r *Registry) LoadSnapshot(path string) error {
 				r.st.nameLimit.Add(1)
 				continue
 			}
-			if _, taken := r.idx[e.name]; taken {
+			if _, taken := r.idx.get(e.name); taken {
 				continue // damaged: two holders; the first stays
 			}
-			r.idx[e.name] = s.id
+			r.idx.set(e.name, s.id)
 			s.held++
 			r.claims++
 			s.names = append(s.names, e.name)
