@@ -39,6 +39,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/outbox"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -176,8 +177,7 @@ type Tracker struct {
 	stats      Stats
 	timer      clock.Timer
 	closed     bool
-	queue      []Event
-	delivering bool
+	events     outbox.Outbox[Event]
 	warnedFull bool
 }
 
@@ -228,7 +228,7 @@ func (t *Tracker) Observe(o Observation) {
 		}
 		t.table[k] = e
 		t.stats.New++
-		t.queue = append(t.queue, t.event(EventNew, e, pva.GUID{}, now))
+		t.events.Push(t.event(EventNew, e, pva.GUID{}, now))
 	case e.GUID != o.GUID || e.Version != o.Version:
 		old := e.GUID
 		*e = Entry{GUID: o.GUID, Endpoint: o.Endpoint, Protocol: o.Protocol, Version: o.Version,
@@ -237,7 +237,7 @@ func (t *Tracker) Observe(o Observation) {
 			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
 		}
 		t.stats.Changed++
-		t.queue = append(t.queue, t.event(EventChanged, e, old, now))
+		t.events.Push(t.event(EventChanged, e, old, now))
 	default:
 		e.LastSeen, e.Sender, e.Via = now, o.From, o.Via
 		if o.Via == ViaBeacon {
@@ -246,7 +246,7 @@ func (t *Tracker) Observe(o Observation) {
 			if moved {
 				e.ChangeMoves++
 				t.stats.SourcesChanged++
-				t.queue = append(t.queue, t.event(EventSourcesChanged, e, pva.GUID{}, now))
+				t.events.Push(t.event(EventSourcesChanged, e, pva.GUID{}, now))
 			}
 		}
 	}
@@ -259,30 +259,16 @@ func (t *Tracker) event(k EventKind, e *Entry, old pva.GUID, now time.Time) Even
 		Version: e.Version, ChangeCount: e.ChangeCount, Via: e.Via, At: now}
 }
 
-// deliver drains the event queue outside the lock. Only one goroutine
-// delivers at a time, so OnEvent sees events in table order; a call made
-// from inside OnEvent queues its events for the running loop.
+// deliver hands queued events to OnEvent outside the lock, in table
+// order; a call made from inside OnEvent queues its events for the running
+// delivery.
 func (t *Tracker) deliver() {
-	t.mu.Lock()
-	if t.delivering || len(t.queue) == 0 {
-		t.mu.Unlock()
-		return
-	}
-	t.delivering = true
-	for len(t.queue) > 0 {
-		q := t.queue
-		t.queue = nil
-		t.mu.Unlock()
-		for _, ev := range q {
-			t.logEvent(ev)
-			if t.opt.OnEvent != nil {
-				t.opt.OnEvent(ev)
-			}
+	t.events.Drain(&t.mu, func(ev Event) {
+		t.logEvent(ev)
+		if t.opt.OnEvent != nil {
+			t.opt.OnEvent(ev)
 		}
-		t.mu.Lock()
-	}
-	t.delivering = false
-	t.mu.Unlock()
+	})
 }
 
 func (t *Tracker) logEvent(ev Event) {
@@ -379,7 +365,7 @@ func (t *Tracker) Expire() int {
 		if age >= t.opt.Expiry || age < -FutureSlack {
 			delete(t.table, k)
 			t.stats.Lost++
-			t.queue = append(t.queue, t.event(EventLost, e, pva.GUID{}, now))
+			t.events.Push(t.event(EventLost, e, pva.GUID{}, now))
 			n++
 		}
 	}

@@ -626,3 +626,19 @@ func TestDefaultIdleTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Observe is independent of the Sink: a metrics-only prober still reports.
+func TestObserveWithoutSink(t *testing.T) {
+	srv := startServer(t, probetest.Options{Names: []string{"obs:b"}})
+	got := make(chan string, 4)
+	p := newProber(t, Options{Observe: func(r string, _ time.Duration) { got <- r }})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+	select {
+	case r := <-got:
+		if r != "ok" {
+			t.Fatalf("observed %q", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no observation without a Sink")
+	}
+}

@@ -53,6 +53,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/outbox"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 )
@@ -213,13 +214,12 @@ type Prober struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex
-	servers    map[netip.AddrPort]*server
-	rnd        *rand.Rand
-	stats      Stats
-	closed     bool
-	queue      []func()
-	delivering bool
+	mu      sync.Mutex
+	servers map[netip.AddrPort]*server
+	rnd     *rand.Rand
+	stats   Stats
+	closed  bool
+	calls   outbox.Outbox[func()] // Sink and Observe calls, delivered in order outside mu
 
 	// onSchedule, if set (tests), is called under the lock whenever a
 	// timer is armed for a server.
@@ -457,32 +457,12 @@ func (p *Prober) retry(s *server) {
 
 // report queues a Sink call; deliver runs them in order outside the lock.
 func (p *Prober) report(f func(Sink)) {
-	if p.opt.Sink == nil {
-		return
+	if sink := p.opt.Sink; sink != nil {
+		p.calls.Push(func() { f(sink) })
 	}
-	sink := p.opt.Sink
-	p.queue = append(p.queue, func() { f(sink) })
 }
 
-func (p *Prober) deliver() {
-	p.mu.Lock()
-	if p.delivering || len(p.queue) == 0 {
-		p.mu.Unlock()
-		return
-	}
-	p.delivering = true
-	for len(p.queue) > 0 {
-		q := p.queue
-		p.queue = nil
-		p.mu.Unlock()
-		for _, f := range q {
-			f()
-		}
-		p.mu.Lock()
-	}
-	p.delivering = false
-	p.mu.Unlock()
-}
+func (p *Prober) deliver() { p.calls.Drain(&p.mu, func(f func()) { f() }) }
 
 // dropConn closes s's watch connection on our initiative, reporting the
 // server lost if a result for it is outstanding. Called with p.mu held.
@@ -661,7 +641,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 			result = "refused"
 		}
 		took := o.took
-		p.report(func(Sink) { obs(result, took) })
+		p.calls.Push(func() { obs(result, took) })
 	}
 	switch {
 	case o.superseded:
