@@ -35,6 +35,20 @@ type Endpoint struct {
 	Protocol string // "tcp"
 }
 
+// WireAddr is the server address to put in a CMD_SEARCH_RESPONSE naming e.
+// A server on pvans's own host that announced itself over loopback is
+// known as 127.0.0.1, which means nothing to a client elsewhere: such a
+// client is sent "any" instead, which a PVXS client reads as the address it
+// reached pvans on (the TCP peer, or the UDP reply's source) — this host —
+// keeping the real port (wire-notes §4.1, §5.2).
+func (e Endpoint) WireAddr(clientLoopback bool) pva.Address {
+	ip := e.Addr.Addr()
+	if ip.Unmap().IsLoopback() && !clientLoopback {
+		return pva.AnyIPv4
+	}
+	return pva.AddressFrom(ip)
+}
+
 // Group is the claims of one server: the body of one CMD_SEARCH_RESPONSE.
 type Group struct {
 	Server Endpoint

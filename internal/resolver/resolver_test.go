@@ -289,3 +289,19 @@ func TestConcurrentWaitAndCommit(t *testing.T) {
 		t.Fatalf("answers %d of %d, still waiting %d", got, n, c.Waiting())
 	}
 }
+
+func TestWireAddrNeverLoopbackToRemoteClients(t *testing.T) {
+	lo := Endpoint{Addr: netip.MustParseAddrPort("127.0.0.1:37445")}
+	eth := Endpoint{Addr: netip.MustParseAddrPort("10.1.2.3:5075")}
+	if got := lo.WireAddr(false); got != pva.AnyIPv4 {
+		t.Errorf("loopback server to remote client: %v, want any", got)
+	}
+	if got := lo.WireAddr(true); got != pva.AddressFrom(netip.MustParseAddr("127.0.0.1")) {
+		t.Errorf("loopback server to local client: %v", got)
+	}
+	for _, local := range []bool{false, true} {
+		if got := eth.WireAddr(local); got != pva.AddressFrom(netip.MustParseAddr("10.1.2.3")) {
+			t.Errorf("routable server (client local=%v): %v", local, got)
+		}
+	}
+}

@@ -151,12 +151,8 @@ func (ss *session) push(c *pvaconn.Conn, g Group) {
 // nothing when the claim must not be relayed: a zero address or port would
 // tell a PVXS client to open the channel on pvans itself, and a protocol the
 // client did not list ("tls" to an upstream PVXS) would be useless to it.
-//
-// A server on pvans's own host that announced itself over loopback is
-// known as 127.0.0.1:port, which means nothing to a client elsewhere. For
-// such a client the address is sent as "any" with the real port: a PVXS
-// client then connects to the name server's address (the one it reached
-// pvans on) at that port, which is the same host (wire-notes §4.1).
+// The address is Endpoint.WireAddr's: never a loopback address for a
+// client on another host.
 func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK, clientLoopback bool) ([]byte, bool) {
 	if len(g.CIDs) == 0 {
 		return out, false
@@ -181,9 +177,8 @@ func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq
 		s.cnt.zeroEndpoint.Add(1)
 		return out, false
 	}
-	addr := pva.AddressFrom(ip)
-	if ip.Unmap().IsLoopback() && !clientLoopback {
-		addr = pva.AnyIPv4
+	addr := ep.WireAddr(clientLoopback)
+	if addr == pva.AnyIPv4 {
 		s.cnt.loopbackRewritten.Add(1)
 	}
 	*m = pva.SearchResponse{GUID: ep.GUID, Seq: seq, Addr: addr, Port: ep.Addr.Port(),

@@ -274,14 +274,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				if len(g.CIDs) == 0 || !s.HasProtocol(g.Server.Protocol) || !g.Server.Addr.Addr().Is4() {
 					continue
 				}
-				addr := pva.AddressFrom(g.Server.Addr.Addr())
-				if g.Server.Addr.Addr().IsLoopback() && !dest.Addr().IsLoopback() {
-					// A server on this host known by its loopback address:
-					// "any" tells the remote client to use this reply's
-					// source, which is this host's address on its network.
-					addr = pva.AnyIPv4
-				}
-				h.buf = appendResponse(h.buf[:0], g.Server.GUID, s.Seq, addr,
+				h.buf = appendResponse(h.buf[:0], g.Server.GUID, s.Seq, g.Server.WireAddr(dest.Addr().IsLoopback()),
 					g.Server.Addr.Port(), g.Server.Protocol, g.CIDs)
 				h.st.claims.Add(uint64(len(g.CIDs)))
 				h.send(dest, from, pin)
