@@ -187,17 +187,19 @@ func (d *Daemon) Start() (err error) {
 		tcpPort = as[0].Port()
 	}
 
+	var auto []netip.AddrPort
+	if cfg.PVA.AutoAddrList || (cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList) {
+		var aerr error
+		if auto, aerr = udpsearch.AutoAddrList(cfg.PVA.BroadcastPort); aerr != nil {
+			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(aerr))
+		}
+	}
 	addrList := append([]netip.AddrPort(nil), cfg.PVA.AddrList...)
 	if cfg.PVA.AutoAddrList {
-		auto, aerr := udpsearch.AutoAddrList(cfg.PVA.BroadcastPort)
-		if aerr != nil {
-			d.log.Warn("cannot read interface broadcast addresses for the auto address list", zap.Error(aerr))
-		}
 		addrList = append(addrList, auto...)
 	}
 	beaconList := append([]netip.AddrPort(nil), cfg.PVA.BeaconAddrList...)
 	if cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
-		auto, _ := udpsearch.AutoAddrList(cfg.PVA.BroadcastPort)
 		beaconList = append(beaconList, auto...)
 	}
 	var ifaces []netip.Addr

@@ -57,10 +57,9 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 			poke = searchring.PokeDiscovery
 		}
 		if ev.Kind == beacon.EventChanged {
+			// The registry itself drops the old GUID when a new one takes
+			// its endpoint (UpsertServer above), names and all.
 			kind, why = "restarted", probe.ReasonChanged
-			if !ev.OldGUID.IsZero() && ev.OldGUID != ev.GUID {
-				_ = d.Registry.RemoveServer(ev.OldGUID)
-			}
 		}
 		d.Events.Add(events.Event{At: ev.At, Kind: kind, GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "via " + ev.Via.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, why)
@@ -86,7 +85,12 @@ type probeSink struct{ d *Daemon }
 func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info probe.Info) {
 	d := s.d
 	if _, ok := d.Registry.Server(guid); !ok {
+		// A static server, or one whose watch connection was lost and came
+		// back (the loss removed it): say how it is really known.
 		how := registry.SourceStatic
+		if e, ok := d.Tracker.Lookup(ep, "tcp"); ok && e.GUID == guid {
+			how = viaSource(e.Via)
+		}
 		if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: how, LastSeen: time.Now()}); err != nil {
 			d.log.Warn("listed server not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
 			return
