@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -45,22 +44,11 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pvans demo: --servers and --names must be positive, ports 1-65535")
 		return 2
 	}
-	udp := strconv.Itoa(int(*udpPort))
-	cfg, err := config.Load(config.LoadOptions{Flags: map[string]string{
-		"interfaces":            "127.0.0.1",
-		"server-port":           strconv.Itoa(int(*tcpPort)),
-		"broadcast-port":        udp,
-		"addr-list":             "127.0.0.1:" + udp,
-		"auto-addr-list":        "false",
-		"beacon-addr-list":      "127.0.0.1:" + udp,
-		"auto-beacon-addr-list": "false",
-		"http-listen":           *httpListen,
-		"snapshot-path":         "",
-		"search-through":        "true",
-		"access-server-allow":   "127.0.0.0/8",
-		"log-level":             *logLevel,
-	}})
-	if err != nil {
+	cfg := config.Loopback(uint16(*tcpPort), uint16(*udpPort))
+	cfg.HTTP.Listen = *httpListen
+	cfg.Search.Through = true
+	cfg.Log.Level = *logLevel
+	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "pvans demo: configuration refused:\n"+err.Error())
 		return 1
 	}
@@ -71,7 +59,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	defer func() { _ = log.Sync() }()
 
-	d, err := daemon.New(cfg, daemon.Options{Logger: log})
+	d, err := daemon.New(&cfg, daemon.Options{Logger: log})
 	if err != nil {
 		fmt.Fprintln(stderr, "pvans demo:", err)
 		return 1

@@ -82,20 +82,13 @@ func TestSoak(t *testing.T) {
 	dur := soakDuration(t)
 
 	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
-	c := config.Defaults()
-	c.PVA.Interfaces = []netip.Addr{lo}
-	c.PVA.ServerPort = testutil.FreeTCPPort(t)
-	c.PVA.BroadcastPort = testutil.FreeUDPPort(t)
-	c.PVA.AutoAddrList = false
-	c.PVA.AutoBeaconAddrList = false
+	c := config.Loopback(testutil.FreeTCPPort(t), testutil.FreeUDPPort(t))
 	c.PVA.AddrList = nil
 	c.HTTP.Listen = ""
-	c.Snapshot.Path = ""
 	c.Search.Through = false
 	c.Search.DiscoveryAtStart = false
 	c.Probe.EchoInterval = time.Second
 	c.Probe.BackoffMin = 100 * time.Millisecond
-	c.Access.ServerAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	c.RateLimit.TCPMessagesPerSecond = 0 // every client is 127.0.0.1
 	c.RateLimit.UDPSearchesPerSecond = 0
 	d, err := daemon.New(&c, daemon.Options{Logger: zap.NewNop()})

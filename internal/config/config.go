@@ -298,3 +298,25 @@ func Defaults() Config {
 	c.TCP.IdleTimeout = c.PVA.TCPTimeout()
 	return c
 }
+
+// Loopback returns the defaults confined to this host: listening,
+// searching, discovery and beacons on 127.0.0.1 only, the automatic
+// (broadcast) address lists off, the HTTP API on 127.0.0.1:9076, only
+// servers on 127.0.0.0/8 believed, and no snapshot. It is what `pvans demo`
+// runs with and what in-process tests start from: nothing it configures
+// sends a packet off the host.
+func Loopback(serverPort, broadcastPort uint16) Config {
+	c := Defaults()
+	lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	c.PVA.Interfaces = []netip.Addr{lo}
+	c.PVA.ServerPort = serverPort
+	c.PVA.BroadcastPort = broadcastPort
+	c.PVA.AddrList = []netip.AddrPort{netip.AddrPortFrom(lo, broadcastPort)}
+	c.PVA.AutoAddrList = false
+	c.PVA.BeaconAddrList = []netip.AddrPort{netip.AddrPortFrom(lo, broadcastPort)}
+	c.PVA.AutoBeaconAddrList = false
+	c.HTTP.Listen = "127.0.0.1:9076"
+	c.Snapshot.Path = ""
+	c.Access.ServerAllow = []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 0, 0, 0}), 8)}
+	return c
+}

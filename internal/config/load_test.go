@@ -607,3 +607,32 @@ func TestParseValues(t *testing.T) {
 		}
 	}
 }
+
+// Loopback is valid and sends nothing off the host.
+func TestLoopbackStaysOnHost(t *testing.T) {
+	c := Loopback(15075, 15076)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.PVA.AutoAddrList || c.PVA.AutoBeaconAddrList {
+		t.Fatal("automatic (broadcast) address lists on")
+	}
+	for _, l := range [][]netip.AddrPort{c.PVA.AddrList, c.PVA.BeaconAddrList, c.PVA.NameServers} {
+		for _, a := range l {
+			if !a.Addr().IsLoopback() {
+				t.Fatalf("destination %v is not loopback", a)
+			}
+		}
+	}
+	for _, a := range c.PVA.Interfaces {
+		if !a.IsLoopback() {
+			t.Fatalf("interface %v is not loopback", a)
+		}
+	}
+	if c.PVA.ServerPort != 15075 || c.PVA.BroadcastPort != 15076 || c.PVA.AddrList[0].Port() != 15076 || c.Snapshot.Path != "" {
+		t.Fatalf("ports or snapshot: %+v %+v", c.PVA, c.Snapshot)
+	}
+	if c.Access.ServerAllowed(netip.MustParseAddr("10.0.0.1")) || !c.Access.ServerAllowed(netip.MustParseAddr("127.0.0.5")) {
+		t.Fatal("server allow list is not loopback only")
+	}
+}

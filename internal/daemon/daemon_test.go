@@ -16,22 +16,16 @@ import (
 
 var lo = netip.MustParseAddr("127.0.0.1")
 
-// testConfig is loopback only: explicit destinations, auto lists off.
+// testConfig is config.Loopback on free ports, with search-through to
+// searchDest and a fast probe echo.
 func testConfig(t *testing.T, searchDest ...netip.AddrPort) *config.Config {
-	c := config.Defaults()
-	c.PVA.Interfaces = []netip.Addr{lo}
-	c.PVA.ServerPort = testutil.FreeTCPPort(t)
-	c.PVA.BroadcastPort = testutil.FreeUDPPort(t)
-	c.PVA.AutoAddrList = false
-	c.PVA.AutoBeaconAddrList = false
+	c := config.Loopback(testutil.FreeTCPPort(t), testutil.FreeUDPPort(t))
 	c.PVA.AddrList = searchDest
 	c.HTTP.Listen = "127.0.0.1:0"
-	c.Snapshot.Path = ""
 	c.Search.Through = true
 	c.Search.DiscoveryAtStart = len(searchDest) > 0
 	c.Probe.EchoInterval = 300 * time.Millisecond
 	c.Probe.BackoffMin = 100 * time.Millisecond
-	c.Access.ServerAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	return &c
 }
 
