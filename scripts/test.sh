@@ -46,7 +46,7 @@ echo "== go test"
 go test -count=1 -timeout 20m ./...
 
 echo "== go test -race (packages with goroutines)"
-race_pkgs="$(go list ./internal/... | grep -v -E '/internal/pva$')"
+race_pkgs="$(go list ./internal/... ./test/... | grep -v -E '/internal/pva$')"
 go test -race -count=1 -timeout 20m $race_pkgs
 
 if [ "$FUZZTIME" != "0" ]; then

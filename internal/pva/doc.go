@@ -11,4 +11,15 @@
 // a *DecodeError naming the message and field on short or malformed input.
 // Search decoding hands out views into the caller's buffer (names are not
 // copied), as the spec's server contract requires.
+//
+// References. Comments across pvans cite two documents that live beside
+// the repository, not in it, in ../shared (the project's shared folder,
+// present for developers and CI alike):
+//   - "spec §N" is ../shared/seeds/pva-name-resolution-spec.txt, the
+//     name-resolution specification, by its numbered sections;
+//   - "wire-notes §N" is ../shared/spec/wire-notes.md, the byte layouts,
+//     by its numbered headings;
+//   - "capture #N" is a numbered block of
+//     ../shared/spec/captures/pvxs-1.5.2-loopback.txt (real PVXS and
+//     pvAccessCPP traffic; the golden tests decode every block).
 package pva

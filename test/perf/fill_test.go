@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/test/harness"
 )
 
 // TestFill measures issue 8 (c): how long pvans takes to discover and
@@ -32,7 +33,7 @@ func TestFill(t *testing.T) {
 	servers, names := envInt(t, "PERF_SERVERS", 1000), envInt(t, "PERF_NAMES", 1000)
 	settle := envDur(t, "PERF_SETTLE", 0)
 	total := float64(servers * names)
-	fanout := freePort(t)
+	fanout := harness.FreePort(t)
 	t.Logf("load average %s, GOMAXPROCS %d", loadAvg(), runtime.GOMAXPROCS(0))
 
 	// Phase 1: site start against a running, empty pvans.

@@ -310,7 +310,7 @@ func TestPvansKillRestartSnapshot(t *testing.T) {
 	tp.p.nft(t, cutScript(iocB)) // the dead IOC vanishes while pvans is down
 
 	started := time.Now()
-	startIn(t, tp.p, "pvans restarted", nil, testutil.PvansBinary(t), pvansArgs(args...)...)
+	tp.restartPvans(t, args...)
 	aName, dName := alive.spec.names(1)[7], dead.spec.names(0)[5]
 	var first time.Duration
 	for {

@@ -3,25 +3,21 @@
 package chaos
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/testutil"
+	"github.com/pvans-project/pvans/test/harness"
 )
 
 // Addresses of the test topology; they exist only inside the namespaces.
@@ -101,7 +97,7 @@ type topo struct {
 	pToS    string // pvans' interface on the server net
 	sToP    string // the server net's side of it
 	dir     string
-	http    *http.Client
+	pv      *harness.Pvans // the pvans running now
 }
 
 func newTopo(t *testing.T) *topo {
@@ -116,13 +112,6 @@ func newTopo(t *testing.T) *topo {
 	tp.pToS, tp.sToP = "pvps"+r, "pvsp"+r
 	veth(tp.c, "pvcp"+r, []netip.Addr{clientAddr}, tp.p, "pvpc"+r, []netip.Addr{pvansClientAddr})
 	veth(tp.p, tp.pToS, []netip.Addr{pvansServerAddr}, tp.s, tp.sToP, []netip.Addr{iocA, iocB, stormAddr})
-	tp.http = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
-			err = tp.p.Do(func() (err error) { c, err = (&net.Dialer{}).DialContext(ctx, network, addr); return })
-			return
-		},
-	}}
 	return tp
 }
 
@@ -135,54 +124,44 @@ func startIn(t *testing.T, n *netns, name string, env []string, bin string, args
 }
 
 // rssKB is the process's resident set size (VmRSS) in KiB.
-func rssKB(t *testing.T, p *testutil.Proc) int {
+func rssKB(t *testing.T, p *harness.Pvans) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
-	if err != nil {
-		t.Fatal(err)
+	b := harness.RSS(p.Pid())
+	if b == 0 {
+		t.Fatal("no VmRSS in /proc status")
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	t.Fatal("no VmRSS in /proc status")
-	return 0
+	return int(b / 1024)
 }
 
-// pvansArgs are the flags every chaos test gives the daemon: everything
-// explicit, no automatic address lists, API on the namespace's loopback.
-func pvansArgs(extra ...string) []string {
-	return append([]string{"run",
-		"--interfaces", "0.0.0.0",
-		"--server-port", strconv.Itoa(pvansTCPPort), "--broadcast-port", strconv.Itoa(pvansUDPPort),
-		"--auto-addr-list=false", "--auto-beacon-addr-list=false",
-		"--http-listen", fmt.Sprintf("127.0.0.1:%d", pvansHTTPPort),
-		"--snapshot-path", "", "--log-format", "json",
-	}, extra...)
+// startPvans runs the daemon in the pvans namespace (bound to every
+// address there, API on its loopback) and waits for /readyz.
+func (tp *topo) startPvans(t *testing.T, extra ...string) *harness.Pvans {
+	t.Helper()
+	tp.pv = harness.Start(t, tp.pvansOptions(extra))
+	return tp.pv
 }
 
-// startPvans runs the daemon in the pvans namespace and waits for /readyz.
-func (tp *topo) startPvans(t *testing.T, extra ...string) *testutil.Proc {
+// restartPvans is startPvans without waiting for readiness, for a test
+// that times what the new process does from its start.
+func (tp *topo) restartPvans(t *testing.T, extra ...string) *harness.Pvans {
 	t.Helper()
-	p := startIn(t, tp.p, "pvans", nil, testutil.PvansBinary(t), pvansArgs(extra...)...)
-	testutil.WaitFor(t, 15*time.Second, "pvans /readyz", func() bool {
-		code, _ := tp.get("/readyz")
-		return code == 200
-	})
-	return p
+	o := tp.pvansOptions(extra)
+	o.NoWait = true
+	tp.pv = harness.Start(t, o)
+	return tp.pv
+}
+
+func (tp *topo) pvansOptions(extra []string) harness.Options {
+	return harness.Options{Netns: tp.p.Netns, TCPPort: pvansTCPPort, UDPPort: pvansUDPPort, HTTPPort: pvansHTTPPort, Args: extra}
 }
 
 // get does an HTTP GET on the pvans API (inside the pvans namespace).
 func (tp *topo) get(path string) (int, []byte) {
-	resp, err := tp.http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", pvansHTTPPort, path))
+	code, b, err := tp.pv.Get(path)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return code, b
 }
 
 // holder is the GUID the API says answers for name ("" if none).
@@ -222,40 +201,11 @@ func (tp *topo) servers(t *testing.T) []apiServer {
 // `pvans_beacon_events_total{kind="dropped"}`; -1 if absent.
 func (tp *topo) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	code, b := tp.get("/metrics")
-	if code != 200 {
-		t.Fatalf("GET /metrics: %d", code)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
+	return tp.pv.Metric(t, series)
 }
 
 // query asks pvans over TCP from the client net, on a new connection (an
 // nsclient keeps the first answer per name), and waits up to wait.
 func (tp *topo) query(names []string, wait time.Duration) (map[string]nsclient.Answer, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait+5*time.Second)
-	defer cancel()
-	var cl *nsclient.Client
-	if err := tp.c.Do(func() (err error) { cl, err = nsclient.Dial(ctx, pvansTCP); return }); err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	if err := cl.Search(names); err != nil {
-		return nil, err
-	}
-	wctx, wcancel := context.WithTimeout(ctx, wait)
-	defer wcancel()
-	ans, _, err := cl.Wait(wctx)
-	m := make(map[string]nsclient.Answer, len(ans))
-	for _, a := range ans {
-		m[a.Name] = a
-	}
-	return m, err
+	return harness.Query(tp.c.Netns, pvansTCP, names, wait)
 }
