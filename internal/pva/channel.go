@@ -33,8 +33,7 @@ func (m *CreateChannel) Decode(payload []byte, bigEndian bool) error {
 
 // AppendCreateChannel appends a CREATE_CHANNEL request message.
 func AppendCreateChannel(dst []byte, flags uint8, m *CreateChannel) []byte {
-	dst, start := beginMessage(dst, flags, CmdCreateChannel)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdCreateChannel)
 	w.U16(uint16(len(m.Channels)))
 	for _, c := range m.Channels {
 		w.U32(c.CID)
@@ -65,8 +64,7 @@ func (m *CreateChannelReply) Decode(payload []byte, bigEndian bool) error {
 
 // AppendCreateChannelReply appends a CREATE_CHANNEL reply message.
 func AppendCreateChannelReply(dst []byte, flags uint8, m *CreateChannelReply) []byte {
-	dst, start := beginMessage(dst, flags, CmdCreateChannel)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdCreateChannel)
 	w.U32(m.CID)
 	w.U32(m.SID)
 	w.Status(m.Status)
@@ -89,8 +87,7 @@ func (m *DestroyChannel) Decode(payload []byte, bigEndian bool) error {
 
 // AppendDestroyChannel appends DESTROY_CHANNEL.
 func AppendDestroyChannel(dst []byte, flags uint8, m *DestroyChannel) []byte {
-	dst, start := beginMessage(dst, flags, CmdDestroyChannel)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdDestroyChannel)
 	w.U32(m.SID)
 	w.U32(m.CID)
 	return finishMessage(w.B, start)
@@ -113,8 +110,7 @@ func (m *RequestRef) Decode(payload []byte, bigEndian bool) error {
 
 // AppendRequestRef appends a DESTROY_REQUEST or CANCEL_REQUEST (cmd).
 func AppendRequestRef(dst []byte, flags uint8, cmd Command, m *RequestRef) []byte {
-	dst, start := beginMessage(dst, flags, cmd)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, cmd)
 	w.U32(m.SID)
 	w.U32(m.IOID)
 	return finishMessage(w.B, start)
@@ -147,8 +143,7 @@ func (m *Message) Decode(payload []byte, bigEndian bool) error {
 // AppendMessageMsg appends CMD_MESSAGE. (AppendMessage is the raw-payload
 // helper.)
 func AppendMessageMsg(dst []byte, flags uint8, m *Message) []byte {
-	dst, start := beginMessage(dst, flags, CmdMessage)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdMessage)
 	w.U32(m.IOID)
 	w.U8(m.Level)
 	w.String(m.Text)

@@ -168,6 +168,13 @@ func beginMessage(dst []byte, flags uint8, cmd Command) (out []byte, start int) 
 	return append(dst, Magic, Version, flags, byte(cmd), 0, 0, 0, 0), start
 }
 
+// newMessage appends a header for cmd (size filled in by finishMessage)
+// and returns a Writer in the message's byte order positioned after it.
+func newMessage(dst []byte, flags uint8, cmd Command) (w Writer, start int) {
+	dst, start = beginMessage(dst, flags, cmd)
+	return Writer{B: dst, BE: flags&FlagBigEndian != 0}, start
+}
+
 func finishMessage(dst []byte, start int) []byte {
 	n := uint32(len(dst) - start - HeaderSize)
 	if dst[start+2]&FlagBigEndian != 0 {

@@ -38,8 +38,7 @@ func (m *RPCRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error
 
 // AppendRPCRequest appends an RPC request message.
 func AppendRPCRequest(dst []byte, flags uint8, m *RPCRequest) []byte {
-	dst, start := beginMessage(dst, flags, CmdRPC)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdRPC)
 	w.U32(m.SID)
 	w.U32(m.IOID)
 	w.U8(m.Subcmd)
@@ -76,8 +75,7 @@ func (m *RPCReply) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 // AppendRPCReply appends an RPC reply message; Value is written only for
 // an EXEC reply with a success status.
 func AppendRPCReply(dst []byte, flags uint8, m *RPCReply) []byte {
-	dst, start := beginMessage(dst, flags, CmdRPC)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdRPC)
 	w.U32(m.IOID)
 	w.U8(m.Subcmd)
 	w.Status(m.Status)
@@ -114,8 +112,7 @@ func (m *GetRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error
 
 // AppendGetRequest appends a GET request message.
 func AppendGetRequest(dst []byte, flags uint8, m *GetRequest) []byte {
-	dst, start := beginMessage(dst, flags, CmdGet)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdGet)
 	w.U32(m.SID)
 	w.U32(m.IOID)
 	w.U8(m.Subcmd)
@@ -177,8 +174,7 @@ func (m *GetReply) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ *Fi
 // AppendGetReply appends a GET reply. For an EXEC reply a nil Changed
 // means "everything" (bit 0: the whole structure, then the full value).
 func AppendGetReply(dst []byte, flags uint8, m *GetReply) []byte {
-	dst, start := beginMessage(dst, flags, CmdGet)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdGet)
 	w.U32(m.IOID)
 	w.U8(m.Subcmd)
 	w.Status(m.Status)

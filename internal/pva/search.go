@@ -1,5 +1,13 @@
 package pva
 
+// SearchName is one (CID, name) pair of a CMD_SEARCH. Name is a view into
+// the receive buffer when decoded: valid only as long as that buffer is, so
+// a caller that keeps it must copy it (the choice, and its cost, is theirs).
+type SearchName struct {
+	CID  uint32
+	Name []byte
+}
+
 // Search flags (CMD_SEARCH).
 const (
 	SearchMustReply = 0x01
@@ -84,8 +92,7 @@ func (s *Search) Decode(payload []byte, bigEndian bool) error {
 // AppendSearch appends a whole CMD_SEARCH message (header included).
 // flags carries the header flags (byte order, direction).
 func AppendSearch(dst []byte, flags uint8, s *Search) []byte {
-	dst, start := beginMessage(dst, flags, CmdSearch)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdSearch)
 	w.U32(s.Seq)
 	w.U8(s.Flags)
 	w.B = append(w.B, 0, 0, 0)
@@ -136,8 +143,7 @@ func (m *SearchResponse) Decode(payload []byte, bigEndian bool) error {
 
 // AppendSearchResponse appends a whole CMD_SEARCH_RESPONSE message.
 func AppendSearchResponse(dst []byte, flags uint8, m *SearchResponse) []byte {
-	dst, start := beginMessage(dst, flags, CmdSearchResponse)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdSearchResponse)
 	w.GUID(m.GUID)
 	w.U32(m.Seq)
 	w.Address(m.Addr)
@@ -190,8 +196,7 @@ func (m *Beacon) Decode(payload []byte, bigEndian bool) error {
 // AppendBeacon appends a whole CMD_BEACON message. A nil Status is sent as
 // the null type 0xFF, as PVXS does.
 func AppendBeacon(dst []byte, flags uint8, m *Beacon) []byte {
-	dst, start := beginMessage(dst, flags, CmdBeacon)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdBeacon)
 	w.GUID(m.GUID)
 	w.U8(m.Flags)
 	w.U8(m.Sequence)

@@ -34,8 +34,7 @@ func (m *ServerValidation) Decode(payload []byte, bigEndian bool) error {
 // AppendServerValidation appends the server form (flags should carry
 // FlagServer and the connection's byte order).
 func AppendServerValidation(dst []byte, flags uint8, m *ServerValidation) []byte {
-	dst, start := beginMessage(dst, flags, CmdConnectionValidation)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdConnectionValidation)
 	w.U32(m.BufferSize)
 	w.U16(m.RegistrySize)
 	w.Size(len(m.AuthMethods))
@@ -74,8 +73,7 @@ func (m *ClientValidation) Decode(payload []byte, bigEndian bool) error {
 // AppendClientValidation appends the client form. A nil AuthPayload is
 // sent as the null type 0xFF.
 func AppendClientValidation(dst []byte, flags uint8, m *ClientValidation) []byte {
-	dst, start := beginMessage(dst, flags, CmdConnectionValidation)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdConnectionValidation)
 	w.U32(m.BufferSize)
 	w.U16(m.RegistrySize)
 	w.U16(m.QoS)
@@ -107,8 +105,7 @@ func DecodeConnectionValidated(payload []byte, bigEndian bool) (Status, error) {
 
 // AppendConnectionValidated appends CONNECTION_VALIDATED carrying s.
 func AppendConnectionValidated(dst []byte, flags uint8, s Status) []byte {
-	dst, start := beginMessage(dst, flags, CmdConnectionValidated)
-	w := Writer{B: dst, BE: flags&FlagBigEndian != 0}
+	w, start := newMessage(dst, flags, CmdConnectionValidated)
 	w.Status(s)
 	return finishMessage(w.B, start)
 }
@@ -127,4 +124,12 @@ func AppendMessage(dst []byte, flags uint8, cmd Command, payload []byte) []byte 
 	dst, start := beginMessage(dst, flags, cmd)
 	dst = append(dst, payload...)
 	return finishMessage(dst, start)
+}
+
+// Auth decodes AuthPayload ("type + full value"; nil for the null type).
+// tc is the connection's client→server cache: pvAccessCPP clients send
+// this structure through the 0xFD cache form, and later messages reuse the
+// keys it defines, so a server must decode it even if it ignores the user.
+func (m *ClientValidation) Auth(bigEndian bool, tc *TypeCache) (*Value, error) {
+	return DecodeTypeValue(m.AuthPayload, bigEndian, "CMD_CONNECTION_VALIDATION(client).auth", tc)
 }
