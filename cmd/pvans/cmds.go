@@ -83,7 +83,16 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	_ = servers
+	picked := 0
+	for _, on := range []bool{*servers, *dups, *names != ""} {
+		if on {
+			picked++
+		}
+	}
+	if picked > 1 {
+		fmt.Fprintln(stderr, "pvans list: give at most one of --servers, --names, --duplicates")
+		return 2
+	}
 	path := "/v1/servers"
 	switch {
 	case *dups:

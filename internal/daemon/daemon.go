@@ -178,7 +178,7 @@ func (d *Daemon) Start() (err error) {
 		RateExempt:    cfg.RateLimit.Exempt,
 		Clock:         d.clk,
 		// --- end issue 9 ---
-	}, tcpResolver{d.Resolver})
+	}, tcpsearch.FromResolver(d.Resolver))
 	if err := d.TCP.Start(); err != nil {
 		return fmt.Errorf("TCP name-server listener on %v: %w", listen, err)
 	}

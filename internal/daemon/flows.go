@@ -12,9 +12,7 @@ import (
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
-	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/searchring"
-	"github.com/pvans-project/pvans/internal/tcpsearch"
 	"github.com/pvans-project/pvans/internal/udpsearch"
 )
 
@@ -178,14 +176,6 @@ func (t ringTransport) Upstreams() []searchring.Upstream {
 		out[i] = c
 	}
 	return out
-}
-
-// tcpResolver adapts the resolver to the TCP listener.
-type tcpResolver struct{ r *resolver.Resolver }
-
-func (a tcpResolver) Lookup(q []pva.SearchName, b *resolver.Batch) { a.r.Lookup(q, b) }
-func (a tcpResolver) NewClient(push func(resolver.Group)) tcpsearch.Waiter {
-	return a.r.NewClient(push)
 }
 
 var _ udpsearch.BeaconSink = beaconFilter{}
