@@ -182,6 +182,29 @@ func (s *snapReader) uv() uint64 {
 	return v
 }
 
+// Smallest encoded size of each record: a count that the bytes left could
+// not hold is damage (or an attack), refused before anything is allocated
+// for it — a count is a claim, the bytes are the evidence.
+const (
+	minSnapServer = 12 + 1 + 1 + 1 + 1 + 8 + 8 + 2 + 1 + 8 + 1 // GUID … names count
+	minSnapName   = 1 + 1                                      // empty string, flags
+	minSnapDup    = 1 + 12                                     // empty name, GUID
+)
+
+// count reads a record count and checks that the bytes left can hold that
+// many records of at least minSize bytes each.
+func (s *snapReader) count(what string, minSize int) int {
+	n := s.uv()
+	if s.err != nil {
+		return 0
+	}
+	if left := uint64(len(s.b) - s.off); n > left/uint64(minSize) {
+		s.err = fmt.Errorf("%w: %d %s claimed, %d bytes left hold at most %d", ErrSnapshot, n, what, left, left/uint64(minSize))
+		return 0
+	}
+	return int(n)
+}
+
 func (s *snapReader) str() string {
 	n := s.uv()
 	if n > 1<<20 {
@@ -244,12 +267,14 @@ func (r *Registry) LoadSnapshot(path string) error {
 	if v := sr.read(4); sr.err != nil || binary.LittleEndian.Uint32(v) != snapVersion {
 		return fmt.Errorf("%w: unsupported version", ErrSnapshot)
 	}
-	ns := sr.uv()
-	if ns > 1<<24 {
-		return fmt.Errorf("%w: %d servers", ErrSnapshot, ns)
+	ns := sr.count("servers", minSnapServer)
+	if sr.err != nil {
+		return sr.err
 	}
-	servers := make([]snapServer, 0, ns)
-	for i := uint64(0); i < ns && sr.err == nil; i++ {
+	// Never more room than the registry could hold: servers beyond
+	// MaxServers are skipped below anyway.
+	servers := make([]snapServer, 0, min(ns, r.opts.MaxServers))
+	for i := 0; i < ns && sr.err == nil; i++ {
 		var s snapServer
 		in := &s.info
 		copy(in.GUID[:], sr.read(12))
@@ -270,12 +295,12 @@ func (r *Registry) LoadSnapshot(path string) error {
 		}
 		in.ListedHow = Source(sr.u8())
 		in.ListedAt = sr.i64()
-		nn := sr.uv()
-		if nn > 1<<26 {
-			return fmt.Errorf("%w: %d names", ErrSnapshot, nn)
+		nn := sr.count("names", minSnapName)
+		if sr.err != nil {
+			return sr.err
 		}
-		s.names = make([]snapName, 0, nn)
-		for j := uint64(0); j < nn && sr.err == nil; j++ {
+		s.names = make([]snapName, 0, min(nn, r.opts.MaxNames))
+		for j := 0; j < nn && sr.err == nil; j++ {
 			e := snapName{name: sr.str(), fl: sr.u8()}
 			if e.fl&2 != 0 {
 				e.l.how = Source(sr.u8())
@@ -289,12 +314,12 @@ func (r *Registry) LoadSnapshot(path string) error {
 		name string
 		g    pva.GUID
 	}
-	nd := sr.uv()
-	if nd > 1<<26 {
-		return fmt.Errorf("%w: %d duplicates", ErrSnapshot, nd)
+	nd := sr.count("duplicate claims", minSnapDup)
+	if sr.err != nil {
+		return sr.err
 	}
-	dups := make([]dupClaim, 0, nd)
-	for i := uint64(0); i < nd && sr.err == nil; i++ {
+	dups := make([]dupClaim, 0, min(nd, r.opts.MaxNames))
+	for i := 0; i < nd && sr.err == nil; i++ {
 		d := dupClaim{name: sr.str()}
 		copy(d.g[:], sr.read(12))
 		dups = append(dups, d)
