@@ -131,7 +131,8 @@ type TCP struct {
 	// Unless set explicitly it follows PVA.TCPTimeout().
 	IdleTimeout time.Duration
 	// ReadTimeout bounds the handshake and the arrival of one whole message
-	// once it has started (slow-loris defence).
+	// from its first byte to its last segment (slow-loris defence); control
+	// messages do not restart it.
 	ReadTimeout     time.Duration
 	MaxMessageBytes int64
 }

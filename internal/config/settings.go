@@ -198,7 +198,7 @@ func init() {
 			}
 			return ""
 		}})
-	add(durSpec("tcp.read_timeout", "time allowed for the handshake and for one message to arrive in full once started", 100*time.Millisecond, 0,
+	add(durSpec("tcp.read_timeout", "time allowed for the handshake, and for one message from its first byte to its last segment (control messages do not restart it)", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }))
 	add(bytesSpec("tcp.max_message_bytes", "largest PVA message accepted from a client", 16<<10, 64<<20,
 		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }))

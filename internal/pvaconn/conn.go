@@ -84,6 +84,13 @@ const (
 // it for that message only, so idle connections stay small.
 const readBufSize = 16 << 10
 
+// MaxPreHandshake is the largest message a client may send before the
+// handshake completes (server role). Until then the only messages a client
+// has reason to send are CONNECTION_VALIDATION (a few hundred bytes with
+// "ca" auth) and ECHO, so an unvalidated peer never holds more than the
+// connection's read buffer, whatever its headers announce.
+const MaxPreHandshake = readBufSize
+
 // keepWriteBuf is the largest send buffer kept for reuse after a burst.
 const keepWriteBuf = 64 << 10
 
@@ -108,7 +115,9 @@ type Options struct {
 	// HandshakeTimeout bounds the time from start to validation.
 	HandshakeTimeout time.Duration
 	// MessageTimeout bounds the time a started message (or segment
-	// sequence) may take to complete: slow-loris peers trickling bytes.
+	// sequence) may take to complete, from its first byte to its last
+	// segment: slow-loris peers trickling bytes. Control messages and
+	// middle segments do not restart it.
 	MessageTimeout time.Duration
 	// BigEndian is the byte order we send in (server role; the client role
 	// starts with it and then follows the server's SET_BYTE_ORDER).
@@ -543,37 +552,61 @@ func (c *Conn) parse(rd *reader) (completed bool, err error) {
 			return completed, ErrDirection
 		}
 		if h.Control() {
+			// A control message completes nothing: it must not restart the
+			// timer of a message whose segments are still arriving.
 			rd.r += pva.HeaderSize
-			completed = true
 			if h.Command == pva.CtrlSetByteOrder && c.opt.Role == Client {
 				c.sendBE.Store(h.BigEndian())
 			}
 			continue
 		}
-		if uint64(h.Size) > uint64(c.opt.MaxMessage) {
+		limit := c.opt.MaxMessage
+		if !rd.isValidated && c.opt.Role == Server {
+			limit = min(limit, MaxPreHandshake)
+		}
+		if uint64(h.Size) > uint64(limit) {
 			c.cnt.Oversize.Add(1)
 			return completed, ErrMessageTooLarge
 		}
 		total := pva.HeaderSize + int(h.Size)
 		if len(b) < total {
-			if total > len(rd.buf) {
-				nb := make([]byte, total)
-				rd.w = copy(nb, b)
-				rd.r = 0
-				rd.buf = nb
-			}
+			rd.grow(total)
 			return completed, nil
 		}
 		if err := c.throttle(); err != nil {
 			return completed, err
 		}
 		rd.r += total
-		completed = true
+		// Only a whole message (or the last of its segments) completes: the
+		// message timer runs from a message's first byte to its last segment.
+		if s := h.Segment(); s == 0 || s == pva.FlagSegLast {
+			completed = true
+		}
 		if err := c.message(rd, h, b[pva.HeaderSize:total:total]); err != nil {
 			return completed, err
 		}
 	}
 	return completed, nil
+}
+
+// grow makes room for a message of total bytes whose start is buf[r:w]:
+// never from the header's claim alone, but as bytes arrive — the buffer at
+// most doubles, and only once the bytes already received fill it, so a
+// peer holds at most twice what it actually sent (plus the base buffer).
+func (rd *reader) grow(total int) {
+	if total <= len(rd.buf) || rd.w < len(rd.buf) && rd.r == 0 {
+		return
+	}
+	if rd.r > 0 { // move the partial message to the front first
+		rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
+		rd.r = 0
+		if rd.w < len(rd.buf) {
+			return
+		}
+	}
+	nb := make([]byte, min(total, 2*len(rd.buf)))
+	rd.w = copy(nb, rd.buf[:rd.w])
+	rd.buf = nb
 }
 
 // throttle is backpressure: above half the queue bound the read loop waits

@@ -347,7 +347,10 @@ func TestLargeMessage(t *testing.T) {
 	c := Serve(sc, Options{}, rec)
 	defer c.Close()
 	big := bytes.Repeat([]byte("0123456789"), 20000)
-	go cc.Write(append(pva.AppendMessage(nil, 0, pva.CmdRPC, big), pva.AppendMessage(nil, 0, pva.CmdGet, []byte("x"))...))
+	// Validated first: before the handshake nothing above MaxPreHandshake
+	// is accepted.
+	val := pva.AppendClientValidation(nil, 0, &pva.ClientValidation{AuthMethod: "anonymous"})
+	go cc.Write(append(append(val, pva.AppendMessage(nil, 0, pva.CmdRPC, big)...), pva.AppendMessage(nil, 0, pva.CmdGet, []byte("x"))...))
 	ms := rec.wait(t, 2)
 	if !bytes.Equal(ms[0].payload, big) || string(ms[1].payload) != "x" {
 		t.Fatalf("large message mangled: %d bytes, then %q", len(ms[0].payload), ms[1].payload)
