@@ -67,7 +67,6 @@ type Daemon struct {
 	nameFiles *probe.NameFiles
 	httpSrv   *http.Server
 	httpLn    net.Listener
-	probeDur  probeObserver
 
 	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
 
@@ -122,7 +121,6 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Logger:        d.log.Named("beacon"),
 	})
 	d.Metrics = metrics.New(buildinfo.Get())
-	d.probeDur = newProbeObserver(d.Metrics)
 	d.Prober = probe.New(probe.Options{
 		Sink:         probeSink{d},
 		Clock:        d.clk,
@@ -133,7 +131,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Backoff:      probe.Backoff{Min: cfg.Probe.BackoffMin, Max: cfg.Probe.BackoffMax, Factor: 2, Jitter: 0.2},
 		Conn:         pvaconn.Options{MaxMessage: 64 << 20, SendQueueBytes: 1 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
 		Logger:       d.log.Named("probe"),
-		Observe:      d.probeDur.observe,
+		Observe:      probe.MetricsObserver(d.Metrics),
 	})
 	return d, nil
 }

@@ -69,5 +69,23 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Reg, promhttp.HandlerOpts{Registry: m.Reg})
 }
 
+// Counters registers one counter family whose series differ by one label:
+// fns maps each label value to the atomic counter it reads.
+func (m *Metrics) Counters(subsystem, name, help, label string, fns map[string]func() uint64) {
+	for v, f := range fns {
+		m.Counter(subsystem, name, help, prometheus.Labels{label: v}, U64(f))
+	}
+}
+
+// Label is a one-pair label set.
+func Label(k, v string) prometheus.Labels { return prometheus.Labels{k: v} }
+
+// AccessDenied registers one series of pvans_access_denied_total: the
+// parts that refuse requests by the access lists each register their own.
+func (m *Metrics) AccessDenied(what string, fn func() uint64) {
+	m.Counter("", "access_denied_total", "Requests refused by the access lists, by what was refused: tcp_client, udp_client, name, server.",
+		Label("what", what), U64(fn))
+}
+
 // U64 adapts an atomic counter read to a metric func.
 func U64(fn func() uint64) func() float64 { return func() float64 { return float64(fn()) } }

@@ -1,0 +1,23 @@
+package probe
+
+import (
+	"time"
+
+	"github.com/pvans-project/pvans/internal/metrics"
+)
+
+// MetricsObserver registers the probe metrics (docs/operations.md) and
+// returns the Options.Observe hook that feeds them.
+func MetricsObserver(m *metrics.Metrics) func(result string, took time.Duration) {
+	total := m.CounterVec("probe", "total", "Probes (listings of a server's names through its server RPC), by result: ok, failed (connect, list or timeout error), refused (the server does not offer the listing).", "result")
+	duration := m.Histogram("probe", "duration_seconds", "Time to connect to a server and list its names.",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30})
+	for _, r := range []string{"ok", "failed", "refused"} {
+		total.WithLabelValues(r) // export zeros, so rate() works from the start
+	}
+	duration.WithLabelValues()
+	return func(result string, took time.Duration) {
+		total.WithLabelValues(result).Inc()
+		duration.WithLabelValues().Observe(took.Seconds())
+	}
+}

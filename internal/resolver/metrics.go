@@ -1,0 +1,11 @@
+package resolver
+
+import "github.com/pvans-project/pvans/internal/metrics"
+
+// RegisterMetrics exposes the resolver's Stats (docs/operations.md).
+func (r *Resolver) RegisterMetrics(m *metrics.Metrics) {
+	st := r.Stats
+	m.Gauge("resolver", "waiters", "Unresolved (connection, CID) pairs waiting for a push.", nil, func() float64 { return float64(st().Waiting) })
+	m.Counter("resolver", "pushes_total", "Waiters answered by push when their name was learned.", nil, metrics.U64(func() uint64 { return st().Pushed }))
+	m.AccessDenied("name", func() uint64 { return st().Denied })
+}

@@ -1,0 +1,39 @@
+package udpsearch
+
+import "github.com/pvans-project/pvans/internal/metrics"
+
+// RegisterMetrics exposes the search port's Stats (docs/operations.md).
+func (s *Server) RegisterMetrics(m *metrics.Metrics) {
+	st := s.Stats
+	m.Counter("udp", "searches_total", "CMD_SEARCH messages received on the search port.", nil, metrics.U64(func() uint64 { return st().Searches }))
+	m.Counter("udp", "search_names_total", "Names in UDP searches presented to the resolver.", nil, metrics.U64(func() uint64 { return st().SearchNames }))
+	m.Counter("udp", "claims_total", "Names answered found to UDP searches.", nil, metrics.U64(func() uint64 { return st().Claims }))
+	m.Counter("udp", "replies_total", "CMD_SEARCH_RESPONSE messages sent over UDP.", nil, metrics.U64(func() uint64 { return st().Responses }))
+	m.Counter("udp", "forwards_total", "Unicast searches forwarded to the loopback multicast group.", nil, metrics.U64(func() uint64 { return st().Forwards }))
+	m.Counters("udp", "drops_total", "Datagrams dropped on the search port, by reason.", "reason", map[string]func() uint64{
+		"rx_overflow":        func() uint64 { return st().KernelDrops },
+		"client_rx_overflow": func() uint64 { return st().ClientKernelDrops },
+		"multicast_source":   func() uint64 { return st().DropMulticastSource },
+		"unknown_interface":  func() uint64 { return st().DropUnknownInterface },
+		"truncated":          func() uint64 { return st().DropTruncated },
+		"malformed":          func() uint64 { return st().DropMalformed },
+		"control":            func() uint64 { return st().DropControl },
+		"command":            func() uint64 { return st().DropCommand },
+		"tag_not_forwarded":  func() uint64 { return st().DropTagNotForwarded },
+		"second_tag":         func() uint64 { return st().DropSecondTag },
+		"tag_foreign":        func() uint64 { return st().DropTagForeign },
+		"tag_not_search":     func() uint64 { return st().DropTagNotSearch },
+		"forwarded_zero":     func() uint64 { return st().DropForwardedZero },
+		"ignored_source":     func() uint64 { return st().DropIgnored },
+		"bad_reply_address":  func() uint64 { return st().DropReplyAddr },
+		"not_our_interface":  func() uint64 { return st().DropNotOurInterface },
+		"no_usable_protocol": func() uint64 { return st().DropNoTCP },
+		"rate_limited":       func() uint64 { return st().DropRateLimited },
+		"reflection_capped":  func() uint64 { return st().ReflectionCapped },
+	})
+	m.Counters("", "beacons_total", "Server sightings received.", "via", map[string]func() uint64{
+		"beacon":    func() uint64 { return st().Beacons },
+		"discovery": func() uint64 { return st().DiscoveryPongs },
+	})
+	m.AccessDenied("udp_client", func() uint64 { return st().DropDenied })
+}
