@@ -66,7 +66,8 @@ type Daemon struct {
 
 	nameFiles *probe.NameFiles
 	httpSrv   *http.Server
-	httpLn    net.Listener
+	httpLn    net.Listener     // nil when the HTTP endpoint is off
+	addrList  []netip.AddrPort // search destinations: configured plus automatic
 
 	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
 
@@ -85,7 +86,11 @@ type Options struct {
 	Clock  clock.Clock
 }
 
-// New builds every part but opens no socket.
+// New builds every part and wires every callback between them, but opens
+// no socket: Start does that, so nothing arrives before every part that
+// could handle it exists. Parts a configuration does not use (the
+// upstream pool without name servers, the search ring without search
+// through, the static name files without a directory) exist and idle.
 func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -108,7 +113,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.Resolver = resolver.New(d.Registry, resolver.Options{
 		MaxWaitsPerClient: cfg.TCP.WaitersPerConnection,
-		NameAllowed:       nameFilter(&cfg.Access), // issue 9: access.go
+		NameAllowed:       nameFilter(&cfg.Access),
 		Clock:             d.clk,
 		Logger:            d.log.Named("resolver"),
 	})
@@ -133,31 +138,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Logger:       d.log.Named("probe"),
 		Observe:      probe.MetricsObserver(d.Metrics),
 	})
-	return d, nil
-}
+	d.nameFiles = &probe.NameFiles{Dir: cfg.Static.NamesDir, Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
-// GUID is the daemon's own server identity (discovery answers, beacons).
-func (d *Daemon) GUID() pva.GUID { return d.guid }
-
-// Start loads the snapshot, binds every socket and starts every part.
-// On error everything already started is stopped again.
-func (d *Daemon) Start() (err error) {
-	defer func() {
-		if err != nil {
-			d.Close()
-		}
-	}()
-	cfg := d.cfg
-	snapLoaded := d.loadSnapshot()
-	d.dropDeniedSnapshotServers() // issue 9: access.go
-
-	// TCP name server first: its port is what discovery answers and beacons carry.
-	var listen []netip.AddrPort
-	for _, a := range cfg.PVA.Interfaces {
-		listen = append(listen, netip.AddrPortFrom(a, cfg.PVA.ServerPort))
-	}
 	d.TCP = tcpsearch.New(tcpsearch.Options{
-		Listen:   listen,
+		Listen:   d.tcpListen(),
 		GUID:     d.guid,
 		MaxConns: cfg.TCP.MaxConnections,
 		Conn: pvaconn.Options{
@@ -167,23 +151,14 @@ func (d *Daemon) Start() (err error) {
 			HandshakeTimeout: cfg.TCP.ReadTimeout,
 			MessageTimeout:   cfg.TCP.ReadTimeout,
 		},
-		Channels: serverpv.New("pvans " + buildinfo.Get()),
-		Logger:   d.log.Named("tcp"),
-		// --- issue 9: access control and rate limits (access.go) ---
+		Channels:      serverpv.New("pvans " + buildinfo.Get()),
+		Logger:        d.log.Named("tcp"),
 		ClientAllowed: tcpClientFilter(&cfg.Access),
 		MessageRate:   cfg.RateLimit.TCPMessagesPerSecond,
 		MessageBurst:  cfg.RateLimit.TCPMessageBurst,
 		RateExempt:    cfg.RateLimit.Exempt,
 		Clock:         d.clk,
-		// --- end issue 9 ---
 	}, tcpsearch.FromResolver(d.Resolver))
-	if err := d.TCP.Start(); err != nil {
-		return fmt.Errorf("TCP name-server listener on %v: %w", listen, err)
-	}
-	tcpPort := cfg.PVA.ServerPort
-	if as := d.TCP.Addrs(); len(as) > 0 {
-		tcpPort = as[0].Port()
-	}
 
 	var auto []netip.AddrPort
 	if cfg.PVA.AutoAddrList || (cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList) {
@@ -192,9 +167,9 @@ func (d *Daemon) Start() (err error) {
 			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(aerr))
 		}
 	}
-	addrList := append([]netip.AddrPort(nil), cfg.PVA.AddrList...)
+	d.addrList = append([]netip.AddrPort(nil), cfg.PVA.AddrList...)
 	if cfg.PVA.AutoAddrList {
-		addrList = append(addrList, auto...)
+		d.addrList = append(d.addrList, auto...)
 	}
 	beaconList := append([]netip.AddrPort(nil), cfg.PVA.BeaconAddrList...)
 	if cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
@@ -206,22 +181,21 @@ func (d *Daemon) Start() (err error) {
 			ifaces = append(ifaces, a)
 		}
 	}
-	d.UDP, err = udpsearch.New(udpsearch.Options{
+	d.UDP = udpsearch.Build(udpsearch.Options{
 		Port:             cfg.PVA.BroadcastPort,
 		Interfaces:       ifaces,
 		IgnoreAddrs:      cfg.PVA.IgnoreAddrList,
 		GUID:             d.guid,
-		TCPPort:          tcpPort,
+		TCPPort:          cfg.PVA.ServerPort, // the bound port, if 0 was asked, is set in Start
 		AnswerNames:      cfg.UDP.AnswerSearches,
 		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
-		AddrList:         addrList,
+		AddrList:         d.addrList,
 		SendBeacons:      cfg.UDP.SendBeacons,
 		BeaconAddrList:   beaconList,
 		Resolver:         d.Resolver,
 		Beacons:          beaconFilter{d},
 		OnSearchResponse: d.onUDPSearchResponse,
 		Clock:            d.clk,
-		// --- issue 9: access control and rate limits (access.go) ---
 		ClientAllowed:    udpClientFilter(&cfg.Access),
 		SearchRate:       cfg.RateLimit.UDPSearchesPerSecond,
 		SearchBurst:      cfg.RateLimit.UDPSearchBurst,
@@ -229,57 +203,83 @@ func (d *Daemon) Start() (err error) {
 		ReflectionWindow: cfg.RateLimit.ReflectionWindow,
 		LimitExempt:      cfg.RateLimit.Exempt,
 		Logger:           d.log.Named("udp"),
-		// --- end issue 9 ---
+	})
+
+	ring, err := searchring.New(searchring.Options{
+		Clock:       d.clk,
+		Transport:   ringTransport{d},
+		IgnoreGUIDs: []pva.GUID{d.guid},
+		Resolved:    d.onSearchResolved,
+		Duplicate:   d.onSearchDuplicate,
+		Logger:      d.log.Named("searchring"),
 	})
 	if err != nil {
+		return nil, fmt.Errorf("search ring: %w", err)
+	}
+	d.Ring = ring
+	d.Upstream = upstream.New(upstream.Options{
+		Servers: cfg.PVA.NameServers,
+		Conn:    pvaconn.Options{IdleTimeout: cfg.PVA.TCPTimeout(), EchoInterval: echoInterval(cfg.PVA.TCPTimeout()), MaxMessage: 1 << 20, SendQueueBytes: 4 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
+		OnReply: func(from netip.AddrPort, m *pva.SearchResponse) { d.Ring.OnReply(from, true, m) },
+		OnReady: func(netip.AddrPort) { d.Ring.Poke(searchring.PokeNameServer) },
+		Clock:   d.clk,
+		Logger:  d.log.Named("upstream"),
+	})
+	if cfg.Search.Through {
+		d.Resolver.SetSearcher(d.Ring)
+	}
+	d.httpSrv = &http.Server{Handler: httpapi.Handler(httpapi.Options{
+		Registry: regView{d.Registry, d.Tracker},
+		Events:   d.Events,
+		Metrics:  d.Metrics.Handler(),
+		Ready:    d.Ready,
+		Discover: d.Discover,
+		Version:  buildinfo.Get(),
+		Started:  d.started,
+	}), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	d.registerMetrics()
+	return d, nil
+}
+
+// GUID is the daemon's own server identity (discovery answers, beacons).
+func (d *Daemon) GUID() pva.GUID { return d.guid }
+
+// Start loads the snapshot, opens every socket, then starts every part
+// receiving. On error everything already started is stopped again.
+func (d *Daemon) Start() (err error) {
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	cfg := d.cfg
+	snapLoaded := d.loadSnapshot()
+	d.dropDeniedSnapshotServers()
+
+	// Sockets. The TCP name server first: its port is what discovery
+	// answers and beacons carry.
+	if err := d.TCP.Listen(); err != nil {
+		return fmt.Errorf("TCP name-server listener on %v: %w", d.tcpListen(), err)
+	}
+	if as := d.TCP.Addrs(); len(as) > 0 {
+		d.UDP.SetTCPPort(as[0].Port())
+	}
+	if err := d.UDP.Listen(); err != nil {
 		return fmt.Errorf("UDP search port %d: %w", cfg.PVA.BroadcastPort, err)
 	}
-
-	if cfg.Search.Through || len(cfg.PVA.NameServers) > 0 {
-		d.Upstream = upstream.New(upstream.Options{
-			Servers: cfg.PVA.NameServers,
-			Conn:    pvaconn.Options{IdleTimeout: cfg.PVA.TCPTimeout(), EchoInterval: echoInterval(cfg.PVA.TCPTimeout()), MaxMessage: 1 << 20, SendQueueBytes: 4 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
-			OnReply: func(from netip.AddrPort, m *pva.SearchResponse) {
-				if r := d.Ring; r != nil {
-					r.OnReply(from, true, m)
-				}
-			},
-			OnReady: func(netip.AddrPort) {
-				if r := d.Ring; r != nil {
-					r.Poke(searchring.PokeNameServer)
-				}
-			},
-			Clock:  d.clk,
-			Logger: d.log.Named("upstream"),
-		})
-		ring, rerr := searchring.New(searchring.Options{
-			Clock:       d.clk,
-			Transport:   ringTransport{d},
-			ReplyPort:   d.UDP.ClientAddr().Port(),
-			IgnoreGUIDs: []pva.GUID{d.guid},
-			Resolved:    d.onSearchResolved,
-			Duplicate:   d.onSearchDuplicate,
-			Logger:      d.log.Named("searchring"),
-		})
-		if rerr != nil {
-			return fmt.Errorf("search ring: %w", rerr)
-		}
-		d.Ring = ring
-		if cfg.Search.Through {
-			d.Resolver.SetSearcher(ring)
-		}
-	}
-
-	d.Tracker.Start()
-	d.Prober.SetStatic(d.allowedStatic(cfg.Static.Servers)) // issue 9: access.go
-	if cfg.Static.NamesDir != "" {
-		d.nameFiles = &probe.NameFiles{Dir: cfg.Static.NamesDir, Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
-		d.nameFiles.Start()
-	}
-	d.registerMetrics()
-	if err := d.startHTTP(); err != nil {
+	d.Ring.SetReplyPort(d.UDP.ClientAddr().Port())
+	if err := d.listenHTTP(); err != nil {
 		return err
 	}
+
+	// Receiving.
+	d.TCP.Serve()
+	d.UDP.Start()
+	d.Upstream.Start()
+	d.Tracker.Start()
+	d.Prober.SetStatic(d.allowedStatic(cfg.Static.Servers))
+	d.nameFiles.Start()
+	d.serveHTTP()
 	if cfg.Snapshot.Path != "" && cfg.Snapshot.Interval > 0 {
 		d.mu.Lock()
 		d.snapTimer = d.clk.AfterFunc(cfg.Snapshot.Interval, d.periodicSnapshot)
@@ -287,7 +287,7 @@ func (d *Daemon) Start() (err error) {
 	}
 
 	switch {
-	case cfg.Search.DiscoveryAtStart && len(addrList) > 0:
+	case cfg.Search.DiscoveryAtStart && len(d.addrList) > 0:
 		if derr := d.Discover(); derr != nil {
 			d.log.Warn("discovery ping failed", zap.Error(derr))
 		}
@@ -303,11 +303,19 @@ func (d *Daemon) Start() (err error) {
 		zap.String("guid", d.guid.String()),
 		zap.Stringers("tcp", d.TCP.Addrs()),
 		zap.Stringer("udp", d.UDP.LocalAddr()),
-		zap.Stringers("search_destinations", addrList),
+		zap.Stringers("search_destinations", d.addrList),
 		zap.Stringers("name_servers", cfg.PVA.NameServers),
 		zap.Bool("search_through", cfg.Search.Through),
 		zap.String("http", d.HTTPAddr()))
 	return nil
+}
+
+func (d *Daemon) tcpListen() []netip.AddrPort {
+	var listen []netip.AddrPort
+	for _, a := range d.cfg.PVA.Interfaces {
+		listen = append(listen, netip.AddrPortFrom(a, d.cfg.PVA.ServerPort))
+	}
+	return listen
 }
 
 func echoInterval(tcpTimeout time.Duration) time.Duration {
@@ -332,9 +340,6 @@ func (d *Daemon) Ready() (bool, string) {
 // Discover sends one discovery ping (empty protocol list, no names,
 // MustReply) to every search destination; replies are treated as beacons.
 func (d *Daemon) Discover() error {
-	if d.UDP == nil {
-		return errors.New("UDP socket not open")
-	}
 	ping := pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchMustReply, ReplyPort: d.UDP.ClientAddr().Port()}
 	msg := pva.AppendSearch(nil, pva.FlagBigEndian, &ping)
 	d.Events.Add(events.Event{At: time.Now(), Kind: "discovery", Detail: "discovery ping sent"})
@@ -349,7 +354,7 @@ func (d *Daemon) HTTPAddr() string {
 	return d.httpLn.Addr().String()
 }
 
-func (d *Daemon) startHTTP() error {
+func (d *Daemon) listenHTTP() error {
 	if d.cfg.HTTP.Listen == "" {
 		return nil
 	}
@@ -358,22 +363,18 @@ func (d *Daemon) startHTTP() error {
 		return fmt.Errorf("HTTP listener %s: %w", d.cfg.HTTP.Listen, err)
 	}
 	d.httpLn = ln
-	h := httpapi.Handler(httpapi.Options{
-		Registry: regView{d.Registry, d.Tracker},
-		Events:   d.Events,
-		Metrics:  d.Metrics.Handler(),
-		Ready:    d.Ready,
-		Discover: d.Discover,
-		Version:  buildinfo.Get(),
-		Started:  d.started,
-	})
-	d.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	return nil
+}
+
+func (d *Daemon) serveHTTP() {
+	if d.httpLn == nil {
+		return
+	}
 	go func() {
-		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := d.httpSrv.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("HTTP server stopped", zap.Error(err))
 		}
 	}()
-	return nil
 }
 
 func (d *Daemon) loadSnapshot() bool {
@@ -427,12 +428,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if d.httpSrv != nil {
-				_ = d.httpSrv.Shutdown(ctx)
-			}
-			if d.TCP != nil {
-				_ = d.TCP.Close()
-			}
+			_ = d.httpSrv.Shutdown(ctx)
+			_ = d.TCP.Close()
 			if serr := d.SaveSnapshot(); serr != nil {
 				err = fmt.Errorf("snapshot: %w", serr)
 			} else if d.cfg.Snapshot.Path != "" {
@@ -464,24 +461,15 @@ func (d *Daemon) Close() {
 		d.discoverTmr.Stop()
 	}
 	d.mu.Unlock()
-	if d.httpSrv != nil {
-		_ = d.httpSrv.Close()
+	_ = d.httpSrv.Close()
+	if d.httpLn != nil {
+		_ = d.httpLn.Close() // bound but never served when Start failed later
 	}
-	if d.TCP != nil {
-		_ = d.TCP.Close()
-	}
-	if d.UDP != nil {
-		_ = d.UDP.Close()
-	}
-	if d.Upstream != nil {
-		d.Upstream.Close()
-	}
-	if d.Ring != nil {
-		d.Ring.Close()
-	}
-	if d.nameFiles != nil {
-		d.nameFiles.Close()
-	}
+	_ = d.TCP.Close()
+	_ = d.UDP.Close()
+	d.Upstream.Close()
+	d.Ring.Close()
+	d.nameFiles.Close()
 	d.Prober.Close()
 	d.Tracker.Close()
 	d.Resolver.Close()

@@ -61,9 +61,7 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		}
 		d.Events.Add(events.Event{At: ev.At, Kind: kind, GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "via " + ev.Via.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, why)
-		if d.Ring != nil {
-			d.Ring.Poke(poke)
-		}
+		d.Ring.Poke(poke)
 	case beacon.EventSourcesChanged:
 		_, _ = d.Registry.UpsertServer(registry.ServerInfo{GUID: ev.GUID, Addr: ev.Endpoint, Protocol: ev.Protocol,
 			Version: ev.Version, Discovered: viaSource(ev.Via), ChangeCount: ev.ChangeCount, LastSeen: ev.At})
@@ -126,9 +124,7 @@ func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 // onUDPSearchResponse gets every search response heard on the UDP
 // sockets; the search ring takes the positive ones.
 func (d *Daemon) onUDPSearchResponse(from netip.AddrPort, m *pva.SearchResponse) {
-	if d.Ring != nil {
-		d.Ring.OnReply(from, false, m)
-	}
+	d.Ring.OnReply(from, false, m)
 }
 
 // onSearchResolved enters a search-through answer into the registry,
@@ -161,15 +157,10 @@ func (d *Daemon) onSearchDuplicate(name string, first, second pva.GUID) {
 type ringTransport struct{ d *Daemon }
 
 func (t ringTransport) SendUDP(datagram []byte) {
-	if t.d.UDP != nil {
-		_ = t.d.UDP.SendSearch(datagram)
-	}
+	_ = t.d.UDP.SendSearch(datagram)
 }
 
 func (t ringTransport) Upstreams() []searchring.Upstream {
-	if t.d.Upstream == nil {
-		return nil
-	}
 	cs := t.d.Upstream.Conns()
 	out := make([]searchring.Upstream, len(cs))
 	for i, c := range cs {

@@ -9,8 +9,6 @@ func (d *Daemon) registerMetrics() {
 	d.Resolver.RegisterMetrics(m)
 	d.Registry.RegisterMetrics(m)
 	d.Tracker.RegisterMetrics(m)
-	if d.Ring != nil {
-		d.Ring.RegisterMetrics(m)
-	}
+	d.Ring.RegisterMetrics(m)
 	m.AccessDenied("server", d.deniedServers.Load)
 }

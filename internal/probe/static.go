@@ -26,7 +26,7 @@ const DefaultServerPort = 5075
 // else the file name ("10.0.0.5:5075", "10.0.0.5_5075.names", …). Hosts
 // must be IP literals: the daemon does no name lookups here.
 //
-// The directory is polled every Interval (modification time and size of
+// An empty Dir holds no files. The directory is polled every Interval (modification time and size of
 // each file; no inotify dependency). A new or changed file is reported with
 // Sink.Listed (Info.File set), a removed file with Sink.Lost. The GUID is
 // StaticGUID(endpoint).
@@ -72,6 +72,15 @@ func (f *NameFiles) tick() {
 	f.mu.Unlock()
 }
 
+// SetDir switches to another directory (empty: none) and scans it now:
+// the files of the old one are reported lost, the new one's listed.
+func (f *NameFiles) SetDir(dir string) {
+	f.mu.Lock()
+	f.Dir = dir
+	f.mu.Unlock()
+	f.Scan()
+}
+
 // Close stops polling.
 func (f *NameFiles) Close() {
 	f.mu.Lock()
@@ -93,7 +102,11 @@ func (f *NameFiles) Scan() {
 	if f.files == nil {
 		f.files = make(map[string]fileState)
 	}
-	ents, err := os.ReadDir(f.Dir)
+	var ents []os.DirEntry
+	var err error
+	if f.Dir != "" { // no directory: no static names (files known before are lost)
+		ents, err = os.ReadDir(f.Dir)
+	}
 	if err != nil {
 		f.Logger.Warn("static names directory unreadable", zap.String("dir", f.Dir), zap.Error(err))
 		return // keep what we have: a transient error must not drop names

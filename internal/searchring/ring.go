@@ -257,6 +257,15 @@ func New(o Options) (*Ring, error) {
 	return r, nil
 }
 
+// SetReplyPort sets the UDP port replies should come back to, for an
+// owner that builds the ring before it opens the socket that port belongs
+// to. It takes effect from the next datagram.
+func (r *Ring) SetReplyPort(port uint16) {
+	r.sendMu.Lock()
+	r.packer.ReplyPort = port
+	r.sendMu.Unlock()
+}
+
 // Close stops every timer. Later calls do nothing.
 func (r *Ring) Close() {
 	r.mu.Lock()

@@ -169,8 +169,19 @@ func New(opt Options, r Resolver) *Server {
 	return s
 }
 
-// Start listens on every configured address. On error nothing stays open.
+// Start is Listen then Serve.
 func (s *Server) Start() error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.Serve()
+	return nil
+}
+
+// Listen opens every configured address without accepting yet, so the
+// caller learns the bound port (Addrs) before any client is served. On
+// error nothing stays open.
+func (s *Server) Listen() error {
 	if len(s.opt.Listen) == 0 {
 		return errors.New("tcpsearch: no listen address")
 	}
@@ -188,12 +199,21 @@ func (s *Server) Start() error {
 	s.mu.Lock()
 	s.lns = lns
 	s.mu.Unlock()
-	for _, ln := range lns {
+	return nil
+}
+
+// Serve starts accepting on the sockets Listen opened.
+func (s *Server) Serve() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, ln := range s.lns {
 		s.log.Info("name server listening", zap.Stringer("addr", ln.Addr()))
 		s.wg.Add(1)
 		go s.acceptLoop(ln)
 	}
-	return nil
 }
 
 // Addrs returns the bound addresses (with the real port when 0 was asked).

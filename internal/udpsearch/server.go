@@ -30,52 +30,84 @@ type Server struct {
 	wg         sync.WaitGroup
 }
 
-// New opens the sockets and starts receiving. Sockets belong to the
-// network namespace of the calling thread; everything else may run
-// anywhere.
+// New is Build, Listen and Start: a server receiving at once. Sockets
+// belong to the network namespace of the calling thread; everything else
+// may run anywhere.
 func New(o Options) (*Server, error) {
+	s := Build(o)
+	if err := s.Listen(); err != nil {
+		return nil, err
+	}
+	s.Start()
+	return s, nil
+}
+
+// Build makes a server that opens no socket yet, so its owner can wire
+// every part before anything arrives.
+func Build(o Options) *Server {
 	o.setDefaults()
 	s := &Server{o: o}
+	s.h = newHandler(&s.o, &s.st, &s.ifs, nil)
+	s.h.reload = s.reloadLimited
+	s.ch = newHandler(&s.o, &s.st, &s.ifs, nil)
+	return s
+}
+
+// SetTCPPort sets the name-server port that discovery answers and beacons
+// carry, for an owner that learns it only once its TCP listener is bound.
+// Call it before Start.
+func (s *Server) SetTCPPort(port uint16) { s.o.TCPPort = port }
+
+// Listen reads the interface table and opens the sockets; nothing is
+// received until Start. On error nothing stays open.
+func (s *Server) Listen() error {
+	o := &s.o
 	ifs, err := o.ListInterfaces()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.ifs.Store(newIfaceTable(ifs))
 	s.lastReload = o.Clock.Now()
 
 	if s.main, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
-		return nil, err
+		return err
 	}
 	if s.client, err = listenEphemeral(o.ReceiveBuffer); err != nil {
 		s.main.Close()
-		return nil, err
+		return err
 	}
 	if o.SendBeacons {
 		if s.beaconConn, err = listenEphemeral(0); err != nil {
 			s.main.Close()
 			s.client.Close()
-			return nil, err
+			return err
 		}
 	}
 	out := newSockSender(s.main, &s.st, o.Port)
-	s.h = newHandler(&s.o, &s.st, &s.ifs, out)
-	s.h.reload = s.reloadLimited
-	s.ch = newHandler(&s.o, &s.st, &s.ifs, out)
+	s.h.out, s.ch.out = out, out
+	return nil
+}
 
+// Start begins receiving, refreshing the interface table and beaconing on
+// the sockets Listen opened.
+func (s *Server) Start() {
+	o := &s.o
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	s.wg.Add(2)
 	go s.rxLoop(s.main, s.o.Batch, s.h.handle, true)
 	go s.rxLoop(s.client, 4, s.ch.handleClient, false)
 
 	if o.InterfaceRefresh > 0 {
-		s.mu.Lock()
 		s.refresh = o.Clock.AfterFunc(o.InterfaceRefresh, s.periodicRefresh)
-		s.mu.Unlock()
 	}
 	if o.SendBeacons {
 		s.beacons = newBeaconer(o.Clock, o.GUID, o.TCPPort, s.sendBeacon)
 		s.beacons.start()
 	}
-	return s, nil
 }
 
 func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), main bool) {
@@ -138,6 +170,9 @@ func (s *Server) LimitStats() (ratelimit.LimiterStats, ratelimit.ReflectionStats
 // ClientAddr) from the client socket to every AddrList destination. It
 // returns the first send error; the other destinations are still tried.
 func (s *Server) SendSearch(datagram []byte) error {
+	if s.client == nil {
+		return errors.New("udpsearch: sockets not open")
+	}
 	var first error
 	for _, to := range s.o.AddrList {
 		if _, err := s.client.WriteToUDPAddrPort(datagram, to); err != nil {
@@ -221,6 +256,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	if s.beacons != nil {
 		s.beacons.stop()
+	}
+	if s.main == nil {
+		return nil // never listened
 	}
 	err := errors.Join(s.main.Close(), s.client.Close())
 	if s.beaconConn != nil {

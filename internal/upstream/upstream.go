@@ -66,7 +66,7 @@ type Conn struct {
 	replyMu  sync.Mutex
 }
 
-// New starts connecting to every server at once.
+// New builds the pool; Start connects. A pool without servers stays idle.
 func New(o Options) *Pool {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -83,9 +83,12 @@ func New(o Options) *Pool {
 	for _, a := range o.Servers {
 		p.ups = append(p.ups, &Conn{p: p, addr: a})
 	}
-	p.check()
 	return p
 }
+
+// Start connects to every server at once, then rebuilds lost connections
+// every CheckInterval.
+func (p *Pool) Start() { p.check() }
 
 // Conns lists the upstream connections, ready or not.
 func (p *Pool) Conns() []*Conn { return p.ups }

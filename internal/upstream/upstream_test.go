@@ -71,6 +71,7 @@ func TestChainSearchAndReconnect(t *testing.T) {
 		OnReply: func(from netip.AddrPort, m *pva.SearchResponse) {
 			replies <- reply{from, m.GUID, netip.AddrPortFrom(m.Addr.Addr(), m.Port), append([]uint32(nil), m.CIDs...)}
 		}})
+	p.Start()
 	defer p.Close()
 	c := p.Conns()[0]
 	waitReady(t, ready, c)
