@@ -124,9 +124,13 @@ type Registry struct {
 
 // TCP bounds the name-server listener.
 type TCP struct {
-	MaxConnections       int
-	SendQueueBytes       int64 // per connection; beyond it the connection is closed
-	WaitersPerConnection int   // unanswered names remembered per connection
+	MaxConnections int
+	// MaxConnectionsPerSource bounds one client address's connections so
+	// one host cannot take them all; 0 = no bound (rate_limit.exempt
+	// sources are exempt).
+	MaxConnectionsPerSource int
+	SendQueueBytes          int64 // per connection; beyond it the connection is closed
+	WaitersPerConnection    int   // unanswered names remembered per connection
 	// IdleTimeout closes a connection that sent nothing for this long.
 	// Unless set explicitly it follows PVA.TCPTimeout().
 	IdleTimeout time.Duration
@@ -270,11 +274,15 @@ func Defaults() Config {
 		Snapshot: Snapshot{Path: "/var/lib/pvans/registry.snapshot", Interval: time.Minute, UnverifiedWindow: 10 * time.Minute},
 		Registry: Registry{MaxServers: 20000, MaxNames: 5_000_000, FieldNames: true},
 		TCP: TCP{
-			MaxConnections:       10000,
-			SendQueueBytes:       1 << 20,
-			WaitersPerConnection: 100_000,
-			ReadTimeout:          10 * time.Second,
-			MaxMessageBytes:      128 << 10,
+			MaxConnections: 10000,
+			// A console host runs a few dozen PVA clients, each with one
+			// connection per name server; a NAT gateway is exempted with
+			// rate_limit.exempt.
+			MaxConnectionsPerSource: 256,
+			SendQueueBytes:          1 << 20,
+			WaitersPerConnection:    100_000,
+			ReadTimeout:             10 * time.Second,
+			MaxMessageBytes:         128 << 10,
 		},
 		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true},
 		Probe: Probe{

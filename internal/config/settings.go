@@ -173,6 +173,8 @@ func init() {
 
 	add(intSpec("tcp.max_connections", "name-server client connections at most", 1, 10_000_000,
 		func(c *Config) *int { return &c.TCP.MaxConnections }))
+	add(intSpec("tcp.max_connections_per_source", "name-server connections from one client address at most; 0 = no bound (rate_limit.exempt sources are exempt)", 0, 10_000_000,
+		func(c *Config) *int { return &c.TCP.MaxConnectionsPerSource }))
 	add(bytesSpec("tcp.send_queue_bytes", "bytes queued to one slow client before it is disconnected", 4<<10, 1<<30,
 		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }))
 	add(intSpec("tcp.waiters_per_connection", "unanswered names remembered per connection for push answers", 0, 100_000_000,

@@ -144,6 +144,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Listen:   d.tcpListen(),
 		GUID:     d.guid,
 		MaxConns: cfg.TCP.MaxConnections,
+		// issue 14: one address cannot fill MaxConns.
+		MaxConnsPerSource: cfg.TCP.MaxConnectionsPerSource,
 		Conn: pvaconn.Options{
 			IdleTimeout:      cfg.TCP.IdleTimeout,
 			MaxMessage:       int(cfg.TCP.MaxMessageBytes),

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/ratelimit"
@@ -63,6 +64,10 @@ type Options struct {
 	// MaxConns bounds concurrent connections; extra ones are accepted and
 	// closed at once (counted).
 	MaxConns int
+	// MaxConnsPerSource bounds one source address's concurrent
+	// connections, so one host cannot fill MaxConns; extra ones are closed
+	// at accept (counted). 0 = no bound; RateExempt sources are exempt.
+	MaxConnsPerSource int
 	// Conn carries the per-connection limits (IdleTimeout, MaxMessage,
 	// SendQueueBytes, HandshakeTimeout, MessageTimeout, BigEndian). Role,
 	// Counters and Logger are set by the listener.
@@ -96,19 +101,23 @@ type Options struct {
 
 // Stats counts what the listener did. Metrics are registered elsewhere.
 type Stats struct {
-	Accepted     uint64 // connections served
-	Rejected     uint64 // closed at once: MaxConns reached
-	Denied       uint64 // closed at once: client refused by ClientAllowed
-	RateLimited  uint64 // messages dropped: their source was over MessageRate
-	NamesDropped uint64 // names beyond MaxNamesPerSearch, dropped
-	Active       int64  // open now
-	Searches     uint64 // CMD_SEARCH messages
-	Names        uint64 // names in them
-	Claims       uint64 // CIDs answered found=1 (direct and pushed)
-	Responses    uint64 // positive CMD_SEARCH_RESPONSE sent directly
-	Pushed       uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
-	Negative     uint64 // found=0 replies (MustReply, discovery ping)
-	ZeroEndpoint uint64 // claims skipped: the registry had a zero address or port
+	Accepted uint64 // connections served
+	Rejected uint64 // closed at once: MaxConns reached
+	// PerSourceRejected: closed at once, the source already had
+	// MaxConnsPerSource connections.
+	PerSourceRejected uint64
+	AcceptErrors      uint64 // accept(2) failures (EMFILE…), each followed by a back-off
+	Denied            uint64 // closed at once: client refused by ClientAllowed
+	RateLimited       uint64 // messages dropped: their source was over MessageRate
+	NamesDropped      uint64 // names beyond MaxNamesPerSearch, dropped
+	Active            int64  // open now
+	Searches          uint64 // CMD_SEARCH messages
+	Names             uint64 // names in them
+	Claims            uint64 // CIDs answered found=1 (direct and pushed)
+	Responses         uint64 // positive CMD_SEARCH_RESPONSE sent directly
+	Pushed            uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
+	Negative          uint64 // found=0 replies (MustReply, discovery ping)
+	ZeroEndpoint      uint64 // claims skipped: the registry had a zero address or port
 	// LoopbackRewritten counts claims for a server known by a loopback
 	// address, sent to a remote client with address "any" (see appendClaim).
 	LoopbackRewritten uint64
@@ -123,7 +132,7 @@ type Stats struct {
 type counters struct {
 	accepted, rejected, searches, names, claims, responses, pushed, negative,
 	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
-	denied, rateLimited, namesDropped, loopbackRewritten atomic.Uint64
+	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors atomic.Uint64
 	active atomic.Int64
 }
 
@@ -135,12 +144,15 @@ type Server struct {
 	cnt   counters
 	conn  pvaconn.Counters
 	limit *ratelimit.Limiter // nil: unlimited
+	ll    *limitlog.Log
 
-	mu     sync.Mutex
-	lns    []*net.TCPListener
-	conns  map[*pvaconn.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup // accept loops
+	mu       sync.Mutex
+	lns      []*net.TCPListener
+	conns    map[*pvaconn.Conn]struct{}
+	bySource map[netip.Addr]int // open connections per source; only sources with one
+	closed   bool
+	closing  chan struct{}
+	wg       sync.WaitGroup // accept loops
 }
 
 // New returns a listener answering from r. Start opens the sockets.
@@ -160,7 +172,8 @@ func New(opt Options, r Resolver) *Server {
 	if opt.MaxNamesPerSearch == 0 {
 		opt.MaxNamesPerSearch = DefaultMaxNamesPerSearch
 	}
-	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]struct{})}
+	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]struct{}),
+		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil)}
 	s.limit = ratelimit.New(ratelimit.Options{Rate: opt.MessageRate, Burst: opt.MessageBurst,
 		Sources: opt.RateSources, Exempt: opt.RateExempt, Clock: opt.Clock})
 	s.opt.Conn.Role = pvaconn.Server
@@ -235,6 +248,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.closing)
 	for _, ln := range s.lns {
 		ln.Close()
 	}
@@ -267,60 +281,91 @@ func (s *Server) Stats() Stats {
 		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
 		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
 		Denied: c.denied.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
+		PerSourceRejected: c.perSource.Load(), AcceptErrors: c.acceptErrors.Load(),
 		Conn: s.conn.Stats(),
 	}
 }
 
-func (s *Server) acceptLoop(ln *net.TCPListener) {
+// acceptor is what the accept loop needs of a listener (tests inject
+// failures).
+type acceptor interface {
+	Accept() (net.Conn, error)
+}
+
+func (s *Server) acceptLoop(ln acceptor) {
 	defer s.wg.Done()
+	backoff := limitlog.Backoff{Log: s.ll, Kind: "tcp_accept"}
 	for {
-		nc, err := ln.AcceptTCP()
+		nc, err := ln.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// EMFILE and friends: keep serving the connections we have.
-			s.log.Warn("accept failed", zap.Error(err))
+			// EMFILE and friends: keep serving the connections we have,
+			// retrying after a pause rather than at once (a spin).
+			s.cnt.acceptErrors.Add(1)
+			backoff.Failed(err, s.closing)
 			continue
 		}
-		if allow := s.opt.ClientAllowed; allow != nil {
-			ta, _ := nc.RemoteAddr().(*net.TCPAddr)
-			if ra := ta.AddrPort(); !allow(ra.Addr().Unmap()) {
-				s.cnt.denied.Add(1)
-				s.log.Debug("TCP client refused by the client access list", zap.Stringer("client", ra))
-				nc.Close()
-				continue
-			}
+		backoff.OK()
+		var src netip.Addr
+		if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+			src = ta.AddrPort().Addr().Unmap()
+		}
+		if allow := s.opt.ClientAllowed; allow != nil && !allow(src) {
+			s.cnt.denied.Add(1)
+			s.log.Debug("TCP client refused by the client access list", zap.Stringer("client", nc.RemoteAddr()))
+			nc.Close()
+			continue
 		}
 		s.mu.Lock()
 		if s.closed || s.cnt.active.Load() >= int64(s.opt.MaxConns) {
 			s.mu.Unlock()
 			if !s.closed {
 				s.cnt.rejected.Add(1)
+				s.ll.Hit("tcp_max_connections", "TCP connection limit reached; new connections closed",
+					zap.Int("max_connections", s.opt.MaxConns), zap.Stringer("client", nc.RemoteAddr()))
 			}
 			nc.Close()
 			continue
 		}
+		if m := s.opt.MaxConnsPerSource; m > 0 && s.bySource[src] >= m && !s.exempt(src) {
+			s.mu.Unlock()
+			s.cnt.perSource.Add(1)
+			s.ll.Hit("tcp_connections_per_source", "TCP connections per source limit reached; new connections from it closed",
+				zap.Int("max_connections_per_source", m), zap.Stringer("client", src))
+			nc.Close()
+			continue
+		}
+		s.bySource[src]++
 		s.cnt.active.Add(1)
 		s.cnt.accepted.Add(1)
 		// Serve under mu: Closed (which deletes) cannot run before the add.
-		ss := &session{s: s}
-		if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-			ss.remoteLoopback = ta.AddrPort().Addr().Unmap().IsLoopback()
-		}
+		ss := &session{s: s, src: src}
+		ss.remoteLoopback = src.IsLoopback()
 		c := pvaconn.Serve(nc, s.opt.Conn, ss)
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 	}
 }
 
-func (s *Server) forget(c *pvaconn.Conn) {
+func (s *Server) exempt(a netip.Addr) bool {
+	for _, p := range s.opt.RateExempt {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) forget(c *pvaconn.Conn, src netip.Addr) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if n := s.bySource[src] - 1; n > 0 {
+		s.bySource[src] = n
+	} else {
+		delete(s.bySource, src)
+	}
 	s.mu.Unlock()
 	s.cnt.active.Add(-1)
 }

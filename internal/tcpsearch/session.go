@@ -1,6 +1,7 @@
 package tcpsearch
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -29,6 +30,8 @@ type session struct {
 	// remoteLoopback: the client is on this host, so a server known by a
 	// loopback address can be named as such.
 	remoteLoopback bool
+	// src is the client's address (per-source connection accounting).
+	src netip.Addr
 
 	pushMu   sync.Mutex
 	pushResp pva.SearchResponse
@@ -63,7 +66,7 @@ func (ss *session) Closed(c *pvaconn.Conn, err error) {
 	if p := ss.s.opt.Channels; p != nil {
 		p.Closed(c)
 	}
-	ss.s.forget(c)
+	ss.s.forget(c, ss.src)
 }
 
 func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
