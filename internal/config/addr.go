@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -27,23 +28,101 @@ func SystemResolver(host string) ([]netip.Addr, error) {
 	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 }
 
-// ParseAddrList parses an EPICS address list: whitespace-separated
-// host[:port] entries, IPv6 as [addr]:port (or a bare IPv6 address without
-// a port). A missing port is defPort; ports must be 1-65535. Host names are
-// resolved with SystemResolver. Duplicates are dropped, first one kept.
+// Endpoint is one entry of an EPICS address list, the PVXS SockEndpoint:
+// an address and port, and for a multicast destination the TTL (hop limit)
+// and interface its datagrams are sent with. For unicast and broadcast
+// entries TTL and Iface are checked and then dropped, as PVXS drops them
+// when it prints the list back.
+type Endpoint struct {
+	netip.AddrPort
+	// TTL of multicast sends (IP_MULTICAST_TTL, IPV6_MULTICAST_HOPS);
+	// NoTTL means not given: the kernel default, 1.
+	TTL int
+	// Iface is the interface multicast sends leave through (and groups
+	// are joined on): a name, or for IPv4 an address of the interface.
+	// Empty: the routing table decides.
+	Iface string
+}
+
+// NoTTL is Endpoint.TTL when the entry gave none (PVXS's -1).
+const NoTTL = -1
+
+// EndpointOf is a plain unicast endpoint.
+func EndpointOf(ap netip.AddrPort) Endpoint { return Endpoint{AddrPort: ap, TTL: NoTTL} }
+
+// IsMulticast reports whether the destination is a multicast group.
+func (e Endpoint) IsMulticast() bool { return e.Addr().IsMulticast() }
+
+// String prints the entry as PVXS does: TTL and interface only for
+// multicast. Parsing the result gives the same Endpoint.
+func (e Endpoint) String() string {
+	s := e.AddrPort.String()
+	if e.IsMulticast() {
+		if e.TTL != NoTTL {
+			s += "," + strconv.Itoa(e.TTL)
+		}
+		if e.Iface != "" {
+			s += "@" + e.Iface
+		}
+	}
+	return s
+}
+
+// MarshalText is String (the embedded AddrPort's would drop TTL and
+// interface).
+func (e Endpoint) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// AddrPorts drops the TTLs and interfaces.
+func AddrPorts(l []Endpoint) []netip.AddrPort {
+	if l == nil {
+		return nil
+	}
+	out := make([]netip.AddrPort, len(l))
+	for i, e := range l {
+		out[i] = e.AddrPort
+	}
+	return out
+}
+
+// ParseAddrList parses an EPICS address list into addresses and ports:
+// ParseEndpointList without the multicast TTLs and interfaces. Host names
+// are resolved with SystemResolver.
 func ParseAddrList(s string, defPort uint16) ([]netip.AddrPort, error) {
-	return parseAddrList(strings.Fields(s), defPort, false, SystemResolver)
+	return ParseAddrListWith(s, defPort, SystemResolver)
 }
 
 // ParseAddrListWith is ParseAddrList with a chosen resolver.
 func ParseAddrListWith(s string, defPort uint16, resolve Resolver) ([]netip.AddrPort, error) {
-	return parseAddrList(strings.Fields(s), defPort, false, resolve)
+	l, err := parseEndpoints(strings.Fields(s), defPort, resolve)
+	return AddrPorts(l), err
+}
+
+// ParseEndpointList parses an EPICS address list the way PVXS does
+// (SockEndpoint, documented in PVXS's netconfig "Address Spec"):
+// whitespace-separated entries of the forms
+//
+//	host[:port][,TTL][@iface]
+//	[ipv6-or-host][:port][,TTL][@iface]
+//	ipv6                        (bare, no port)
+//
+// A missing port, or port 0, is defPort. Port and TTL are C integers
+// (strtoull base 0: 0x1F is hex, a leading 0 is octal), as PVXS reads
+// them. TTL (0-255) and @iface matter only for multicast destinations; on
+// other entries they are checked and dropped. An IPv6 zone
+// ([ff02::1%br0]) names the interface, as in PVXS. Host names are looked
+// up once, an IPv4 address preferred. Entries equal in address, port and
+// interface are merged keeping the longest TTL, the first one's place
+// kept. Unlike PVXS, which logs and skips a bad entry (or truncates a
+// port above 65535), one bad entry refuses the whole list: a half-applied
+// list is a silently different network.
+func ParseEndpointList(s string, defPort uint16, resolve Resolver) ([]Endpoint, error) {
+	return parseEndpoints(strings.Fields(s), defPort, resolve)
 }
 
 // ParseIgnoreAddrList parses EPICS_PVAS_IGNORE_ADDR_LIST: like
 // ParseAddrList, but a missing port is 0 and port 0 means any port.
 func ParseIgnoreAddrList(s string) ([]netip.AddrPort, error) {
-	return parseAddrList(strings.Fields(s), 0, true, SystemResolver)
+	return ParseAddrListWith(s, 0, SystemResolver)
 }
 
 // ParseInterfaceList parses EPICS_PVAS_INTF_ADDR_LIST: an address list
@@ -65,122 +144,238 @@ func IgnoreMatches(list []netip.AddrPort, src netip.AddrPort) bool {
 }
 
 func parseInterfaceList(items []string, resolve Resolver) ([]netip.Addr, error) {
-	aps, err := parseAddrList(items, 0, true, resolve)
+	eps, err := parseEndpoints(items, 0, resolve)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]netip.Addr, 0, len(aps))
-	seen := make(map[netip.Addr]bool, len(aps))
-	for _, ap := range aps {
-		if !seen[ap.Addr()] {
-			seen[ap.Addr()] = true
-			out = append(out, ap.Addr())
+	out := make([]netip.Addr, 0, len(eps))
+	seen := make(map[netip.Addr]bool, len(eps))
+	for _, ep := range eps {
+		if !seen[ep.Addr()] {
+			seen[ep.Addr()] = true
+			out = append(out, ep.Addr())
 		}
 	}
 	return out, nil
 }
 
-// parseAddrList reports the first bad entry; one bad entry refuses the
-// whole list, because a half-applied list is a silently different network.
-func parseAddrList(items []string, defPort uint16, allowZeroPort bool, resolve Resolver) ([]netip.AddrPort, error) {
-	var out []netip.AddrPort
-	seen := make(map[netip.AddrPort]bool)
+// parseEndpoints reports the first bad entry; one bad entry refuses the
+// whole list.
+func parseEndpoints(items []string, defPort uint16, resolve Resolver) ([]Endpoint, error) {
+	var out []Endpoint
+	type key struct {
+		ap    netip.AddrPort
+		iface string
+	}
+	seen := make(map[key]int)
 	for _, item := range items {
 		for _, tok := range strings.Fields(item) {
-			ap, err := parseEndpoint(tok, defPort, allowZeroPort, resolve)
+			ep, err := parseEndpoint(tok, defPort, resolve)
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w", tok, err)
 			}
-			if !seen[ap] {
-				seen[ap] = true
-				out = append(out, ap)
+			k := key{ep.AddrPort, ep.Iface}
+			if i, dup := seen[k]; dup {
+				// PVXS removeDups: one entry, the longest TTL.
+				out[i].TTL = max(out[i].TTL, ep.TTL)
+				continue
 			}
+			seen[k] = len(out)
+			out = append(out, ep)
 		}
 	}
 	return out, nil
 }
 
-func parseEndpoint(tok string, defPort uint16, allowZeroPort bool, resolve Resolver) (netip.AddrPort, error) {
-	if strings.Contains(tok, "://") || strings.ContainsAny(tok, ",@") {
-		return netip.AddrPort{}, errors.New("URI, TTL and @interface forms are not supported; write host[:port]")
+// parseEndpoint parses one entry (PVXS SockEndpoint + SockAddr::setAddress).
+func parseEndpoint(tok string, defPort uint16, resolve Resolver) (Endpoint, error) {
+	if strings.Contains(tok, "://") {
+		return Endpoint{}, errors.New("URIs are not addresses; write host[:port]")
 	}
-	host, portText := tok, ""
-	switch {
-	case strings.HasPrefix(tok, "["):
-		end := strings.IndexByte(tok, ']')
-		if end < 0 {
-			return netip.AddrPort{}, errors.New("missing ] after IPv6 address")
-		}
-		host, rest := tok[1:end], tok[end+1:]
-		if rest != "" {
-			if rest[0] != ':' {
-				return netip.AddrPort{}, errors.New("expected :port after ]")
-			}
-			portText = rest[1:]
-		}
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() {
-			return netip.AddrPort{}, errors.New("not an IPv6 address inside [ ]")
-		}
-		return withPort(a, portText, defPort, allowZeroPort)
-	default:
-		if a, err := netip.ParseAddr(tok); err == nil {
-			// Bare address, IPv6 included: the whole token is the address.
-			return withPort(a, "", defPort, allowZeroPort)
-		}
-		if i := strings.LastIndexByte(tok, ':'); i >= 0 {
-			host, portText = tok[:i], tok[i+1:]
-			if portText == "" {
-				return netip.AddrPort{}, errors.New("empty port after :")
-			}
-		}
+	ep := Endpoint{TTL: NoTTL}
+	hostPort := tok
+	comma, at := strings.IndexByte(tok, ','), strings.IndexByte(tok, '@')
+	if comma >= 0 && at >= 0 && comma > at {
+		return Endpoint{}, errors.New("comma expected before @ (write addr,TTL@iface)")
 	}
-	if host == "" {
-		return netip.AddrPort{}, errors.New("empty host")
+	if at >= 0 {
+		ep.Iface = tok[at+1:]
+		if err := checkIface(ep.Iface); err != nil {
+			return Endpoint{}, err
+		}
+		hostPort = tok[:at]
 	}
-	if strings.Contains(host, ":") {
-		return netip.AddrPort{}, errors.New("IPv6 address with a port must be written [addr]:port")
+	if comma >= 0 {
+		ttlText := hostPort[comma+1:]
+		hostPort = hostPort[:comma]
+		ttl, err := parseCUint(ttlText)
+		if err != nil || ttl > 255 {
+			return Endpoint{}, fmt.Errorf("TTL %q must be a number 0-255", ttlText)
+		}
+		ep.TTL = int(ttl)
 	}
-	a, err := netip.ParseAddr(host)
+	a, portText, err := splitHostPort(hostPort, resolve)
 	if err != nil {
-		if resolve == nil {
-			return netip.AddrPort{}, errors.New("not an IP address")
-		}
-		addrs, rerr := resolve(host)
-		if rerr != nil {
-			return netip.AddrPort{}, fmt.Errorf("cannot resolve host: %v", rerr)
-		}
-		if len(addrs) == 0 {
-			return netip.AddrPort{}, errors.New("cannot resolve host: no addresses")
-		}
-		// PVXS (aToIPAddr) takes an IPv4 address when a name has one.
-		a = addrs[0]
-		for _, x := range addrs {
-			if x.Unmap().Is4() {
-				a = x
-				break
-			}
-		}
+		return Endpoint{}, err
 	}
-	return withPort(a, portText, defPort, allowZeroPort)
-}
-
-func withPort(a netip.Addr, portText string, defPort uint16, allowZero bool) (netip.AddrPort, error) {
-	if a.Zone() != "" {
-		// The daemon keys peers by address; a zone would make the same
-		// peer two different keys.
-		return netip.AddrPort{}, errors.New("IPv6 zones are not supported")
+	if z := a.Zone(); z != "" {
+		// PVXS turns a scope id into the interface name and drops it
+		// from the address.
+		if ep.Iface == "" {
+			ep.Iface = z
+		}
+		a = a.WithZone("")
+		if !a.IsMulticast() {
+			return Endpoint{}, errors.New("an IPv6 zone is used only as the interface of a multicast destination (PVXS drops it from unicast addresses, which then cannot be reached)")
+		}
 	}
 	a = a.Unmap()
 	port := defPort
 	if portText != "" {
-		p, err := parsePortNumber(portText, allowZero)
+		p, err := parseCUint(portText)
 		if err != nil {
-			return netip.AddrPort{}, err
+			return Endpoint{}, fmt.Errorf("port %q is not a number", portText)
 		}
-		port = p
+		if p > 65535 {
+			return Endpoint{}, fmt.Errorf("port %s is above 65535", portText)
+		}
+		if p != 0 { // PVXS: port 0 means the default port
+			port = uint16(p)
+		}
 	}
-	return netip.AddrPortFrom(a, port), nil
+	ep.AddrPort = netip.AddrPortFrom(a, port)
+	if !a.IsMulticast() {
+		ep.TTL, ep.Iface = NoTTL, ""
+	}
+	return ep, nil
+}
+
+// splitHostPort is SockAddr::setAddress: [ipv6]:port, [ipv6], bare ipv6,
+// ipv4-or-host:port, ipv4-or-host.
+func splitHostPort(s string, resolve Resolver) (netip.Addr, string, error) {
+	if s == "" {
+		return netip.Addr{}, "", errors.New("empty address")
+	}
+	openb, closeb := strings.IndexByte(s, '['), strings.LastIndexByte(s, ']')
+	if (openb < 0) != (closeb < 0) {
+		return netip.Addr{}, "", errors.New("IPv6 with mismatched brackets")
+	}
+	var host, portText string
+	bracketed := openb >= 0
+	switch {
+	case bracketed:
+		if openb != 0 || closeb < openb {
+			return netip.Addr{}, "", errors.New("IPv6 with mismatched brackets")
+		}
+		host, rest := s[1:closeb], s[closeb+1:]
+		if rest != "" {
+			if rest[0] != ':' {
+				return netip.Addr{}, "", errors.New("expected :port after ]")
+			}
+			portText = rest[1:]
+			if portText == "" {
+				return netip.Addr{}, "", errors.New("empty port after :")
+			}
+		}
+		if host == "" {
+			return netip.Addr{}, "", errors.New("empty address inside [ ]")
+		}
+		if a, err := netip.ParseAddr(host); err == nil {
+			if !a.Is6() {
+				return netip.Addr{}, "", errors.New("not an IPv6 address inside [ ]")
+			}
+			return a, portText, nil
+		}
+		a, err := lookup(host, resolve)
+		return a, portText, err
+	case strings.Count(s, ":") > 1:
+		// No brackets and several colons: a bare IPv6 address, all address.
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}, "", errors.New("not an IPv6 address (with a port, write [addr]:port)")
+		}
+		return a, "", nil
+	}
+	host = s
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		host, portText = s[:i], s[i+1:]
+		if portText == "" {
+			return netip.Addr{}, "", errors.New("empty port after :")
+		}
+	}
+	if host == "" {
+		return netip.Addr{}, "", errors.New("empty host")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !a.Is4() {
+			return netip.Addr{}, "", errors.New("not an IPv4 address")
+		}
+		return a, portText, nil
+	}
+	a, err := lookup(host, resolve)
+	return a, portText, err
+}
+
+func lookup(host string, resolve Resolver) (netip.Addr, error) {
+	if resolve == nil {
+		return netip.Addr{}, errors.New("not an IP address")
+	}
+	addrs, err := resolve(host)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("cannot resolve host: %v", err)
+	}
+	if len(addrs) == 0 {
+		return netip.Addr{}, errors.New("cannot resolve host: no addresses")
+	}
+	// PVXS (SockAddr::setAddress) takes an IPv4 address when a name has one.
+	a := addrs[0]
+	for _, x := range addrs {
+		if x.Unmap().Is4() {
+			a = x
+			break
+		}
+	}
+	return a, nil
+}
+
+// parseCUint reads an unsigned integer as strtoull(s, 0) does when it must
+// consume the whole string: 0x/0X hexadecimal, a leading 0 octal, else
+// decimal. Signs are refused (strtoull would wrap "-1").
+func parseCUint(s string) (uint64, error) {
+	if s == "" || s[0] == '+' || s[0] == '-' {
+		return 0, errors.New("not a number")
+	}
+	base := 10
+	switch {
+	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+		base, s = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base, s = 8, s[1:]
+	}
+	n, err := strconv.ParseUint(s, base, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return math.MaxUint64, nil
+	}
+	if err != nil || strings.ContainsAny(s, "_+-") {
+		return 0, errors.New("not a number")
+	}
+	return n, nil
+}
+
+// checkIface checks the text after @: an interface name (at most 15
+// bytes, the kernel's IFNAMSIZ-1) or an address. Whether it exists is
+// the daemon's question, asked when it sends, as PVXS warns only then.
+func checkIface(s string) error {
+	if s == "" {
+		return nil // PVXS: "@" alone is no interface
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return nil
+	}
+	if len(s) > 15 || strings.ContainsAny(s, "/,@[]%") {
+		return fmt.Errorf("%q is not an interface name or address", s)
+	}
+	return nil
 }
 
 func parsePortNumber(s string, allowZero bool) (uint16, error) {

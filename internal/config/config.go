@@ -56,14 +56,14 @@ type PVA struct {
 	// BroadcastPort is the UDP search and beacon port.
 	BroadcastPort uint16
 	// AddrList is where discovery pings and search-through searches go.
-	AddrList []netip.AddrPort
+	AddrList []Endpoint
 	// AutoAddrList adds every interface broadcast address to AddrList.
 	AutoAddrList bool
 	// IgnoreAddrList: UDP searches from these sources are dropped; port 0
 	// matches any source port.
 	IgnoreAddrList []netip.AddrPort
 	// BeaconAddrList is where the daemon's own beacons go, if it sends any.
-	BeaconAddrList []netip.AddrPort
+	BeaconAddrList []Endpoint
 	// AutoBeaconAddrList adds every interface broadcast address to
 	// BeaconAddrList.
 	AutoBeaconAddrList bool
@@ -320,9 +320,9 @@ func Loopback(serverPort, broadcastPort uint16) Config {
 	c.PVA.Interfaces = []netip.Addr{lo}
 	c.PVA.ServerPort = serverPort
 	c.PVA.BroadcastPort = broadcastPort
-	c.PVA.AddrList = []netip.AddrPort{netip.AddrPortFrom(lo, broadcastPort)}
+	c.PVA.AddrList = []Endpoint{EndpointOf(netip.AddrPortFrom(lo, broadcastPort))}
 	c.PVA.AutoAddrList = false
-	c.PVA.BeaconAddrList = []netip.AddrPort{netip.AddrPortFrom(lo, broadcastPort)}
+	c.PVA.BeaconAddrList = []Endpoint{EndpointOf(netip.AddrPortFrom(lo, broadcastPort))}
 	c.PVA.AutoBeaconAddrList = false
 	c.HTTP.Listen = "127.0.0.1:9076"
 	c.Snapshot.Path = ""

@@ -79,8 +79,8 @@ func TestLocalExample(t *testing.T) {
 		t.Errorf("interfaces = %v", c.PVA.Interfaces)
 	}
 	var all []netip.AddrPort
-	all = append(all, c.PVA.AddrList...)
-	all = append(all, c.PVA.BeaconAddrList...)
+	all = append(all, AddrPorts(c.PVA.AddrList)...)
+	all = append(all, AddrPorts(c.PVA.BeaconAddrList)...)
 	all = append(all, c.PVA.NameServers...)
 	all = append(all, c.Static.Servers...)
 	if len(c.PVA.AddrList) == 0 || len(c.PVA.BeaconAddrList) == 0 {

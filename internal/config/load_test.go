@@ -202,12 +202,14 @@ func TestEPICSVariables(t *testing.T) {
 		{"EPICS_PVA_SERVER_PORT", "http", `port "http" is not a number`},
 		{"EPICS_PVAS_BROADCAST_PORT", "-5", "not a number"},
 		{"EPICS_PVA_BROADCAST_PORT", "99999999999999999999999", "port must be 1-65535"},
-		{"EPICS_PVA_ADDR_LIST", "127.0.0.1:0", `"127.0.0.1:0": port must be 1-65535`},
-		{"EPICS_PVA_ADDR_LIST", "[::1", "missing ]"},
+		{"EPICS_PVA_ADDR_LIST", "127.0.0.1:65536", `"127.0.0.1:65536": port 65536 is above 65535`},
+		{"EPICS_PVA_ADDR_LIST", "[::1", "mismatched brackets"},
 		{"EPICS_PVA_ADDR_LIST", "::1 [127.0.0.1]:5", "not an IPv6 address"},
-		{"EPICS_PVA_ADDR_LIST", "239.1.1.1,4@eth0", "not supported"},
+		{"EPICS_PVA_ADDR_LIST", "239.1.1.1@eth0,4", "comma expected before @"},
+		{"EPICS_PVA_ADDR_LIST", "239.1.1.1,256", "TTL \"256\" must be a number 0-255"},
+		{"EPICS_PVA_NAME_SERVERS", "239.1.1.1", "TCP cannot reach a group"},
 		{"EPICS_PVA_AUTO_ADDR_LIST", "maybe", "must be YES or NO"},
-		{"EPICS_PVAS_IGNORE_ADDR_LIST", "127.0.0.1:65536", "port must be 0-65535"},
+		{"EPICS_PVAS_IGNORE_ADDR_LIST", "127.0.0.1:65536", "above 65535"},
 		{"EPICS_PVAS_BEACON_ADDR_LIST", "127.0.0.1:", "empty port"},
 		{"EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "Y", "must be YES or NO"},
 		{"EPICS_PVA_NAME_SERVERS", "nowhere.invalid:5075", "cannot resolve host"},
@@ -617,7 +619,7 @@ func TestLoopbackStaysOnHost(t *testing.T) {
 	if c.PVA.AutoAddrList || c.PVA.AutoBeaconAddrList {
 		t.Fatal("automatic (broadcast) address lists on")
 	}
-	for _, l := range [][]netip.AddrPort{c.PVA.AddrList, c.PVA.BeaconAddrList, c.PVA.NameServers} {
+	for _, l := range [][]netip.AddrPort{AddrPorts(c.PVA.AddrList), AddrPorts(c.PVA.BeaconAddrList), c.PVA.NameServers} {
 		for _, a := range l {
 			if !a.Addr().IsLoopback() {
 				t.Fatalf("destination %v is not loopback", a)

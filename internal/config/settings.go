@@ -84,7 +84,7 @@ func init() {
 			}
 			for _, a := range c.PVA.Interfaces {
 				if a.IsMulticast() {
-					return fmt.Sprintf("%s is a multicast address, not an interface", a)
+					return fmt.Sprintf("%s is a multicast group: pvans does not join groups from the interface list (PVXS listens for searches on them)", a)
 				}
 			}
 			return ""
@@ -95,27 +95,27 @@ func init() {
 	add(portSpec("pva.broadcast_port", []string{"EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"},
 		"UDP port for searches and beacons, and default port of the address lists",
 		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }))
-	add(addrListSpec("pva.addr_list", []string{"EPICS_PVA_ADDR_LIST"},
-		"destinations of discovery pings and search-through searches (host[:port], default port broadcast_port)",
+	add(endpointListSpec("pva.addr_list", []string{"EPICS_PVA_ADDR_LIST"},
+		"destinations of discovery pings and search-through searches (host[:port][,TTL][@iface], IPv6 as [addr]; default port broadcast_port)",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]netip.AddrPort { return &c.PVA.AddrList }))
+		func(c *Config) *[]Endpoint { return &c.PVA.AddrList }))
 	add(boolSpec("pva.auto_addr_list", []string{"EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to addr_list",
 		func(c *Config) *bool { return &c.PVA.AutoAddrList }))
 	add(addrListSpec("pva.ignore_addr_list", []string{"EPICS_PVAS_IGNORE_ADDR_LIST"},
 		"UDP searches from these sources are dropped; no port or port 0 matches any port",
-		nil,
+		nil, false,
 		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }))
-	add(addrListSpec("pva.beacon_addr_list", []string{"EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"},
-		"destinations of the daemon's own beacons (only with udp.send_beacons), default port broadcast_port",
+	add(endpointListSpec("pva.beacon_addr_list", []string{"EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"},
+		"destinations of the daemon's own beacons (only with udp.send_beacons), same form as addr_list, default port broadcast_port",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]netip.AddrPort { return &c.PVA.BeaconAddrList }))
+		func(c *Config) *[]Endpoint { return &c.PVA.BeaconAddrList }))
 	add(boolSpec("pva.auto_beacon_addr_list", []string{"EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to beacon_addr_list",
 		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }))
 	add(addrListSpec("pva.name_servers", []string{"EPICS_PVA_NAME_SERVERS"},
-		"upstream TCP name servers (host[:port], default port server_port)",
-		func(c *Config) uint16 { return c.PVA.ServerPort },
+		"upstream TCP name servers (host[:port], IPv6 as [addr]:port, default port server_port)",
+		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers }))
 	add(spec{key: "pva.conn_tmo", env: []string{"EPICS_PVA_CONN_TMO"},
 		usage: "connection timeout in seconds; TCP idle timeout is 4/3 of it (<=0 or non-finite: 40 s; minimum 2 s)",
@@ -255,7 +255,7 @@ func init() {
 		}})
 
 	add(addrListSpec("static.servers", nil, "servers always probed, without waiting for a beacon (host[:port], default port server_port)",
-		func(c *Config) uint16 { return c.PVA.ServerPort },
+		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers }))
 	add(spec{key: "static.names_dir", usage: "directory of static name lists; empty means none",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Static.NamesDir = strings.TrimSpace(v.text); return nil },
@@ -518,19 +518,29 @@ func enumSpec(key, usage string, allowed []string, p func(*Config) *string) spec
 		}}
 }
 
-// addrListSpec: a nil defPort gives the ignore-list form (port 0 = any).
-func addrListSpec(key string, env []string, usage string, defPort func(*Config) uint16, p func(*Config) *[]netip.AddrPort) spec {
+// addrListSpec is a list of addresses and ports (the full address spec is
+// parsed; TTLs and interfaces, which only multicast destinations use, are
+// dropped). A nil defPort gives the ignore-list form (port 0 = any). With
+// unicastOnly a multicast entry is refused (TCP cannot reach a group).
+func addrListSpec(key string, env []string, usage string, defPort func(*Config) uint16, unicastOnly bool, p func(*Config) *[]netip.AddrPort) spec {
 	return spec{key: key, env: env, usage: usage, isList: true, late: true,
 		set: func(c *Config, x *loadCtx, v raw) error {
 			var port uint16
 			if defPort != nil {
 				port = defPort(c)
 			}
-			l, err := parseAddrList(v.items, port, defPort == nil, x.resolve)
+			l, err := parseEndpoints(v.items, port, x.resolve)
 			if err != nil {
 				return err
 			}
-			*p(c) = l
+			if unicastOnly {
+				for _, e := range l {
+					if e.IsMulticast() {
+						return fmt.Errorf("%s is a multicast group; TCP cannot reach a group", e)
+					}
+				}
+			}
+			*p(c) = AddrPorts(l)
 			return nil
 		},
 		get: func(c *Config) string { return joinStrings(*p(c)) },
@@ -541,6 +551,35 @@ func addrListSpec(key string, env []string, usage string, defPort func(*Config) 
 				}
 				if defPort != nil && ap.Port() == 0 {
 					return fmt.Sprintf("%s: port must be 1-65535", ap)
+				}
+			}
+			return ""
+		}}
+}
+
+// endpointListSpec is a list of UDP destinations with their multicast TTL
+// and interface (PVXS SockEndpoint).
+func endpointListSpec(key string, env []string, usage string, defPort func(*Config) uint16, p func(*Config) *[]Endpoint) spec {
+	return spec{key: key, env: env, usage: usage, isList: true, late: true,
+		set: func(c *Config, x *loadCtx, v raw) error {
+			l, err := parseEndpoints(v.items, defPort(c), x.resolve)
+			if err != nil {
+				return err
+			}
+			*p(c) = l
+			return nil
+		},
+		get: func(c *Config) string { return joinStrings(*p(c)) },
+		check: func(c *Config) string {
+			for _, e := range *p(c) {
+				if !e.Addr().IsValid() || e.Addr().Zone() != "" {
+					return "invalid address in list"
+				}
+				if e.Port() == 0 {
+					return fmt.Sprintf("%s: port must be 1-65535", e)
+				}
+				if e.TTL < NoTTL || e.TTL > 255 {
+					return fmt.Sprintf("%s: TTL must be 0-255", e)
 				}
 			}
 			return ""

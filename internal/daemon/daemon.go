@@ -66,8 +66,8 @@ type Daemon struct {
 
 	nameFiles *probe.NameFiles
 	httpSrv   *http.Server
-	httpLn    net.Listener     // nil when the HTTP endpoint is off
-	addrList  []netip.AddrPort // search destinations: configured plus automatic
+	httpLn    net.Listener            // nil when the HTTP endpoint is off
+	addrList  []udpsearch.Destination // search destinations: configured plus automatic
 
 	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
 
@@ -169,13 +169,13 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(aerr))
 		}
 	}
-	d.addrList = append([]netip.AddrPort(nil), cfg.PVA.AddrList...)
+	d.addrList = destinations(cfg.PVA.AddrList)
 	if cfg.PVA.AutoAddrList {
-		d.addrList = append(d.addrList, auto...)
+		d.addrList = append(d.addrList, udpsearch.Unicast(auto...)...)
 	}
-	beaconList := append([]netip.AddrPort(nil), cfg.PVA.BeaconAddrList...)
+	beaconList := destinations(cfg.PVA.BeaconAddrList)
 	if cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
-		beaconList = append(beaconList, auto...)
+		beaconList = append(beaconList, udpsearch.Unicast(auto...)...)
 	}
 	var ifaces []netip.Addr
 	for _, a := range cfg.PVA.Interfaces {
@@ -318,6 +318,16 @@ func (d *Daemon) tcpListen() []netip.AddrPort {
 		listen = append(listen, netip.AddrPortFrom(a, d.cfg.PVA.ServerPort))
 	}
 	return listen
+}
+
+// destinations carries the address lists' multicast TTLs and interfaces
+// to the UDP participant.
+func destinations(l []config.Endpoint) []udpsearch.Destination {
+	out := make([]udpsearch.Destination, len(l))
+	for i, e := range l {
+		out[i] = udpsearch.Destination{Addr: e.AddrPort, TTL: e.TTL, Iface: e.Iface}
+	}
+	return out
 }
 
 func echoInterval(tcpTimeout time.Duration) time.Duration {

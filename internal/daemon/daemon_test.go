@@ -20,7 +20,10 @@ var lo = netip.MustParseAddr("127.0.0.1")
 // searchDest and a fast probe echo.
 func testConfig(t *testing.T, searchDest ...netip.AddrPort) *config.Config {
 	c := config.Loopback(testutil.FreeTCPPort(t), testutil.FreeUDPPort(t))
-	c.PVA.AddrList = searchDest
+	c.PVA.AddrList = nil
+	for _, ap := range searchDest {
+		c.PVA.AddrList = append(c.PVA.AddrList, config.EndpointOf(ap))
+	}
 	c.HTTP.Listen = "127.0.0.1:0"
 	c.Search.Through = true
 	c.Search.DiscoveryAtStart = len(searchDest) > 0

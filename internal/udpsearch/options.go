@@ -54,10 +54,10 @@ type Options struct {
 
 	// AddrList (EPICS_PVA_ADDR_LIST) is where SendSearch sends. Nothing
 	// is computed automatically; see AutoAddrList.
-	AddrList []netip.AddrPort
+	AddrList []Destination
 	// SendBeacons turns on pvans's own beacons to BeaconAddrList.
 	SendBeacons    bool
-	BeaconAddrList []netip.AddrPort
+	BeaconAddrList []Destination
 
 	Resolver Resolver   // nil: no names are held
 	Beacons  BeaconSink // nil: sightings are dropped
@@ -101,7 +101,8 @@ type Options struct {
 	// MaxNamesPerSearch bounds the names taken from one search; extras
 	// are dropped and counted. 0 = 4096, negative = no bound.
 	MaxNamesPerSearch int
-	// Logger receives debug lines for refused clients; nil = none.
+	// Logger receives debug lines for refused clients, and warnings for
+	// multicast destinations naming an unknown interface; nil = none.
 	Logger *zap.Logger
 }
 

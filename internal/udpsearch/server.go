@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/ratelimit"
 )
@@ -22,6 +24,12 @@ type Server struct {
 	main, client, beaconConn *net.UDPConn
 	h, ch                    *handler
 	beacons                  *beaconer
+
+	// sendMu serialises sends from the client socket: a multicast
+	// destination sets the socket's TTL and interface for its send.
+	sendMu      sync.Mutex
+	dests       []sendDest
+	beaconDests []sendDest
 
 	mu         sync.Mutex
 	closed     bool
@@ -68,6 +76,12 @@ func (s *Server) Listen() error {
 	}
 	s.ifs.Store(newIfaceTable(ifs))
 	s.lastReload = o.Clock.Now()
+	warn := func(d Destination) {
+		o.Logger.Warn("multicast destination names an unknown interface; the routing table decides",
+			zap.Stringer("destination", d))
+	}
+	s.dests = resolveDests(o.AddrList, warn)
+	s.beaconDests = resolveDests(o.BeaconAddrList, warn)
 
 	if s.main, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
 		return err
@@ -173,9 +187,11 @@ func (s *Server) SendSearch(datagram []byte) error {
 	if s.client == nil {
 		return errors.New("udpsearch: sockets not open")
 	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 	var first error
-	for _, to := range s.o.AddrList {
-		if _, err := s.client.WriteToUDPAddrPort(datagram, to); err != nil {
+	for i := range s.dests {
+		if err := sendTo(s.client, datagram, &s.dests[i]); err != nil {
 			s.st.sendErrors.Add(1)
 			if first == nil {
 				first = err
@@ -196,13 +212,27 @@ func (s *Server) BumpChangeCount() {
 }
 
 func (s *Server) sendBeacon(b []byte) {
-	for _, to := range s.o.BeaconAddrList {
-		if _, err := s.beaconConn.WriteToUDPAddrPort(b, to); err != nil {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	for i := range s.beaconDests {
+		if err := sendTo(s.beaconConn, b, &s.beaconDests[i]); err != nil {
 			s.st.sendErrors.Add(1)
 			continue
 		}
 		s.st.beaconsSent.Add(1)
 	}
+}
+
+// sendTo sends b to d from conn, with d's TTL and interface when d is a
+// multicast group.
+func sendTo(conn *net.UDPConn, b []byte, d *sendDest) error {
+	if d.multicast {
+		if err := prepMulticast(conn, d); err != nil {
+			return err
+		}
+	}
+	_, err := conn.WriteToUDPAddrPort(b, d.Addr)
+	return err
 }
 
 // RefreshInterfaces re-reads the interface table now.

@@ -261,3 +261,40 @@ func (s *sockSender) forward(b []byte) {
 		s.st.sendErrors.Add(1)
 	}
 }
+
+// prepMulticast sets the TTL and the outgoing interface of conn for the
+// next send to the group d (PVXS evsocket::mcast_prep_sendto). The options
+// belong to the socket, so the caller serialises sends on conn.
+func prepMulticast(conn *net.UDPConn, d *sendDest) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	ttl := d.TTL
+	if ttl < 0 {
+		ttl = 1 // what the kernel makes of PVXS's -1
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		f := int(fd)
+		if d.Addr.Addr().Is4() {
+			if serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, ttl); serr != nil {
+				return
+			}
+			m := &unix.IPMreqn{Ifindex: int32(d.ifIndex)}
+			if d.ifAddr.IsValid() {
+				m.Address = d.ifAddr.As4()
+			}
+			serr = unix.SetsockoptIPMreqn(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, m)
+			return
+		}
+		if serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, ttl); serr != nil {
+			return
+		}
+		serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, d.ifIndex)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}

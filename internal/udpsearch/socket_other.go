@@ -26,3 +26,5 @@ type sockSender struct{}
 func newSockSender(*net.UDPConn, *counters, uint16) *sockSender   { return &sockSender{} }
 func (*sockSender) reply([]byte, netip.AddrPort, netip.Addr, int) {}
 func (*sockSender) forward([]byte)                                {}
+
+func prepMulticast(*net.UDPConn, *sendDest) error { return errors.ErrUnsupported }

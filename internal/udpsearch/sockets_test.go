@@ -366,7 +366,7 @@ func TestOwnBeaconsOnTheWire(t *testing.T) {
 	rx := udpIn(t, ns, "127.0.0.1:0")
 	clk := clock.NewFake(time.Time{})
 	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, Clock: clk, SendBeacons: true,
-		BeaconAddrList: []netip.AddrPort{rx.LocalAddr().(*net.UDPAddr).AddrPort()}, InterfaceRefresh: -1})
+		BeaconAddrList: Unicast(rx.LocalAddr().(*net.UDPAddr).AddrPort()), InterfaceRefresh: -1})
 	read := func() (pva.Beacon, netip.AddrPort) {
 		t.Helper()
 		got := collect(rx, 300*time.Millisecond, 1)
@@ -402,7 +402,7 @@ func TestClientSocket(t *testing.T) {
 	sink := &obsSink{}
 	got := make(chan pva.GUID, 16)
 	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, Beacons: sink,
-		AddrList: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:5076")},
+		AddrList: Unicast(netip.MustParseAddrPort("127.0.0.1:5076")),
 		OnSearchResponse: func(_ netip.AddrPort, m *pva.SearchResponse) {
 			if m.Found {
 				got <- m.GUID

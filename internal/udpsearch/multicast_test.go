@@ -1,0 +1,119 @@
+//go:build linux
+
+package udpsearch
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/testutil"
+)
+
+// groupReceiver joins group on the interface with address ifAddr inside
+// n and reports each datagram's TTL (IP_RECVTTL).
+func groupReceiver(t *testing.T, n *netns, group netip.AddrPort, ifAddr netip.Addr) *net.UDPConn {
+	t.Helper()
+	c := udpIn(t, n, group.String())
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		mreq := &unix.IPMreq{Multiaddr: group.Addr().As4(), Interface: ifAddr.As4()}
+		if serr = unix.SetsockoptIPMreq(int(fd), unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, mreq); serr != nil {
+			return
+		}
+		if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0); serr != nil {
+			return
+		}
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTTL, 1)
+	}); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	return c
+}
+
+// readTTL reads one datagram and its TTL.
+func readTTL(t *testing.T, c *net.UDPConn) ([]byte, int) {
+	t.Helper()
+	b, oob := make([]byte, 2048), make([]byte, 256)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, oobn, _, _, err := c.ReadMsgUDP(b, oob)
+	if err != nil {
+		t.Fatalf("no datagram on the group: %v", err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TTL && len(m.Data) >= 4 {
+			return b[:n], int(int32(m.Data[0]) | int32(m.Data[1])<<8 | int32(m.Data[2])<<16 | int32(m.Data[3])<<24)
+		}
+	}
+	t.Fatal("no IP_TTL control message")
+	return nil, 0
+}
+
+// A multicast address-list entry is sent with its TTL through its
+// interface (PVXS mcast_prep_sendto): pvans's namespace routes the whole
+// 224.0.0.0/4 to lo, so only @iface gets the datagram onto the link, and
+// the receiver one hop away sees the TTL the entry gave. An entry
+// without a TTL goes out with the kernel default, 1.
+func TestMulticastDestinationTTLAndInterface(t *testing.T) {
+	a, b := newNetns(t), newNetns(t)
+	i := nsSeq.Add(1)
+	an, bn := fmt.Sprintf("pvm%d", i), fmt.Sprintf("pvn%d", i)
+	testutil.Veth(t, a.Netns, an, []string{"10.77.0.1/24"}, b.Netns, bn, []string{"10.77.0.2/24"})
+
+	g1 := netip.MustParseAddrPort("239.255.7.1:5076")
+	g2 := netip.MustParseAddrPort("239.255.7.2:5077")
+	r1 := groupReceiver(t, b, g1, netip.MustParseAddr("10.77.0.2"))
+	r2 := groupReceiver(t, b, g2, netip.MustParseAddr("10.77.0.2"))
+
+	s := startServer(t, a, Options{GUID: ownGUID, TCPPort: 5075, Port: 5076, InterfaceRefresh: -1,
+		AddrList: []Destination{
+			{Addr: g1, TTL: 7, Iface: an},                           // by name
+			{Addr: g2, TTL: -1, Iface: "10.77.0.1"},                 // by address, no TTL
+			{Addr: netip.MustParseAddrPort("127.0.0.1:9"), TTL: -1}, // unicast beside them
+		}})
+	msg := searchMsg(pva.SearchMustReply, netip.Addr{}, s.ClientAddr().Port(), nil)
+	// A fresh veth may drop the first datagrams: send until the first
+	// group hears one.
+	sent := 0
+	for start := time.Now(); ; {
+		if err := s.SendSearch(msg); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		r1.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, _, err := r1.ReadFromUDPAddrPort(make([]byte, 2048)); err == nil {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("nothing reached the group through the named interface")
+		}
+	}
+	if err := s.SendSearch(msg); err != nil {
+		t.Fatal(err)
+	}
+	sent++
+	got, ttl := readTTL(t, r1)
+	if string(got) != string(msg) || ttl != 7 {
+		t.Errorf("group 1: TTL %d (want 7), same bytes %v", ttl, string(got) == string(msg))
+	}
+	got, ttl = readTTL(t, r2)
+	if string(got) != string(msg) || ttl != 1 {
+		t.Errorf("group 2: TTL %d (want the default 1), same bytes %v", ttl, string(got) == string(msg))
+	}
+	if st := s.Stats(); st.ClientSearches != uint64(3*sent) || st.SendErrors != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
