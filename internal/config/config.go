@@ -131,6 +131,10 @@ type TCP struct {
 	MaxConnectionsPerSource int
 	SendQueueBytes          int64 // per connection; beyond it the connection is closed
 	WaitersPerConnection    int   // unanswered names remembered per connection
+	// WaitersPerSource and WaitersTotal bound the same over all
+	// connections from one address, and over all connections.
+	WaitersPerSource int
+	WaitersTotal     int
 	// IdleTimeout closes a connection that sent nothing for this long.
 	// Unless set explicitly it follows PVA.TCPTimeout().
 	IdleTimeout time.Duration
@@ -174,6 +178,10 @@ type Static struct {
 type Search struct {
 	Through          bool // search unknown names on AddrList
 	DiscoveryAtStart bool // send one discovery ping to AddrList at start
+	// MaxNameBytes: a longer name in a search is neither answered, waited
+	// for nor searched through. pvAccessCPP refuses channel names over 500
+	// bytes (UNREASONABLE_CHANNEL_NAME_LENGTH).
+	MaxNameBytes int
 }
 
 // Access decides who may ask and who may be believed. For every list pair
@@ -281,8 +289,13 @@ func Defaults() Config {
 			MaxConnectionsPerSource: 256,
 			SendQueueBytes:          1 << 20,
 			WaitersPerConnection:    100_000,
-			ReadTimeout:             10 * time.Second,
-			MaxMessageBytes:         128 << 10,
+			// A waiter only speeds an answer up (the client's own retry finds
+			// the name anyway), so these bound memory, not service: about
+			// 1 KiB per waiter with its search-through entry.
+			WaitersPerSource: 10_000,
+			WaitersTotal:     100_000,
+			ReadTimeout:      10 * time.Second,
+			MaxMessageBytes:  128 << 10,
 		},
 		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true},
 		Probe: Probe{
@@ -294,7 +307,7 @@ func Defaults() Config {
 			Timeout:         30 * time.Second,
 		},
 		Beacon: Beacon{Expiry: 360 * time.Second, CheckInterval: 10 * time.Second},
-		Search: Search{Through: true, DiscoveryAtStart: true},
+		Search: Search{Through: true, DiscoveryAtStart: true, MaxNameBytes: 500},
 		RateLimit: RateLimit{
 			UDPSearchesPerSecond: 1000,
 			UDPSearchBurst:       2000,

@@ -179,6 +179,10 @@ func init() {
 		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }))
 	add(intSpec("tcp.waiters_per_connection", "unanswered names remembered per connection for push answers", 0, 100_000_000,
 		func(c *Config) *int { return &c.TCP.WaitersPerConnection }))
+	add(intSpec("tcp.waiters_per_source", "unanswered names remembered for push over all connections from one client address; 0 = no bound", 0, 100_000_000,
+		func(c *Config) *int { return &c.TCP.WaitersPerSource }))
+	add(intSpec("tcp.waiters_total", "unanswered names remembered for push over all connections; 0 = no bound", 0, 100_000_000,
+		func(c *Config) *int { return &c.TCP.WaitersTotal }))
 	add(spec{key: "tcp.idle_timeout", usage: "close a client silent this long; auto = 4/3 x pva.conn_tmo (PVXS tcpTimeout)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			t := strings.TrimSpace(v.text)
@@ -267,6 +271,8 @@ func init() {
 		func(c *Config) *bool { return &c.Search.DiscoveryAtStart })
 	s.flag = "discovery-at-start"
 	add(s)
+	add(intSpec("search.max_name_bytes", "names longer than this are not answered, waited for or searched through (pvAccessCPP refuses over 500); 0 = no bound", 0, 65535,
+		func(c *Config) *int { return &c.Search.MaxNameBytes }))
 
 	add(prefixSpec("access.tcp_client_allow", "TCP clients allowed (CIDR); empty allows all",
 		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }))

@@ -113,6 +113,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.Resolver = resolver.New(d.Registry, resolver.Options{
 		MaxWaitsPerClient: cfg.TCP.WaitersPerConnection,
+		MaxWaitsPerSource: cfg.TCP.WaitersPerSource,
+		MaxWaiters:        cfg.TCP.WaitersTotal,
+		MaxNameBytes:      cfg.Search.MaxNameBytes,
 		NameAllowed:       nameFilter(&cfg.Access),
 		Clock:             d.clk,
 		Logger:            d.log.Named("resolver"),

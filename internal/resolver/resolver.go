@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
@@ -84,6 +85,16 @@ type Options struct {
 	WaitTTL time.Duration
 	// MaxWaitsPerClient bounds one connection's waiters; default 16384.
 	MaxWaitsPerClient int
+	// MaxWaitsPerSource bounds the waiters of all connections from one
+	// source address (NewClientFrom); 0 = no bound beyond MaxWaiters.
+	MaxWaitsPerSource int
+	// MaxWaiters bounds the waiters of every connection together; 0 = no
+	// bound. Waiters beyond any bound are dropped and counted: the client's
+	// own retries still find the name, only the push is lost.
+	MaxWaiters int
+	// MaxNameBytes: a longer name is neither answered, waited for nor
+	// searched through (counted NamesTooLong); 0 = no bound.
+	MaxNameBytes int
 	// NameAllowed is the name access policy (allow/deny lists). A name it
 	// refuses is treated as held by nobody and never waited for: not
 	// claimed, not pushed, never handed to the Searcher. It is called on
@@ -103,6 +114,11 @@ type Stats struct {
 	Waiting   int64  // current waiters (gauge)
 	WaitNames int64  // distinct names waited for (gauge)
 	WaitDrops uint64 // waiters refused at MaxWaitsPerClient
+	// WaitDropsSource and WaitDropsTotal: waiters refused at
+	// MaxWaitsPerSource and MaxWaiters.
+	WaitDropsSource uint64
+	WaitDropsTotal  uint64
+	NamesTooLong    uint64 // names longer than MaxNameBytes, refused
 	Expired   uint64 // waiters expired
 	Pushed    uint64 // waiters answered by push
 }
@@ -114,6 +130,7 @@ type Resolver struct {
 	log  *zap.Logger
 
 	mu       sync.Mutex
+	bySource map[netip.Addr]int // waiters per source address (sources with one)
 	byName   map[string]map[waitKey]struct{}
 	byRecord map[string]map[string]struct{} // record -> waited record.FIELD names
 	searcher Searcher
@@ -121,7 +138,10 @@ type Resolver struct {
 	closed   bool
 
 	waiting atomic.Int64
-	st      struct{ lookups, names, misses, denied, drops, expired, pushed atomic.Uint64 }
+	st      struct {
+		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, tooLong atomic.Uint64
+	}
+	ll *limitlog.Log
 }
 
 type waitKey struct {
@@ -148,8 +168,9 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	r := &Resolver{reg: reg, opts: o, log: o.Logger,
-		byName: make(map[string]map[waitKey]struct{}), byRecord: make(map[string]map[string]struct{})}
+	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
+		bySource: make(map[netip.Addr]int),
+		byName:   make(map[string]map[waitKey]struct{}), byRecord: make(map[string]map[string]struct{})}
 	reg.Subscribe(r.onNames)
 	r.mu.Lock()
 	r.armSweepLocked()
@@ -210,6 +231,10 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	r.reg.LookupBatch(q, hs)
 	denied := 0
 	for i, h := range hs {
+		if m := r.opts.MaxNameBytes; m > 0 && len(q[i].Name) > m {
+			r.tooLong(len(q[i].Name))
+			continue
+		}
 		if allow := r.opts.NameAllowed; allow != nil && !allow(q[i].Name) {
 			denied++
 			r.logDenied(q[i].Name)
@@ -248,6 +273,13 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	}
 }
 
+// tooLong counts (and logs once per interval) a name over MaxNameBytes.
+func (r *Resolver) tooLong(n int) {
+	r.st.tooLong.Add(1)
+	r.ll.Hit("name_length", "name longer than the bound refused (not answered, waited for or searched through)",
+		zap.Int("bytes", n), zap.Int("max_name_bytes", r.opts.MaxNameBytes))
+}
+
 // allowed applies the name policy.
 func (r *Resolver) allowed(name []byte) bool {
 	return r.opts.NameAllowed == nil || r.opts.NameAllowed(name)
@@ -267,6 +299,7 @@ func (r *Resolver) Stats() Stats {
 	return Stats{
 		Lookups: r.st.lookups.Load(), Names: r.st.names.Load(), Misses: r.st.misses.Load(), Denied: r.st.denied.Load(),
 		Waiting: r.waiting.Load(), WaitNames: wn, WaitDrops: r.st.drops.Load(),
+		WaitDropsSource: r.st.dropsSource.Load(), WaitDropsTotal: r.st.dropsTotal.Load(), NamesTooLong: r.st.tooLong.Load(),
 		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
 	}
 }
@@ -274,6 +307,7 @@ func (r *Resolver) Stats() Stats {
 // Client is one TCP connection's waiters.
 type Client struct {
 	r      *Resolver
+	src    netip.Addr
 	push   func(Group)
 	waits  map[uint32]*waiter // by CID; guarded by r.mu
 	closed bool
@@ -286,7 +320,13 @@ type Client struct {
 // call back into the resolver. It is never called after Close returns. The
 // Group's CIDs slice is the callee's to keep.
 func (r *Resolver) NewClient(push func(Group)) *Client {
-	return &Client{r: r, push: push, waits: make(map[uint32]*waiter)}
+	return r.NewClientFrom(netip.Addr{}, push)
+}
+
+// NewClientFrom is NewClient for a connection from src: its waiters count
+// against MaxWaitsPerSource together with every other connection from src.
+func (r *Resolver) NewClientFrom(src netip.Addr, push func(Group)) *Client {
+	return &Client{r: r, src: src.Unmap(), push: push, waits: make(map[uint32]*waiter)}
 }
 
 // Waiting returns how many (CID, name) pairs the client waits for.
@@ -314,6 +354,10 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 	var now []nowClaim
 	for _, i := range missing {
 		sn := q[i]
+		if m := r.opts.MaxNameBytes; m > 0 && len(sn.Name) > m {
+			r.tooLong(len(sn.Name))
+			continue
+		}
 		if !r.allowed(sn.Name) {
 			r.st.denied.Add(1)
 			continue
@@ -331,13 +375,13 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 			now = addClaim(now, h, sn.CID)
 			continue
 		}
-		if len(c.waits) >= r.opts.MaxWaitsPerClient {
-			r.st.drops.Add(1)
+		if !r.roomLocked(c) {
 			continue
 		}
 		name := string(sn.Name)
 		c.waits[sn.CID] = &waiter{name: name, expires: exp}
 		r.waiting.Add(1)
+		r.bySource[c.src]++
 		ws := r.byName[name]
 		if ws == nil {
 			ws = make(map[waitKey]struct{}, 1)
@@ -359,6 +403,36 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 	for _, nc := range now {
 		c.push(Group{Server: endpointOf(nc.h), CIDs: nc.cids})
 		r.st.pushed.Add(uint64(len(nc.cids)))
+	}
+}
+
+// roomLocked reports whether c may add a waiter, counting (and logging
+// once per interval) the bound that refused it.
+func (r *Resolver) roomLocked(c *Client) bool {
+	switch {
+	case len(c.waits) >= r.opts.MaxWaitsPerClient:
+		r.st.drops.Add(1)
+	case r.opts.MaxWaitsPerSource > 0 && r.bySource[c.src] >= r.opts.MaxWaitsPerSource:
+		r.st.dropsSource.Add(1)
+		r.ll.Hit("waiters_per_source", "waiters per source address limit reached; names not remembered for push",
+			zap.Stringer("client", c.src), zap.Int("max_waiters_per_source", r.opts.MaxWaitsPerSource))
+	case r.opts.MaxWaiters > 0 && r.waiting.Load() >= int64(r.opts.MaxWaiters):
+		r.st.dropsTotal.Add(1)
+		r.ll.Hit("waiters_total", "waiter limit reached; names not remembered for push",
+			zap.Int("max_waiters", r.opts.MaxWaiters))
+	default:
+		return true
+	}
+	return false
+}
+
+// waiterGoneLocked accounts for one waiter of c leaving.
+func (r *Resolver) waiterGoneLocked(c *Client) {
+	r.waiting.Add(-1)
+	if n := r.bySource[c.src] - 1; n > 0 {
+		r.bySource[c.src] = n
+	} else {
+		delete(r.bySource, c.src)
 	}
 }
 
@@ -385,7 +459,7 @@ func endpointOf(h *registry.Holder) Endpoint {
 // the last.
 func (r *Resolver) unwaitLocked(c *Client, cid uint32, w *waiter) {
 	delete(c.waits, cid)
-	r.waiting.Add(-1)
+	r.waiterGoneLocked(c)
 	ws := r.byName[w.name]
 	delete(ws, waitKey{c, cid})
 	if len(ws) == 0 {
@@ -456,7 +530,7 @@ func (r *Resolver) onNames(added []string) {
 			}
 			out[k] = append(out[k], wk.cid)
 			delete(wk.c.waits, wk.cid)
-			r.waiting.Add(-1)
+			r.waiterGoneLocked(wk.c)
 		}
 		r.forgetNameLocked(name)
 	}

@@ -3,6 +3,7 @@ package tcpsearch
 import (
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"net/netip"
 )
 
 // The resolver's result types, used as they are: a Batch is reused across
@@ -22,7 +23,8 @@ type Resolver interface {
 	// NewClient returns the waiter set of one connection. push is called
 	// (from any goroutine, possibly under the resolver's lock) when waited
 	// names resolve: it must not block nor call back into the resolver.
-	NewClient(push func(g Group)) Waiter
+	// src is the client's address: waiters are bounded per source too.
+	NewClient(src netip.Addr, push func(g Group)) Waiter
 }
 
 // Waiter is one connection's set of unresolved (CID, name) pairs.
@@ -37,4 +39,6 @@ func FromResolver(r *resolver.Resolver) Resolver { return resolverAdapter{r} }
 
 type resolverAdapter struct{ *resolver.Resolver }
 
-func (a resolverAdapter) NewClient(push func(Group)) Waiter { return a.Resolver.NewClient(push) }
+func (a resolverAdapter) NewClient(src netip.Addr, push func(Group)) Waiter {
+	return a.Resolver.NewClientFrom(src, push)
+}

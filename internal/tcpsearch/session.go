@@ -96,7 +96,7 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 	ss.out = out
 	if len(q.Names) > 0 && len(ss.batch.Missing) > 0 {
 		if ss.waiter == nil {
-			ss.waiter = ss.s.res.NewClient(func(g Group) { ss.push(c, g) })
+			ss.waiter = ss.s.res.NewClient(ss.src, func(g Group) { ss.push(c, g) })
 		}
 		ss.waiter.Wait(q.Names, ss.batch.Missing)
 	}
