@@ -89,6 +89,41 @@ func (p PVA) TCPTimeout() time.Duration {
 	return time.Duration(tmo * float64(time.Second))
 }
 
+// EchoInterval is PVXS's client echo period for tcpTimeout:
+// clamp(tcpTimeout×3/8, 1 s, 15 s).
+func (p PVA) EchoInterval() time.Duration {
+	return min(max(p.TCPTimeout()*3/8, time.Second), 15*time.Second)
+}
+
+// ConnProfile is the per-connection limits of one kind of PVA TCP
+// connection. pvans has two:
+//
+//   - clients (Config.ClientConn): the name-server listener's connections
+//     from PVA clients. Anyone may open one, many are open at once, and
+//     everything they legitimately send is small (searches ≤ 64 KiB), so
+//     the message bound is small and a message that trickles in is a
+//     slow-loris: tcp.read_timeout bounds it.
+//   - probes (Probe.Conn): pvans's own connections to servers it lists and
+//     to upstream name servers. There are few, to peers pvans chose, and a
+//     listing reply carries every name of a server (millions of names are
+//     tens of MiB, over a WAN link perhaps slowly), so the message bound is
+//     large and a message may take longer.
+//
+// Both send only small requests or replies, so their send queues agree.
+type ConnProfile struct {
+	MaxMessageBytes  int64
+	SendQueueBytes   int64
+	HandshakeTimeout time.Duration
+	// MessageTimeout bounds one message from its first byte to its last.
+	MessageTimeout time.Duration
+}
+
+// ClientConn is the clients profile, from the tcp settings.
+func (c *Config) ClientConn() ConnProfile {
+	return ConnProfile{MaxMessageBytes: c.TCP.MaxMessageBytes, SendQueueBytes: c.TCP.SendQueueBytes,
+		HandshakeTimeout: c.TCP.ReadTimeout, MessageTimeout: c.TCP.ReadTimeout}
+}
+
 // HTTP is the metrics and health endpoint.
 type HTTP struct {
 	// Listen is host:port; empty turns the endpoint off.
@@ -160,6 +195,9 @@ type Probe struct {
 	BackoffMax      time.Duration
 	EchoInterval    time.Duration
 	Timeout         time.Duration // connect plus one listing RPC
+	// Conn is the probes connection profile (see ConnProfile), also used
+	// for upstream name servers. It has no file key.
+	Conn ConnProfile
 }
 
 // Beacon is the server tracker.
@@ -305,6 +343,12 @@ func Defaults() Config {
 			BackoffMax:      5 * time.Minute,
 			EchoInterval:    15 * time.Second,
 			Timeout:         30 * time.Second,
+			Conn: ConnProfile{
+				MaxMessageBytes:  64 << 20,
+				SendQueueBytes:   1 << 20,
+				HandshakeTimeout: 10 * time.Second,
+				MessageTimeout:   30 * time.Second,
+			},
 		},
 		Beacon: Beacon{Expiry: 360 * time.Second, CheckInterval: 10 * time.Second},
 		Search: Search{Through: true, DiscoveryAtStart: true, MaxNameBytes: 500},

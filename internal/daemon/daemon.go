@@ -136,8 +136,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		EchoInterval: cfg.Probe.EchoInterval,
 		ProbeTimeout: cfg.Probe.Timeout,
 		Reprobe:      cfg.Probe.ReprobeInterval,
-		Backoff:      probe.Backoff{Min: cfg.Probe.BackoffMin, Max: cfg.Probe.BackoffMax, Factor: 2, Jitter: 0.2},
-		Conn:         pvaconn.Options{MaxMessage: 64 << 20, SendQueueBytes: 1 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
+		Backoff:      probeBackoff(cfg),
+		Conn:         connOptions(cfg.Probe.Conn),
 		Logger:       d.log.Named("probe"),
 		Observe:      probe.MetricsObserver(d.Metrics),
 	})
@@ -149,20 +149,14 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		MaxConns: cfg.TCP.MaxConnections,
 		// issue 14: one address cannot fill MaxConns.
 		MaxConnsPerSource: cfg.TCP.MaxConnectionsPerSource,
-		Conn: pvaconn.Options{
-			IdleTimeout:      cfg.TCP.IdleTimeout,
-			MaxMessage:       int(cfg.TCP.MaxMessageBytes),
-			SendQueueBytes:   int(cfg.TCP.SendQueueBytes),
-			HandshakeTimeout: cfg.TCP.ReadTimeout,
-			MessageTimeout:   cfg.TCP.ReadTimeout,
-		},
-		Channels:      serverpv.New("pvans " + buildinfo.Get()),
-		Logger:        d.log.Named("tcp"),
-		ClientAllowed: tcpClientFilter(&cfg.Access),
-		MessageRate:   cfg.RateLimit.TCPMessagesPerSecond,
-		MessageBurst:  cfg.RateLimit.TCPMessageBurst,
-		RateExempt:    cfg.RateLimit.Exempt,
-		Clock:         d.clk,
+		Conn:              clientConnOptions(cfg),
+		Channels:          serverpv.New("pvans " + buildinfo.Get()),
+		Logger:            d.log.Named("tcp"),
+		ClientAllowed:     tcpClientFilter(&cfg.Access),
+		MessageRate:       cfg.RateLimit.TCPMessagesPerSecond,
+		MessageBurst:      cfg.RateLimit.TCPMessageBurst,
+		RateExempt:        cfg.RateLimit.Exempt,
+		Clock:             d.clk,
 	}, tcpsearch.FromResolver(d.Resolver))
 
 	var auto []netip.AddrPort
@@ -224,7 +218,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.Ring = ring
 	d.Upstream = upstream.New(upstream.Options{
 		Servers: cfg.PVA.NameServers,
-		Conn:    pvaconn.Options{IdleTimeout: cfg.PVA.TCPTimeout(), EchoInterval: echoInterval(cfg.PVA.TCPTimeout()), MaxMessage: 1 << 20, SendQueueBytes: 4 << 20, HandshakeTimeout: 10 * time.Second, MessageTimeout: 30 * time.Second},
+		Conn:    upstreamConnOptions(cfg),
 		OnReply: func(from netip.AddrPort, m *pva.SearchResponse) { d.Ring.OnReply(from, true, m) },
 		OnReady: func(netip.AddrPort) { d.Ring.Poke(searchring.PokeNameServer) },
 		Clock:   d.clk,
@@ -333,9 +327,34 @@ func destinations(l []config.Endpoint) []udpsearch.Destination {
 	return out
 }
 
-func echoInterval(tcpTimeout time.Duration) time.Duration {
-	// PVXS: clamp(tcpTimeout×3/8, 1 s, 15 s).
-	return min(max(tcpTimeout*3/8, time.Second), 15*time.Second)
+// connOptions turns a config connection profile into connection options.
+func connOptions(p config.ConnProfile) pvaconn.Options {
+	return pvaconn.Options{MaxMessage: int(p.MaxMessageBytes), SendQueueBytes: int(p.SendQueueBytes),
+		HandshakeTimeout: p.HandshakeTimeout, MessageTimeout: p.MessageTimeout}
+}
+
+// clientConnOptions: the clients profile, closed after tcp.idle_timeout of
+// silence (clients echo; the listener does not).
+func clientConnOptions(cfg *config.Config) pvaconn.Options {
+	o := connOptions(cfg.ClientConn())
+	o.IdleTimeout = cfg.TCP.IdleTimeout
+	return o
+}
+
+// upstreamConnOptions: the probes profile with PVXS's client timers, as a
+// PVXS client keeps its name-server connections.
+func upstreamConnOptions(cfg *config.Config) pvaconn.Options {
+	o := connOptions(cfg.Probe.Conn)
+	o.IdleTimeout, o.EchoInterval = cfg.PVA.TCPTimeout(), cfg.PVA.EchoInterval()
+	return o
+}
+
+// probeBackoff: the bounds are settings, the shape (doubling, ±20 %) is
+// the prober's.
+func probeBackoff(cfg *config.Config) probe.Backoff {
+	b := probe.DefaultBackoff
+	b.Min, b.Max = cfg.Probe.BackoffMin, cfg.Probe.BackoffMax
+	return b
 }
 
 func (d *Daemon) setReady(why string) {

@@ -70,12 +70,16 @@ func (r Role) String() string {
 	return "client"
 }
 
-// Defaults for zero Options fields.
+// Defaults for zero Options fields, so a zero value is never unbounded.
+// The daemon passes every field from one of config's connection profiles;
+// these are the same values (a test in internal/daemon checks): the
+// timeouts of the clients profile, and the probes profile's message bound
+// (the larger of the two, which a listing reply needs).
 const (
 	DefaultIdleTimeout      = 40 * time.Second // tcpTimeout = 4/3 × EPICS_PVA_CONN_TMO(30)
 	DefaultEchoInterval     = 15 * time.Second // clamp(tcpTimeout×3/8, 1 s, 15 s)
-	DefaultMaxMessage       = 16 << 20
-	DefaultSendQueueBytes   = 4 << 20
+	DefaultMaxMessage       = 64 << 20
+	DefaultSendQueueBytes   = 1 << 20
 	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultMessageTimeout   = 10 * time.Second
 )

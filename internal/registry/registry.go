@@ -30,10 +30,12 @@ type Options struct {
 	Logger        *zap.Logger
 }
 
+// Defaults for zero Options fields: the same values as config.Defaults
+// (the daemon always passes its own; a test checks they agree).
 const (
 	DefaultMaxServers    = 20000
-	DefaultMaxNames      = 5000000
-	DefaultUnverifiedTTL = 2 * time.Minute
+	DefaultMaxNames      = 5_000_000
+	DefaultUnverifiedTTL = 10 * time.Minute
 )
 
 const (

@@ -78,12 +78,17 @@ type Searcher interface {
 	Drop(name string)
 }
 
+// DefaultMaxWaitsPerClient is the waiter bound for a zero option: the same
+// value as config.Defaults (tcp.waiters_per_connection; a test checks).
+const DefaultMaxWaitsPerClient = 100_000
+
 // Options configure a Resolver; zero values take the defaults.
 type Options struct {
 	// WaitTTL is how long a waiter lives after the client's last search
 	// for it; default 90s (PVXS retries at least every 30s).
 	WaitTTL time.Duration
-	// MaxWaitsPerClient bounds one connection's waiters; default 16384.
+	// MaxWaitsPerClient bounds one connection's waiters; 0 =
+	// DefaultMaxWaitsPerClient.
 	MaxWaitsPerClient int
 	// MaxWaitsPerSource bounds the waiters of all connections from one
 	// source address (NewClientFrom); 0 = no bound beyond MaxWaiters.
@@ -160,7 +165,7 @@ func New(reg *registry.Registry, o Options) *Resolver {
 		o.WaitTTL = 90 * time.Second
 	}
 	if o.MaxWaitsPerClient <= 0 {
-		o.MaxWaitsPerClient = 16384
+		o.MaxWaitsPerClient = DefaultMaxWaitsPerClient
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

@@ -32,10 +32,11 @@ import (
 // DefaultPort is EPICS_PVAS_SERVER_PORT's default.
 const DefaultPort = 5075
 
-// Defaults for zero Options fields.
+// Defaults for zero Options fields: the same values as config.Defaults
+// (the daemon always passes its own; a test checks they agree).
 const (
-	DefaultMaxConns       = 4096
-	DefaultMaxMessage     = 1 << 20 // searches are ≤ 64 KiB; the server PV's RPCs are small
+	DefaultMaxConns       = 10000
+	DefaultMaxMessage     = 128 << 10 // searches are ≤ 64 KiB; the server PV's RPCs are small
 	DefaultSendQueueBytes = 1 << 20
 	// DefaultMaxNamesPerSearch bounds the names taken from one CMD_SEARCH.
 	// PVXS packs searches into ≤ 1400 bytes (a few dozen names); the wire

@@ -22,6 +22,10 @@ import (
 )
 
 // Options configure a Server.
+// listingQueue lets one reply carry a large listing (100,000 names are
+// about 3 MB); pvaconn's default queue is sized for pvans's own replies.
+const listingQueue = 64 << 20
+
 type Options struct {
 	GUID          pva.GUID // random if zero
 	Names         []string
@@ -110,7 +114,7 @@ func (s *Server) accept() {
 		}
 		s.conns[mc] = nil
 		s.mu.Unlock()
-		c := pvaconn.Serve(mc, pvaconn.Options{BigEndian: s.opt.BigEndian}, &handler{s: s})
+		c := pvaconn.Serve(mc, pvaconn.Options{BigEndian: s.opt.BigEndian, SendQueueBytes: listingQueue}, &handler{s: s})
 		s.mu.Lock()
 		if _, ok := s.conns[mc]; ok {
 			s.conns[mc] = c
