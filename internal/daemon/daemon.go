@@ -147,7 +147,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Listen:   d.tcpListen(),
 		GUID:     d.guid,
 		MaxConns: cfg.TCP.MaxConnections,
-		// issue 14: one address cannot fill MaxConns.
+		// One address cannot fill MaxConns.
 		MaxConnsPerSource: cfg.TCP.MaxConnectionsPerSource,
 		Conn:              clientConnOptions(cfg),
 		Channels:          serverpv.New("pvans " + buildinfo.Get()),
