@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,16 +17,19 @@ import (
 	"github.com/pvans-project/pvans/internal/nsclient"
 )
 
-// cmdQuery resolves names through a name server over TCP, as a PVXS client
-// with EPICS_PVA_NAME_SERVERS would, and prints who serves each.
+// cmdQuery resolves names through name servers over TCP, as a PVXS client
+// with EPICS_PVA_NAME_SERVERS would: it connects to every server listed,
+// sends each the same searches, and takes the first answer for each name
+// from whichever server gives it. A server it cannot reach is reported and
+// skipped, so with replicas listed a dead one costs nothing.
 func cmdQuery(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pvans query", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def := "127.0.0.1:5075"
-	if v, ok := os.LookupEnv("EPICS_PVA_NAME_SERVERS"); ok && v != "" {
+	if v, ok := os.LookupEnv("EPICS_PVA_NAME_SERVERS"); ok && strings.TrimSpace(v) != "" {
 		def = v
 	}
-	server := fs.String("server", def, "name server `host:port` (default: first of $EPICS_PVA_NAME_SERVERS, else 127.0.0.1:5075)")
+	server := fs.String("server", def, "name servers, `host:port ...` (default: $EPICS_PVA_NAME_SERVERS, else 127.0.0.1:5075)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up on unresolved names after this long")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -33,7 +38,7 @@ func cmdQuery(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "pvans query: no names given\nusage: pvans query [--server HOST:PORT] [--timeout D] NAME...")
+		fmt.Fprintln(stderr, "pvans query: no names given\nusage: pvans query [--server 'HOST:PORT ...'] [--timeout D] NAME...")
 		return 2
 	}
 	eps, err := config.ParseAddrList(*server, 5075)
@@ -43,32 +48,105 @@ func cmdQuery(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c, err := nsclient.Dial(ctx, eps[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "pvans query: cannot reach name server %s: %v\n", eps[0], err)
+	clients := dialAll(ctx, eps, stderr)
+	if len(clients) == 0 {
 		return 1
 	}
-	defer c.Close()
-	if err := c.Search(fs.Args()); err != nil {
-		fmt.Fprintln(stderr, "pvans query:", err)
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	names := fs.Args()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
 	}
-	answers, unresolved, err := c.Wait(ctx)
+	type result struct {
+		via     netip.AddrPort
+		answers []nsclient.Answer
+		err     error
+	}
+	results := make(chan result, len(clients))
+	for ap, c := range clients {
+		if err := c.Search(names); err != nil {
+			fmt.Fprintf(stderr, "pvans query: %s: %v\n", ap, err)
+		}
+		go func() {
+			a, _, err := c.Wait(ctx)
+			results <- result{ap, a, err}
+		}()
+	}
+	type answer struct {
+		nsclient.Answer
+		via netip.AddrPort
+	}
+	best := map[string]answer{}
+	failed := 0
+	for range clients {
+		r := <-results
+		if r.err != nil {
+			failed++
+			fmt.Fprintf(stderr, "pvans query: %s: %v\n", r.via, r.err)
+		}
+		for _, a := range r.answers {
+			if b, ok := best[a.Name]; !ok || a.At < b.At {
+				best[a.Name] = answer{a, r.via}
+			}
+		}
+		if len(best) == len(want) {
+			cancel() // every name answered: stop waiting for the others
+		}
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tENDPOINT\tGUID\tAFTER")
-	for _, a := range answers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Name, a.Endpoint, a.GUID, a.At.Round(time.Microsecond))
+	fmt.Fprintln(tw, "NAME\tENDPOINT\tGUID\tVIA\tAFTER")
+	var unresolved []string
+	for _, n := range names {
+		a, ok := best[n]
+		if !ok {
+			if want[n] {
+				unresolved = append(unresolved, n)
+				want[n] = false
+			}
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Endpoint, a.GUID, a.via, a.At.Round(time.Microsecond))
 	}
 	_ = tw.Flush()
-	if err != nil {
-		fmt.Fprintln(stderr, "pvans query:", err)
-	}
 	for _, n := range unresolved {
 		fmt.Fprintf(stderr, "pvans query: %s: not resolved within %s\n", n, *timeout)
 	}
-	if len(unresolved) > 0 || err != nil {
+	if len(unresolved) > 0 || failed == len(clients) {
 		return 1
 	}
 	return 0
+}
+
+// dialAll connects to every name server at once; the unreachable ones are
+// reported on stderr and left out.
+func dialAll(ctx context.Context, eps []netip.AddrPort, stderr io.Writer) map[netip.AddrPort]*nsclient.Client {
+	type dialed struct {
+		ap  netip.AddrPort
+		c   *nsclient.Client
+		err error
+	}
+	ch := make(chan dialed, len(eps))
+	for _, ap := range eps {
+		go func() {
+			c, err := nsclient.Dial(ctx, ap)
+			ch <- dialed{ap, c, err}
+		}()
+	}
+	out := map[netip.AddrPort]*nsclient.Client{}
+	for range eps {
+		d := <-ch
+		if d.err != nil {
+			fmt.Fprintf(stderr, "pvans query: cannot reach name server %s: %v\n", d.ap, d.err)
+			continue
+		}
+		out[d.ap] = d.c
+	}
+	return out
 }
 
 // cmdHealthz GETs a health URL and exits 0 on 200 (for container

@@ -14,9 +14,10 @@ import (
 var update = flag.Bool("update", false, "rewrite the generated table in docs/configuration.md")
 
 const (
-	prodFile  = "../../configs/pvans.yaml"
-	localFile = "../../configs/local.yaml"
-	docsFile  = "../../docs/configuration.md"
+	prodFile    = "../../configs/pvans.yaml"
+	localFile   = "../../configs/local.yaml"
+	replicaFile = "../../configs/replica.yaml"
+	docsFile    = "../../docs/configuration.md"
 )
 
 // fileKeys lists the section.key entries a YAML file sets.
@@ -159,5 +160,17 @@ func TestDocs(t *testing.T) {
 	}
 	if got := strings.TrimSpace(doc[i+len(beginGen) : j]); got != strings.TrimSpace(gen) {
 		t.Errorf("%s is out of date; run go test ./internal/config -run TestDocs -update", docsFile)
+	}
+}
+
+// The replica example loads, and a replica never names another replica
+// as its upstream (docs/operations.md, "High availability").
+func TestReplicaExample(t *testing.T) {
+	c := mustLoad(t, LoadOptions{File: replicaFile})
+	if len(c.PVA.NameServers) != 0 {
+		t.Errorf("name_servers = %v, want none", c.PVA.NameServers)
+	}
+	if c.Snapshot.Path == "" || !c.Search.Through {
+		t.Errorf("snapshot %q, search-through %v", c.Snapshot.Path, c.Search.Through)
 	}
 }
