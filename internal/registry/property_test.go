@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -44,7 +45,7 @@ func TestIndexAgreesWithMemdb(t *testing.T) {
 		fieldNames := rapid.Bool().Draw(rt, "fieldNames")
 		r, _ := newTest(rt, Options{MaxNames: 1 << 20, FieldNames: fieldNames})
 		m := &model{servers: map[int]bool{}, claims: map[string][]int{}}
-		nameGen := rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f", "g", "h", "rec", "x.Y"})
+		nameGen := rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f", "g", "h", "rec", "x.Y", "rec.VAL"})
 		srvGen := rapid.IntRange(1, 4)
 		rt.Repeat(map[string]func(*rapid.T){
 			"upsert": func(rt *rapid.T) {
@@ -118,6 +119,19 @@ func TestIndexAgreesWithMemdb(t *testing.T) {
 }
 
 func checkAgainstModel(t *rapid.T, r *Registry, m *model, fieldNames bool) {
+	// The dotted filter counts exactly the held names with a '.'.
+	dotted, counted := 0, uint32(0)
+	for n := range m.claims {
+		if strings.Contains(n, ".") {
+			dotted++
+		}
+	}
+	for _, c := range r.idx.dotted {
+		counted += c
+	}
+	if int(counted) != dotted {
+		t.Fatalf("dotted filter counts %d names, %d held", counted, dotted)
+	}
 	// Index vs model, through every read path.
 	all := []string{"a", "b", "c", "d", "e", "f", "g", "h", "rec", "x.Y", "rec.VAL", "x.Y.Z"}
 	q := make([]pva.SearchName, len(all))
