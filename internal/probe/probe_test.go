@@ -17,9 +17,9 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
-	"github.com/pvans-project/pvans/internal/probe/probetest"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/sim"
 )
 
 // --- recording sink -------------------------------------------------------
@@ -72,9 +72,34 @@ func (s *sink) none(t *testing.T, within time.Duration) {
 	}
 }
 
-func startServer(t *testing.T, opt probetest.Options) *probetest.Server {
+// testServer is one simulated server (package sim, the project's one fake
+// PVA server) seen the way these tests use it.
+type testServer struct{ site *sim.Site }
+
+func (s testServer) GUID() pva.GUID               { return s.site.Server(0).GUID }
+func (s testServer) Addr() netip.AddrPort         { return s.site.Server(0).TCP }
+func (s testServer) SetNames(names []string)      { _ = s.site.SetNames(0, names) }
+func (s testServer) Accepted() int                { return s.site.Server(0).Accepted }
+func (s testServer) Listings() int                { return s.site.Server(0).Listings }
+func (s testServer) CloseConns()                  { _ = s.site.DropConnections(0) }
+func (s testServer) Mute()                        { _ = s.site.Kill(0) }
+func (s testServer) Unmute()                      { _ = s.site.Revive(0) }
+func (s testServer) SendBeacon(to netip.AddrPort) { _ = s.site.Beacon(0, to) }
+func (s testServer) Close()                       { _ = s.site.Close() }
+
+// newServer starts a one-server site serving names (none if empty), on
+// loopback, values that do not move, no beacons unless asked.
+func newServer(opt sim.Options, names ...string) (testServer, error) {
+	opt.Servers = 1
+	opt.Names = [][]string{append([]string{}, names...)}
+	opt.UpdateInterval = -1
+	site, err := sim.Start(context.Background(), opt)
+	return testServer{site}, err
+}
+
+func startServer(t *testing.T, opt sim.Options, names ...string) testServer {
 	t.Helper()
-	srv, err := probetest.Start(opt)
+	srv, err := newServer(opt, names...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +196,7 @@ func TestBackoffScheduleFakeClock(t *testing.T) {
 // --- listing and watching against the in-repo test server -----------------
 
 func TestListAndRelist(t *testing.T) {
-	srv := startServer(t, probetest.Options{Names: []string{"b:two", "a:one", "b:two"}, Version: "PVXS 9.9"})
+	srv := startServer(t, sim.Options{Version: "PVXS 9.9"}, "b:two", "a:one", "b:two")
 	k := newSink()
 	c := clock.NewFake(time.Time{})
 	p := newProber(t, Options{Clock: c, Sink: k})
@@ -211,7 +236,7 @@ func TestListAndRelist(t *testing.T) {
 }
 
 func TestRefusedAndErrorAreUnlistableAndRetried(t *testing.T) {
-	for _, opt := range []probetest.Options{{RefuseChannel: true}, {RPCError: "Not implemented"}} {
+	for _, opt := range []sim.Options{{RefuseChannels: true}, {RPCError: "Not implemented"}} {
 		srv := startServer(t, opt)
 		k := newSink()
 		c := clock.NewFake(time.Time{})
@@ -237,7 +262,7 @@ func TestRefusedAndErrorAreUnlistableAndRetried(t *testing.T) {
 }
 
 func TestCleanCloseLostAndReconnect(t *testing.T) {
-	srv := startServer(t, probetest.Options{Names: []string{"x"}})
+	srv := startServer(t, sim.Options{}, "x")
 	k := newSink()
 	c := clock.NewFake(time.Time{})
 	p := newProber(t, Options{Clock: c, Sink: k})
@@ -260,7 +285,7 @@ func TestCleanCloseLostAndReconnect(t *testing.T) {
 
 func TestSilentDeathLostWithinTwoEchoIntervals(t *testing.T) {
 	const echo = 300 * time.Millisecond
-	srv := startServer(t, probetest.Options{Names: []string{"x"}})
+	srv := startServer(t, sim.Options{}, "x")
 	k := newSink()
 	p := newProber(t, Options{Sink: k, EchoInterval: echo, Clock: clock.NewFake(time.Time{})})
 	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
@@ -283,7 +308,7 @@ func TestSilentDeathLostWithinTwoEchoIntervals(t *testing.T) {
 }
 
 func TestGUIDChangeReportsOldLost(t *testing.T) {
-	srv := startServer(t, probetest.Options{Names: []string{"x"}})
+	srv := startServer(t, sim.Options{}, "x")
 	k := newSink()
 	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
 	old := pva.GUID{9}
@@ -302,8 +327,8 @@ func TestGUIDChangeReportsOldLost(t *testing.T) {
 }
 
 func TestStaticServers(t *testing.T) {
-	pinged := startServer(t, probetest.Options{Names: []string{"p"}})
-	silent := startServer(t, probetest.Options{Names: []string{"s"}, NoPing: true})
+	pinged := startServer(t, sim.Options{}, "p")
+	silent := startServer(t, sim.Options{NoPing: true}, "s")
 	k := newSink()
 	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k, PingWait: 100 * time.Millisecond})
 	p.SetStatic([]netip.AddrPort{pinged.Addr(), silent.Addr()})
@@ -470,10 +495,7 @@ func TestReplayedPvAccessCPPServer(t *testing.T) {
 // --- beacon → tracker → probe, end to end on loopback ---------------------
 
 func TestBeaconToProbe(t *testing.T) {
-	srv := startServer(t, probetest.Options{Names: []string{"bx"}})
-	if _, err := srv.ListenUDP(); err != nil {
-		t.Fatal(err)
-	}
+	srv := startServer(t, sim.Options{}, "bx")
 	k := newSink()
 	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
 	tr := beacon.New(beacon.Options{Clock: clock.NewFake(time.Time{}), OnEvent: func(ev beacon.Event) {
@@ -513,13 +535,13 @@ func TestBeaconToProbe(t *testing.T) {
 		tr.Observe(beacon.Observation{GUID: b.GUID, Endpoint: netip.AddrPortFrom(ip, b.Port), Protocol: b.Protocol,
 			Version: h.Version, ChangeCount: b.ChangeCount, From: from, Via: beacon.ViaBeacon})
 	}
-	srv.SendBeacon(to, 1)
+	srv.SendBeacon(to)
 	recv()
 	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() || !slices.Equal(r.names, []string{"bx"}) {
 		t.Fatalf("listed %+v", r)
 	}
 	srv.SetNames([]string{"by"})
-	srv.SendBeacon(to, 2)
+	srv.SendBeacon(to)
 	recv()
 	if r := k.next(t, "listed", 5*time.Second); !slices.Equal(r.names, []string{"by"}) {
 		t.Fatalf("after change count: %+v", r)
@@ -575,7 +597,7 @@ func BenchmarkList100kNames(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("SITE:SYS%03d:DEV%04d:SIGNAL", i%1000, i)
 	}
-	srv, err := probetest.Start(probetest.Options{Names: names})
+	srv, err := newServer(sim.Options{}, names...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -594,7 +616,7 @@ func BenchmarkList100kNames(b *testing.B) {
 }
 
 func TestObserveReportsResultAndDuration(t *testing.T) {
-	srv := startServer(t, probetest.Options{Names: []string{"obs:a"}})
+	srv := startServer(t, sim.Options{}, "obs:a")
 	type obs struct {
 		result string
 		took   time.Duration
@@ -629,7 +651,7 @@ func TestDefaultIdleTimeout(t *testing.T) {
 
 // Observe is independent of the Sink: a metrics-only prober still reports.
 func TestObserveWithoutSink(t *testing.T) {
-	srv := startServer(t, probetest.Options{Names: []string{"obs:b"}})
+	srv := startServer(t, sim.Options{}, "obs:b")
 	got := make(chan string, 4)
 	p := newProber(t, Options{Observe: func(r string, _ time.Duration) { got <- r }})
 	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)

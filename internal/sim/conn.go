@@ -1,277 +1,20 @@
 package sim
 
 import (
-	"bufio"
-	"encoding/binary"
-	"io"
 	"net"
-	"time"
+	"sync"
 
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
 )
 
-// The simulator frames its own TCP connections rather than using pvaconn:
-// it must be able to go silent mid-connection (read and drop, answer
-// nothing, not even ECHO), which a general connection type should not
-// offer. Everything it sends is little endian with the server flag, as a
-// PVXS server on x86 does.
+// Each accepted connection is a pvaconn server-role connection (greeting,
+// validation, ECHO, framing, segments, bounded send queue) over a holdConn,
+// which lets the simulator go silent with the socket open. What a PVXS
+// server does per channel operation is here (wire-notes §6, PVXS
+// serverget.cpp, servermon.cpp, serverintrospect.cpp).
 
-const (
-	srvFlags       = pva.FlagServer // little endian, server direction
-	maxMessage     = 16 << 20       // larger payloads: protocol fault, close
-	flushThreshold = 64 << 10
-	serverPV       = "server"
-	refusedSID     = 0xFFFFFFFF
-)
-
-type channel struct {
-	cid    uint32
-	name   string
-	server bool // the `server` PV
-	value  float64
-}
-
-type conn struct {
-	in     *instance
-	nc     net.Conn
-	br     *bufio.Reader
-	out    []byte
-	chans  map[uint32]*channel
-	sid    uint32
-	types  pva.TypeCache // client→server descriptor cache
-	search pva.Search
-	cids   []uint32
-	seg    []byte // segments being reassembled
-	segCmd pva.Command
-	inSeg  bool
-}
-
-func serveConn(in *instance, nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	if in.silent.Load() {
-		_, _ = io.Copy(io.Discard, nc) // a silent server accepts and says nothing
-		return
-	}
-	c := &conn{in: in, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), chans: map[uint32]*channel{}, sid: 0x01030507}
-	c.out = pva.AppendSetByteOrder(c.out, srvFlags)
-	c.out = pva.AppendServerValidation(c.out, srvFlags, &pva.ServerValidation{
-		BufferSize: pva.DefaultBufferSize, RegistrySize: pva.DefaultRegistrySize,
-		AuthMethods: []string{"anonymous", "ca"},
-	})
-	if !c.flush() {
-		return
-	}
-	var hdr [pva.HeaderSize]byte
-	var payload []byte
-	for {
-		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
-			return
-		}
-		h, err := pva.DecodeHeader(hdr[:])
-		if err != nil || h.FromServer() {
-			return // PVXS: protocol decode fault, disconnect
-		}
-		if h.Control() {
-			continue
-		}
-		if h.Size > maxMessage {
-			return
-		}
-		if cap(payload) < int(h.Size) {
-			payload = make([]byte, h.Size)
-		}
-		payload = payload[:h.Size]
-		if _, err := io.ReadFull(c.br, payload); err != nil {
-			return
-		}
-		if in.silent.Load() {
-			continue // killed: read and drop, so the peer sees an open, mute socket
-		}
-		msg, ok := c.reassemble(h, payload)
-		if !ok {
-			return
-		}
-		if msg == nil {
-			continue
-		}
-		if !c.dispatch(h, msg) {
-			return
-		}
-		if !c.completeBuffered() || len(c.out) > flushThreshold {
-			if !c.flush() {
-				return
-			}
-		}
-	}
-}
-
-// reassemble joins segmented messages (PVXS never segments, pvAccessCPP
-// may). It returns the whole payload when one is complete, nil while
-// segments are pending, and false on a segmentation violation.
-func (c *conn) reassemble(h pva.Header, payload []byte) ([]byte, bool) {
-	switch h.Segment() {
-	case 0:
-		if c.inSeg {
-			return nil, false
-		}
-		return payload, true
-	case pva.FlagSegFirst:
-		if c.inSeg {
-			return nil, false
-		}
-		c.inSeg, c.segCmd, c.seg = true, h.Command, append(c.seg[:0], payload...)
-		return nil, true
-	default:
-		if !c.inSeg || h.Command != c.segCmd || len(c.seg)+len(payload) > maxMessage {
-			return nil, false
-		}
-		c.seg = append(c.seg, payload...)
-		if h.Segment() == pva.FlagSegLast {
-			c.inSeg = false
-			return c.seg, true
-		}
-		return nil, true
-	}
-}
-
-// completeBuffered reports whether a whole message is already buffered,
-// so replies to pipelined requests can go out in one write.
-func (c *conn) completeBuffered() bool {
-	n := c.br.Buffered()
-	if n < pva.HeaderSize {
-		return false
-	}
-	b, _ := c.br.Peek(pva.HeaderSize)
-	h, err := pva.DecodeHeader(b)
-	if err != nil {
-		return false
-	}
-	return uint64(h.PayloadLen()) <= uint64(n-pva.HeaderSize)
-}
-
-func (c *conn) flush() bool {
-	if len(c.out) == 0 {
-		return true
-	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	_, err := c.nc.Write(c.out)
-	c.out = c.out[:0]
-	return err == nil
-}
-
-// begin starts a little-endian server message; end patches its size.
-func (c *conn) begin(cmd pva.Command) (pva.Writer, int) {
-	start := len(c.out)
-	w := pva.Writer{B: pva.AppendHeader(c.out, pva.Header{Flags: srvFlags, Command: cmd})}
-	return w, start
-}
-
-func (c *conn) end(w pva.Writer, start int) {
-	binary.LittleEndian.PutUint32(w.B[start+4:], uint32(len(w.B)-start-pva.HeaderSize))
-	c.out = w.B
-}
-
-// dispatch handles one message; false closes the connection.
-func (c *conn) dispatch(h pva.Header, p []byte) bool {
-	be := h.BigEndian()
-	switch h.Command {
-	case pva.CmdConnectionValidation:
-		var v pva.ClientValidation
-		st := pva.Status{}
-		if err := v.Decode(p, be); err != nil {
-			return false
-		}
-		if v.AuthMethod != "ca" && v.AuthMethod != "anonymous" {
-			st = pva.Status{Type: pva.StatusError, Message: "Client selects unadvertised auth"}
-		}
-		c.out = pva.AppendConnectionValidated(c.out, srvFlags, st)
-	case pva.CmdEcho:
-		c.out = pva.AppendEcho(c.out, srvFlags, p)
-	case pva.CmdSearch:
-		return c.onSearch(p, be)
-	case pva.CmdCreateChannel:
-		return c.onCreate(p, be)
-	case pva.CmdDestroyChannel:
-		r := pva.NewReader(p, be, "CMD_DESTROY_CHANNEL")
-		sid, cid := r.U32("sid"), r.U32("cid")
-		if r.Failed() {
-			return false
-		}
-		if _, ok := c.chans[sid]; ok {
-			delete(c.chans, sid)
-			w, start := c.begin(pva.CmdDestroyChannel)
-			w.U32(sid)
-			w.U32(cid)
-			c.end(w, start)
-		}
-	case pva.CmdGet:
-		return c.onGet(p, be)
-	case pva.CmdRPC:
-		return c.onRPC(p, be)
-	}
-	// DESTROY_REQUEST, CANCEL_REQUEST: no reply; operations keep no state.
-	// Anything else is drained and ignored, as PVXS does.
-	return true
-}
-
-func (c *conn) onSearch(p []byte, be bool) bool {
-	s := &c.search
-	if err := s.Decode(p, be); err != nil {
-		return false // PVXS: malformed search over TCP → disconnect
-	}
-	// The TCP path ignores the protocol list (wire-notes §9).
-	c.cids = c.in.claim(s.Names, c.cids[:0])
-	if len(c.cids) == 0 && !s.MustReply() {
-		return true
-	}
-	c.out = pva.AppendSearchResponse(c.out, srvFlags, &pva.SearchResponse{
-		GUID: c.in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Port: c.in.tcpPort,
-		Protocol: protoTCP, Found: len(c.cids) > 0, CIDs: c.cids,
-	})
-	return true
-}
-
-func (c *conn) onCreate(p []byte, be bool) bool {
-	r := pva.NewReader(p, be, "CMD_CREATE_CHANNEL")
-	n := int(r.U16("count"))
-	for i := 0; i < n && !r.Failed(); i++ {
-		cid := r.U32("cid")
-		name := r.String("name")
-		if r.Failed() {
-			break
-		}
-		w, start := c.begin(pva.CmdCreateChannel)
-		w.U32(cid)
-		ch := c.lookup(name)
-		if ch == nil {
-			w.U32(refusedSID)
-			w.Status(pva.Status{Type: pva.StatusFatal, Message: "Refused to create Channel", Stack: "pvx:serv:refusechan:"})
-		} else {
-			ch.cid = cid
-			sid := c.sid
-			c.sid++
-			c.chans[sid] = ch
-			w.U32(sid)
-			w.Status(pva.Status{})
-		}
-		c.end(w, start)
-	}
-	return !r.Failed()
-}
-
-// lookup returns a new channel for name if this server serves it.
-func (c *conn) lookup(name string) *channel {
-	if name == serverPV {
-		return &channel{name: name, server: true}
-	}
-	j, ok := c.in.srv.names.Load().index[name]
-	if !ok {
-		return nil
-	}
-	return &channel{name: name, value: float64(c.in.srv.index*100000 + j)}
-}
+const serverPV = "server"
 
 // getChanged selects value, the alarm leaves and the timeStamp leaves
 // (pre-order bits 1, 3-5, 7-9), the way a PVXS server marks the fields it
@@ -284,65 +27,502 @@ var getChanged = func() pva.BitSet {
 	return b
 }()
 
+// valueBit is the NTScalar `value` field's bit.
+const valueBit = 1
+
 var ntScalarDouble = pva.NTScalarDoubleType()
 
-func (c *conn) onGet(p []byte, be bool) bool {
-	var req pva.GetRequest
-	if err := req.Decode(p, be, &c.types); err != nil {
-		return false
+// channel is one created channel on one connection.
+type channel struct {
+	cid    uint32
+	name   string
+	server bool // the `server` PV
+}
+
+// opKind is what an IOID was created as.
+type opKind uint8
+
+const (
+	opGet opKind = iota
+	opPut
+	opRPC
+	opMonitor
+)
+
+type op struct {
+	kind opKind
+	ch   *channel
+	mon  *monitor
+}
+
+// handler serves one connection; Message runs on its read goroutine, so
+// chans and ops need no lock. Monitors are posted to from other
+// goroutines and carry their own.
+type handler struct {
+	in    *instance
+	types pva.TypeCache // client→server descriptor cache
+	chans map[uint32]*channel
+	ops   map[uint32]*op
+	sid   uint32
+	srch  pva.Search
+	cids  []uint32
+}
+
+func newHandler(in *instance) *handler {
+	return &handler{in: in, chans: map[uint32]*channel{}, ops: map[uint32]*op{}, sid: 0x01030507}
+}
+
+func (h *handler) opts() *Options { return &h.in.srv.site.opts }
+
+func (h *handler) send(c *pvaconn.Conn, b []byte) { _ = c.Send(b) }
+
+// Message handles one request; a malformed one closes the connection, as
+// PVXS does ("Protocol decode fault").
+func (h *handler) Message(c *pvaconn.Conn, hd pva.Header, p []byte) {
+	if h.in.silent.Load() {
+		return // held by holdConn anyway; nothing changes while silent
 	}
-	ch, ok := c.chans[req.SID]
+	be := hd.BigEndian()
+	ok := true
+	switch hd.Command {
+	case pva.CmdSearch:
+		ok = h.onSearch(c, p, be)
+	case pva.CmdCreateChannel:
+		ok = h.onCreate(c, p, be)
+	case pva.CmdDestroyChannel:
+		ok = h.onDestroyChannel(c, p, be)
+	case pva.CmdGetField:
+		ok = h.onGetField(c, p, be)
+	case pva.CmdGet:
+		ok = h.onGet(c, p, be)
+	case pva.CmdPut:
+		ok = h.onPut(c, p, be)
+	case pva.CmdMonitor:
+		ok = h.onMonitor(c, p, be)
+	case pva.CmdRPC:
+		ok = h.onRPC(c, p, be)
+	case pva.CmdDestroyRequest:
+		var m pva.RequestRef
+		if ok = m.Decode(p, be) == nil; ok {
+			h.destroyOp(m.IOID)
+		}
+	}
+	// CANCEL_REQUEST: every operation here completes at once, nothing to
+	// cancel. Anything else is drained and ignored, as PVXS does.
 	if !ok {
+		c.Close()
+	}
+}
+
+// Closed ends the connection's subscriptions.
+func (h *handler) Closed(*pvaconn.Conn, error) {
+	for ioid := range h.ops {
+		h.destroyOp(ioid)
+	}
+}
+
+func (h *handler) destroyOp(ioid uint32) {
+	o, ok := h.ops[ioid]
+	if !ok {
+		return
+	}
+	delete(h.ops, ioid)
+	if o.mon != nil {
+		h.in.unsubscribe(o.mon)
+	}
+}
+
+func (h *handler) onSearch(c *pvaconn.Conn, p []byte, be bool) bool {
+	s := &h.srch
+	if err := s.Decode(p, be); err != nil {
+		return false // PVXS: malformed search over TCP → disconnect
+	}
+	if len(s.Names) == 0 && h.opts().NoPing {
 		return true
 	}
-	reply := pva.GetReply{IOID: req.IOID, Subcmd: req.Subcmd}
-	switch {
-	case ch.server:
-		reply.Status = pva.Status{Type: pva.StatusError, Message: "GET not supported"}
-	case req.IsInit():
-		reply.Type = ntScalarDouble
-	default:
-		v := pva.NewNTScalarDouble(ch.value)
-		now := time.Now()
-		v.Field("timeStamp.secondsPastEpoch").Int = now.Unix()
-		v.Field("timeStamp.nanoseconds").Int = int64(now.Nanosecond())
-		reply.Value, reply.Changed = v, getChanged
+	// The TCP path ignores the protocol list (wire-notes §9).
+	h.cids = h.in.claim(s.Names, h.cids[:0])
+	if len(h.cids) == 0 && !s.MustReply() {
+		return true
 	}
-	c.out = pva.AppendGetReply(c.out, srvFlags, &reply)
+	h.send(c, pva.AppendSearchResponse(nil, c.Flags(), &pva.SearchResponse{
+		GUID: h.in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Port: h.in.tcpPort,
+		Protocol: protoTCP, Found: len(h.cids) > 0, CIDs: h.cids,
+	}))
 	return true
 }
 
-// onRPC serves the `server` PV as PVXS's ServerSource does (wire-notes §6.3).
-func (c *conn) onRPC(p []byte, be bool) bool {
-	var req pva.RPCRequest
-	// The INIT pvRequest is decoded too: it keeps the type cache in step
-	// (pvlist defines cache keys in it).
-	if err := req.Decode(p, be, &c.types); err != nil {
+func (h *handler) onCreate(c *pvaconn.Conn, p []byte, be bool) bool {
+	var m pva.CreateChannel
+	if err := m.Decode(p, be); err != nil {
 		return false
 	}
-	ch, ok := c.chans[req.SID]
+	for _, rq := range m.Channels {
+		r := pva.CreateChannelReply{CID: rq.CID, SID: pva.RefusedSID,
+			Status: pva.Status{Type: pva.StatusFatal, Message: "Refused to create Channel", Stack: "pvx:serv:refusechan:"}}
+		if ch := h.lookup(rq.Name); ch != nil && !h.opts().RefuseChannels {
+			ch.cid = rq.CID
+			r.SID, r.Status = h.sid, pva.Status{}
+			h.chans[h.sid] = ch
+			h.sid++
+		}
+		h.send(c, pva.AppendCreateChannelReply(nil, c.Flags(), &r))
+	}
+	return true
+}
+
+// lookup returns a new channel for name if this server serves it.
+func (h *handler) lookup(name string) *channel {
+	if name == serverPV {
+		return &channel{name: name, server: true}
+	}
+	if _, ok := h.in.srv.names.Load().index[name]; !ok {
+		return nil
+	}
+	return &channel{name: name}
+}
+
+func (h *handler) onDestroyChannel(c *pvaconn.Conn, p []byte, be bool) bool {
+	var m pva.DestroyChannel
+	if err := m.Decode(p, be); err != nil {
+		return false
+	}
+	ch, ok := h.chans[m.SID]
+	if !ok {
+		return true // unknown SID: ignored
+	}
+	delete(h.chans, m.SID)
+	for ioid, o := range h.ops {
+		if o.ch == ch {
+			h.destroyOp(ioid)
+		}
+	}
+	h.send(c, pva.AppendDestroyChannel(nil, c.Flags(), &m))
+	return true
+}
+
+// newOp registers an INIT; PVXS drops a connection that reuses a live
+// IOID or names an unknown SID.
+func (h *handler) newOp(sid, ioid uint32, kind opKind) (*op, bool) {
+	ch, ok := h.chans[sid]
+	if !ok {
+		return nil, false
+	}
+	if _, dup := h.ops[ioid]; dup {
+		return nil, false
+	}
+	o := &op{kind: kind, ch: ch}
+	h.ops[ioid] = o
+	return o, true
+}
+
+// execOp finds the operation an EXEC names. A non-existent IOID is
+// ignored (PVXS: it may race with a destroy); one of another kind is a
+// protocol fault.
+func (h *handler) execOp(ioid uint32, kind opKind) (o *op, ignore, ok bool) {
+	o, found := h.ops[ioid]
+	if !found {
+		return nil, true, true
+	}
+	return o, false, o.kind == kind
+}
+
+func notSupported(what string) pva.Status {
+	return pva.Status{Type: pva.StatusError, Message: what + " not implemented for this PV"}
+}
+
+func (h *handler) onGetField(c *pvaconn.Conn, p []byte, be bool) bool {
+	var m pva.GetFieldRequest
+	if err := m.Decode(p, be); err != nil {
+		return false
+	}
+	ch, ok := h.chans[m.SID]
+	if !ok {
+		return true // PVXS logs and ignores
+	}
+	r := pva.GetFieldReply{IOID: m.IOID, Type: ntScalarDouble}
+	if ch.server {
+		r.Status = notSupported("Info")
+	}
+	h.send(c, pva.AppendGetFieldReply(nil, c.Flags(), &r))
+	return true
+}
+
+// current is the channel's value now, as a full NTScalar with a time
+// stamp.
+func (h *handler) current(ch *channel) *pva.Value {
+	x, at := h.in.value(ch.name)
+	v := pva.NewNTScalarDouble(x)
+	v.Field("timeStamp.secondsPastEpoch").Int = at.Unix()
+	v.Field("timeStamp.nanoseconds").Int = int64(at.Nanosecond())
+	return v
+}
+
+func (h *handler) onGet(c *pvaconn.Conn, p []byte, be bool) bool {
+	var m pva.GetRequest
+	if err := m.Decode(p, be, &h.types); err != nil {
+		return false
+	}
+	r := pva.GetReply{IOID: m.IOID, Subcmd: m.Subcmd}
+	if m.IsInit() {
+		o, ok := h.newOp(m.SID, m.IOID, opGet)
+		if !ok {
+			return false
+		}
+		if o.ch.server {
+			r.Status = notSupported("GET")
+			delete(h.ops, m.IOID)
+		} else {
+			r.Type = ntScalarDouble
+		}
+	} else {
+		o, ignore, ok := h.execOp(m.IOID, opGet)
+		if ignore || !ok {
+			return ok
+		}
+		r.Value, r.Changed = h.current(o.ch), getChanged
+	}
+	if m.Subcmd&pva.SubcmdDestroy != 0 {
+		h.destroyOp(m.IOID)
+	}
+	h.send(c, pva.AppendGetReply(nil, c.Flags(), &r))
+	return true
+}
+
+func (h *handler) onPut(c *pvaconn.Conn, p []byte, be bool) bool {
+	var m pva.PutRequest
+	if err := m.Decode(p, be, &h.types, ntScalarDouble); err != nil {
+		return false
+	}
+	r := pva.PutReply{IOID: m.IOID, Subcmd: m.Subcmd}
+	var tell []*monitor
+	if m.IsInit() {
+		o, ok := h.newOp(m.SID, m.IOID, opPut)
+		if !ok {
+			return false
+		}
+		if o.ch.server {
+			r.Status = notSupported("PUT")
+			delete(h.ops, m.IOID)
+		} else {
+			r.Type = ntScalarDouble
+		}
+	} else {
+		o, ignore, ok := h.execOp(m.IOID, opPut)
+		if ignore || !ok {
+			return ok
+		}
+		switch {
+		case m.IsGet():
+			r.Value, r.Changed = h.current(o.ch), getChanged
+		case m.Changed.Has(0) || m.Changed.Has(valueBit):
+			tell = h.in.put(o.ch.name, m.Value.Field("value").Float)
+		}
+		// Other fields (alarm, timeStamp) are the server's, as on an IOC
+		// record: a put of them alone changes nothing.
+	}
+	if m.Subcmd&pva.SubcmdDestroy != 0 {
+		h.destroyOp(m.IOID)
+	}
+	h.send(c, pva.AppendPutReply(nil, c.Flags(), &r))
+	for _, mon := range tell {
+		mon.changed()
+	}
+	return true
+}
+
+func (h *handler) onMonitor(c *pvaconn.Conn, p []byte, be bool) bool {
+	var m pva.MonitorRequest
+	if err := m.Decode(p, be, &h.types); err != nil {
+		return false
+	}
+	if m.IsInit() {
+		o, ok := h.newOp(m.SID, m.IOID, opMonitor)
+		if !ok {
+			return false
+		}
+		r := pva.MonitorReply{IOID: m.IOID, Subcmd: pva.SubcmdInit}
+		if o.ch.server {
+			r.Status = notSupported("Monitor")
+			delete(h.ops, m.IOID)
+		} else {
+			r.Type = ntScalarDouble
+			o.mon = &monitor{h: h, c: c, ch: o.ch, ioid: m.IOID, window: m.Nack, pipeline: pipelined(m.PVRequest)}
+			h.in.subscribe(o.mon)
+		}
+		h.send(c, pva.AppendMonitorReply(nil, c.Flags(), &r))
+		return true
+	}
+	o, ignore, ok := h.execOp(m.IOID, opMonitor)
+	if ignore || !ok {
+		return ok
+	}
+	mon := o.mon
+	if m.Subcmd&pva.SubcmdMonitorAck != 0 {
+		mon.ack(m.Nack)
+	}
+	if m.Subcmd&pva.SubcmdMonitorStartStop != 0 {
+		mon.start(m.Subcmd&pva.SubcmdGet != 0)
+	}
+	if m.Subcmd&pva.SubcmdDestroy != 0 {
+		h.destroyOp(m.IOID)
+	}
+	return true
+}
+
+// pipelined reports record._options.pipeline=true in a pvRequest (a
+// string, as pvRequest parsers make it, or a bool).
+func pipelined(req *pva.Value) bool {
+	if req == nil {
+		return false
+	}
+	f := req.Field("record._options.pipeline")
+	if f == nil {
+		return false
+	}
+	switch f.Type.Code {
+	case pva.TypeString:
+		return f.Str == "true"
+	case pva.TypeBool:
+		return f.Int != 0
+	}
+	return false
+}
+
+// monitor is one subscription. Updates are squashed: while the client's
+// window is closed (pipelined) or the monitor is stopped, only "there is
+// news" is remembered, and the current value goes out when it opens, as a
+// PVXS server with queueSize 1 would.
+type monitor struct {
+	h        *handler
+	c        *pvaconn.Conn
+	ch       *channel
+	ioid     uint32
+	pipeline bool
+
+	mu      sync.Mutex
+	running bool
+	window  uint32
+	pending bool
+}
+
+func (m *monitor) start(run bool) {
+	m.mu.Lock()
+	m.running = run
+	if run {
+		m.pending = true // the first update is the current value
+	}
+	m.mu.Unlock()
+	m.post()
+}
+
+func (m *monitor) ack(n uint32) {
+	m.mu.Lock()
+	m.window += n
+	m.mu.Unlock()
+	m.post()
+}
+
+// changed marks news and sends it if the client can take it.
+func (m *monitor) changed() {
+	m.mu.Lock()
+	m.pending = true
+	m.mu.Unlock()
+	m.post()
+}
+
+func (m *monitor) post() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running || !m.pending || (m.pipeline && m.window == 0) || m.h.in.silent.Load() {
+		return
+	}
+	m.pending = false
+	if m.pipeline {
+		m.window--
+	}
+	_ = m.c.Send(pva.AppendMonitorReply(nil, m.c.Flags(), &pva.MonitorReply{IOID: m.ioid, Changed: getChanged, Value: m.h.current(m.ch)}))
+}
+
+// holdConn blocks reads (keeping what was read) and writes while its
+// instance is silent: to a peer the server looks hung (SIGSTOP, a pulled
+// cable), not closed. Revive releases it; Close ends it.
+type holdConn struct {
+	net.Conn
+	in   *instance
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *holdConn) hold() bool {
+	for {
+		ch := c.in.heldCh()
+		if ch == nil {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-c.done:
+			return false
+		}
+	}
+}
+
+func (c *holdConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if !c.hold() {
+		return 0, net.ErrClosed
+	}
+	return n, err
+}
+
+func (c *holdConn) Write(b []byte) (int, error) {
+	if !c.hold() {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *holdConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
+
+// onRPC serves the `server` PV as PVXS's ServerSource does (wire-notes §6.3).
+func (h *handler) onRPC(c *pvaconn.Conn, p []byte, be bool) bool {
+	var m pva.RPCRequest
+	// The INIT pvRequest is decoded too: it keeps the type cache in step
+	// (pvlist defines cache keys in it).
+	if err := m.Decode(p, be, &h.types); err != nil {
+		return false
+	}
+	ch, ok := h.chans[m.SID]
 	if !ok {
 		return true
 	}
 	// The reply echoes the request's sub-command, 0x10 included (capture #61).
-	reply := pva.RPCReply{IOID: req.IOID, Subcmd: req.Subcmd}
+	r := pva.RPCReply{IOID: m.IOID, Subcmd: m.Subcmd}
+	opts := h.opts()
 	switch {
 	case !ch.server:
-		reply.Status = pva.Status{Type: pva.StatusError, Message: "RPC not supported"}
-	case req.IsInit():
+		r.Status = notSupported("RPC")
+	case m.IsInit():
+	case opts.RPCError != "":
+		r.Status = pva.Status{Type: pva.StatusError, Message: opts.RPCError}
 	default:
-		_, op, err := pva.NTURIOp(req.Value)
+		_, name, err := pva.NTURIOp(m.Value)
 		switch {
 		case err != nil:
-			reply.Status = pva.Status{Type: pva.StatusError, Message: "Missing required .query.op"}
-		case op == pva.OpChannels:
-			reply.Value = pva.NewChannelList(c.in.srv.names.Load().sorted)
-		case op == pva.OpInfo:
-			reply.Value = pva.NewServerInfo("cpp", c.in.srv.site.opts.Version)
+			r.Status = pva.Status{Type: pva.StatusError, Message: "Missing required .query.op"}
+		case name == pva.OpChannels:
+			r.Value = pva.NewChannelList(h.in.srv.names.Load().sorted)
+			h.in.srv.listings.Add(1)
+		case name == pva.OpInfo:
+			r.Value = pva.NewServerInfo("cpp", opts.Version)
 		default:
-			reply.Status = pva.Status{Type: pva.StatusError, Message: "Not implemented"}
+			r.Status = pva.Status{Type: pva.StatusError, Message: "Not implemented"}
 		}
 	}
-	c.out = pva.AppendRPCReply(c.out, srvFlags, &reply)
+	h.send(c, pva.AppendRPCReply(nil, c.Flags(), &r))
 	return true
 }

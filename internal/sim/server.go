@@ -11,6 +11,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
 )
 
 // PVXS beacon schedule (wire-notes §5.8): one at start, ten more at 15 s,
@@ -21,24 +22,27 @@ const (
 	beaconSlowPeriod = 180 * time.Second
 )
 
+// listingQueue lets one reply carry a large listing (100,000 names are
+// about 3 MB); pvaconn's default queue is sized for pvans's own replies.
+const listingQueue = 64 << 20
+
 // nameSet is an immutable name set, swapped whole by SetNames so lookups
 // on the search path take no lock.
 type nameSet struct {
-	sorted []string
-	index  map[string]int // name -> position in the configured order
+	ordered []string       // configured order, duplicates dropped
+	sorted  []string       // what op=channels lists
+	index   map[string]int // name -> position in ordered
 }
 
 func newNameSet(names []string) *nameSet {
-	ns := &nameSet{index: make(map[string]int, len(names))}
-	for j, n := range names {
+	ns := &nameSet{index: make(map[string]int, len(names)), ordered: make([]string, 0, len(names))}
+	for _, n := range names {
 		if _, dup := ns.index[n]; !dup {
-			ns.index[n] = j
+			ns.index[n] = len(ns.ordered)
+			ns.ordered = append(ns.ordered, n)
 		}
 	}
-	ns.sorted = make([]string, 0, len(ns.index))
-	for n := range ns.index {
-		ns.sorted = append(ns.sorted, n)
-	}
+	ns.sorted = slices.Clone(ns.ordered)
 	slices.Sort(ns.sorted)
 	return ns
 }
@@ -57,6 +61,9 @@ type server struct {
 	udpPort uint16
 	inst    *instance
 	state   State
+
+	accepted atomic.Int64 // TCP connections accepted, over every incarnation
+	listings atomic.Int64 // op=channels replies sent
 }
 
 func newServer(site *Site, i int, addr netip.Addr, tcpPort, udpPort uint16, names []string) *server {
@@ -77,15 +84,19 @@ type instance struct {
 
 	mu      sync.Mutex
 	closed  bool
-	conns   map[net.Conn]struct{}
+	held    chan struct{} // non-nil while silent; closed by revive
+	conns   map[*holdConn]*pvaconn.Conn
 	timer   clock.Timer
 	beacons int
 	seq     uint8
 	wg      sync.WaitGroup
+
+	pvs pvState
 }
 
 func (s *server) start() error {
-	in := &instance{srv: s, guid: newGUID(), conns: map[net.Conn]struct{}{}}
+	in := &instance{srv: s, guid: newGUID(), conns: map[*holdConn]*pvaconn.Conn{}}
+	in.pvs.init(in, s.site.opts.Clock.Now())
 	s.mu.Lock()
 	tcpPort, udpPort := s.tcpPort, s.udpPort
 	s.mu.Unlock()
@@ -141,9 +152,11 @@ func (s *server) info() ServerInfo {
 	in, st := s.inst, s.state
 	inf := ServerInfo{
 		Index: s.index, State: st,
-		TCP:   netip.AddrPortFrom(s.addr, s.tcpPort),
-		UDP:   netip.AddrPortFrom(s.addr, s.udpPort),
-		Names: slices.Clone(s.names.Load().sorted),
+		TCP:      netip.AddrPortFrom(s.addr, s.tcpPort),
+		UDP:      netip.AddrPortFrom(s.addr, s.udpPort),
+		Names:    slices.Clone(s.names.Load().sorted),
+		Accepted: int(s.accepted.Load()),
+		Listings: int(s.listings.Load()),
 	}
 	s.mu.Unlock()
 	if in != nil {
@@ -161,8 +174,34 @@ func (s *server) silence() {
 	}
 	s.mu.Unlock()
 	if in != nil {
-		in.silent.Store(true)
+		in.setSilent(true)
 		s.site.opts.Logf("sim: server %d silent", s.index)
+	}
+}
+
+// revive ends a silence: held connections resume where they stopped.
+func (s *server) revive() bool {
+	s.mu.Lock()
+	in := s.inst
+	if s.state == Silent {
+		s.state = Running
+	}
+	s.mu.Unlock()
+	if in == nil {
+		return false
+	}
+	in.setSilent(false)
+	s.site.opts.Logf("sim: server %d answering again", s.index)
+	return true
+}
+
+// dropConns closes every TCP connection cleanly, keeping the listener.
+func (s *server) dropConns() {
+	s.mu.Lock()
+	in := s.inst
+	s.mu.Unlock()
+	if in != nil {
+		in.closeConns()
 	}
 }
 
@@ -210,16 +249,20 @@ func (in *instance) close() {
 	if in.timer != nil {
 		in.timer.Stop()
 	}
-	for c := range in.conns {
-		c.Close()
+	if in.held != nil {
+		close(in.held)
+		in.held = nil
 	}
 	in.mu.Unlock()
+	in.closeConns()
+	in.pvs.stop()
 	in.ln.Close()
 	in.udp.Close()
 	in.wg.Wait()
 }
 
 func (in *instance) acceptLoop() {
+	opts := &in.srv.site.opts
 	for {
 		nc, err := in.ln.Accept()
 		if err != nil {
@@ -229,24 +272,70 @@ func (in *instance) acceptLoop() {
 			time.Sleep(10 * time.Millisecond) // e.g. EMFILE: back off, keep serving
 			continue
 		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		in.srv.accepted.Add(1)
+		hc := &holdConn{Conn: nc, in: in, done: make(chan struct{})}
 		in.mu.Lock()
 		if in.closed {
 			in.mu.Unlock()
 			nc.Close()
 			return
 		}
-		in.conns[nc] = struct{}{}
+		in.conns[hc] = nil
 		in.wg.Add(1)
+		in.mu.Unlock()
+		c := pvaconn.Serve(hc, pvaconn.Options{BigEndian: opts.BigEndian, Counters: in.srv.site.connCounters,
+			Clock: opts.Clock, SendQueueBytes: listingQueue}, newHandler(in))
+		in.mu.Lock()
+		if _, ok := in.conns[hc]; ok {
+			in.conns[hc] = c
+		}
 		in.mu.Unlock()
 		go func() {
 			defer in.wg.Done()
-			serveConn(in, nc)
+			<-c.Done()
 			in.mu.Lock()
-			delete(in.conns, nc)
+			delete(in.conns, hc)
 			in.mu.Unlock()
-			nc.Close()
 		}()
 	}
+}
+
+// closeConns closes every connection (the listener stays).
+func (in *instance) closeConns() {
+	in.mu.Lock()
+	cs := make([]*holdConn, 0, len(in.conns))
+	for hc := range in.conns {
+		cs = append(cs, hc)
+	}
+	in.mu.Unlock()
+	for _, hc := range cs {
+		hc.Close()
+	}
+}
+
+// setSilent starts or ends a silence: no UDP answers, no beacons, TCP
+// connections held (see holdConn).
+func (in *instance) setSilent(on bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.silent.Store(on)
+	switch {
+	case on && in.held == nil && !in.closed:
+		in.held = make(chan struct{})
+	case !on && in.held != nil:
+		close(in.held)
+		in.held = nil
+	}
+}
+
+// heldCh is the channel a held connection waits on, nil when not silent.
+func (in *instance) heldCh() chan struct{} {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.held
 }
 
 // beaconTick sends one beacon (unless silent) and schedules the next.
@@ -257,16 +346,7 @@ func (in *instance) beaconTick() {
 	if in.closed || len(opts.BeaconDests) == 0 {
 		return
 	}
-	if !in.silent.Load() {
-		b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{
-			GUID: in.guid, Sequence: in.seq, ChangeCount: uint16(in.change.Load()),
-			Addr: pva.AnyIPv4, Port: in.tcpPort, Protocol: "tcp",
-		})
-		for _, d := range opts.BeaconDests {
-			_, _ = in.udp.WriteToUDPAddrPort(b, d)
-		}
-		in.seq++
-	}
+	in.sendBeacon(opts.BeaconDests)
 	in.beacons++
 	next := opts.BeaconInterval
 	if next <= 0 {
@@ -276,6 +356,21 @@ func (in *instance) beaconTick() {
 		}
 	}
 	in.timer = opts.Clock.AfterFunc(next, in.beaconTick)
+}
+
+// sendBeacon sends one beacon (unless silent) to dests; in.mu held.
+func (in *instance) sendBeacon(dests []netip.AddrPort) {
+	if in.silent.Load() || in.closed {
+		return
+	}
+	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{
+		GUID: in.guid, Sequence: in.seq, ChangeCount: uint16(in.change.Load()),
+		Addr: pva.AnyIPv4, Port: in.tcpPort, Protocol: "tcp",
+	})
+	for _, d := range dests {
+		_, _ = in.udp.WriteToUDPAddrPort(b, d)
+	}
+	in.seq++
 }
 
 // claim appends the CIDs of names this server holds.
@@ -294,6 +389,9 @@ func (in *instance) claim(names []pva.SearchName, cids []uint32) []uint32 {
 // looked at only when "tcp" is in the protocol list.
 func (in *instance) answerUDP(s *pva.Search, dest netip.AddrPort, scratch []byte, cids []uint32) ([]byte, []uint32) {
 	cids = cids[:0]
+	if len(s.Names) == 0 && in.srv.site.opts.NoPing {
+		return scratch, cids
+	}
 	if s.HasProtocol("tcp") {
 		cids = in.claim(s.Names, cids)
 	}

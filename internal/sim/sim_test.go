@@ -305,7 +305,7 @@ func TestServerRPCListsNames(t *testing.T) {
 // The GET exchange pvxget does after a name server redirects it (capture
 // #13-#26): CREATE_CHANNEL, GET INIT, GET EXEC, DESTROY_REQUEST.
 func TestGetDouble(t *testing.T) {
-	s := startSite(t, Options{Servers: 1, NamesPerServer: 3})
+	s := startSite(t, Options{Servers: 1, NamesPerServer: 3, Clock: clock.NewFake(time.Now())})
 	c := dialClient(t, s.Server(0).TCP)
 	if r := c.create(9, "missing"); r.SID != pva.RefusedSID || r.Status.Type != pva.StatusFatal {
 		t.Fatalf("unknown name not refused: %+v", r)
@@ -456,5 +456,217 @@ func BenchmarkClaim(b *testing.B) {
 	}
 	if len(cids) != 19 {
 		b.Fatalf("claimed %d", len(cids))
+	}
+}
+
+// initOp sends an INIT of cmd (GET, PUT or MONITOR) with PVXS's default
+// pvRequest and returns the type of the reply.
+func (c *client) initOp(cmd pva.Command, sid, ioid uint32) *pva.FieldDesc {
+	c.t.Helper()
+	pvReq := pva.NewValue(pva.Struct("", pva.M("field", pva.Struct(""))))
+	switch cmd {
+	case pva.CmdPut:
+		c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+	case pva.CmdMonitor:
+		c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+	}
+	h, p := c.read()
+	var typ *pva.FieldDesc
+	var err error
+	switch cmd {
+	case pva.CmdPut:
+		var r pva.PutReply
+		err, typ = r.Decode(p, h.BigEndian(), &c.types, nil), r.Type
+	case pva.CmdMonitor:
+		var r pva.MonitorReply
+		err, typ = r.Decode(p, h.BigEndian(), &c.types, nil), r.Type
+	}
+	if h.Command != cmd || err != nil || typ == nil || typ.ID != pva.NTScalarID {
+		c.t.Fatalf("%v INIT reply %+v %v", cmd, h, err)
+	}
+	return typ
+}
+
+func (c *client) monitorUpdate(typ *pva.FieldDesc, r *pva.MonitorReply) float64 {
+	c.t.Helper()
+	h, p := c.read()
+	if h.Command != pva.CmdMonitor {
+		c.t.Fatalf("not a monitor update: %+v", h)
+	}
+	if err := r.Decode(p, h.BigEndian(), &c.types, typ); err != nil || r.IsInit() || r.IsFinish() {
+		c.t.Fatalf("update %+v %v", r, err)
+	}
+	return r.Value.Field("value").Float
+}
+
+// What pvxinfo, pvxput and pvxmonitor do against one server, on a fake
+// clock: the values count once an UpdateInterval.
+func TestGetFieldPutMonitor(t *testing.T) {
+	fc := clock.NewFake(time.Now())
+	s := startSite(t, Options{Servers: 2, NamesPerServer: 3, Clock: fc})
+	c := dialClient(t, s.Server(1).TCP)
+	ch := c.create(1, "sim:s1:pv2")
+
+	c.send(pva.AppendGetFieldRequest(nil, 0, &pva.GetFieldRequest{SID: ch.SID, IOID: 1}))
+	h, p := c.read()
+	var gf pva.GetFieldReply
+	if h.Command != pva.CmdGetField || gf.Decode(p, h.BigEndian(), &c.types) != nil || !gf.Status.OK() ||
+		gf.Type.ID != pva.NTScalarID || gf.Type.Members[0].Type.Code != pva.TypeFloat64 {
+		t.Fatalf("GET_FIELD %+v %+v", h, gf)
+	}
+
+	mt := c.initOp(pva.CmdMonitor, ch.SID, 2)
+	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorStart}))
+	var mr pva.MonitorReply
+	if v := c.monitorUpdate(mt, &mr); v != 100002 {
+		t.Fatalf("first update %v, want the current value 100002", v)
+	}
+	fc.Advance(time.Second)
+	if v := c.monitorUpdate(mt, &mr); v != 100003 {
+		t.Fatalf("after a tick %v", v)
+	}
+
+	pt := c.initOp(pva.CmdPut, ch.SID, 3)
+	var only pva.BitSet
+	only.Set(1)
+	c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch.SID, IOID: 3, Changed: only, Value: pva.NewNTScalarDouble(-7.5)}))
+	h, p = c.read()
+	var pr pva.PutReply
+	if h.Command != pva.CmdPut || pr.Decode(p, h.BigEndian(), &c.types, pt) != nil || !pr.Status.OK() || pr.Subcmd != 0 {
+		t.Fatalf("PUT reply %+v %+v", h, pr)
+	}
+	if v := c.monitorUpdate(mt, &mr); v != -7.5 {
+		t.Fatalf("monitor after put %v", v)
+	}
+	// get-before-put (PUT with 0x40) reads the value back
+	c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch.SID, IOID: 3, Subcmd: pva.SubcmdGet}))
+	h, p = c.read()
+	if pr.Decode(p, h.BigEndian(), &c.types, pt) != nil || pr.Value.Field("value").Float != -7.5 {
+		t.Fatalf("get via PUT %+v", pr)
+	}
+	fc.Advance(time.Second)
+	if v := c.monitorUpdate(mt, &mr); v != -6.5 {
+		t.Fatalf("counter after put %v, want -6.5", v)
+	}
+	// Stop: no updates; destroy: none either, and the op is gone.
+	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorStartStop}))
+	c.send(pva.AppendRequestRef(nil, 0, pva.CmdDestroyRequest, &pva.RequestRef{SID: ch.SID, IOID: 2}))
+	c.send(pva.AppendEcho(nil, 0, []byte("sync"))) // answered after the two above were handled
+	if h, _ := c.read(); h.Command != pva.CmdEcho {
+		t.Fatalf("got %+v, want the echo", h)
+	}
+	fc.Advance(time.Second)
+	c.send(pva.AppendEcho(nil, 0, []byte("x")))
+	if h, _ := c.read(); h.Command != pva.CmdEcho {
+		t.Fatalf("after stop and destroy got %+v, want only the echo", h)
+	}
+	// Another connection sees the put value (one store per server).
+	c2 := dialClient(t, s.Server(1).TCP)
+	ch2 := c2.create(1, "sim:s1:pv2")
+	c2.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch2.SID, IOID: 1, Subcmd: pva.SubcmdInit, PVRequest: pva.NewValue(pva.Struct(""))}))
+	c2.read()
+	c2.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch2.SID, IOID: 1, Subcmd: pva.SubcmdGet}))
+	h, p = c2.read()
+	if pr.Decode(p, h.BigEndian(), &c2.types, pt) != nil || pr.Value.Field("value").Float != -5.5 {
+		t.Fatalf("second connection reads %+v", pr.Value.Field("value"))
+	}
+}
+
+// A pipelined monitor (record._options.pipeline=true) gets no more
+// updates than the client acknowledged; the news is kept, not lost.
+func TestMonitorPipelineWindow(t *testing.T) {
+	fc := clock.NewFake(time.Now())
+	s := startSite(t, Options{NamesPerServer: 1, Clock: fc})
+	c := dialClient(t, s.Server(0).TCP)
+	ch := c.create(1, "sim:s0:pv0")
+	opt := pva.Struct("", pva.M("pipeline", pva.Scalar(pva.TypeString)))
+	req := pva.NewValue(pva.Struct("", pva.M("record", pva.Struct("", pva.M("_options", opt)))))
+	req.Field("record._options.pipeline").Str = "true"
+	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdInit | pva.SubcmdMonitorAck, PVRequest: req, Nack: 1}))
+	h, p := c.read()
+	var mr pva.MonitorReply
+	if mr.Decode(p, h.BigEndian(), &c.types, nil) != nil || mr.Type == nil {
+		t.Fatalf("init %+v", mr)
+	}
+	typ := mr.Type
+	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorStart}))
+	if v := c.monitorUpdate(typ, &mr); v != 0 {
+		t.Fatalf("first %v", v)
+	}
+	c.send(pva.AppendEcho(nil, 0, []byte("sync")))
+	c.read()
+	fc.Advance(time.Second) // window 0: held back
+	c.send(pva.AppendEcho(nil, 0, []byte("x")))
+	if h, _ := c.read(); h.Command != pva.CmdEcho {
+		t.Fatalf("update beyond the window: %+v", h)
+	}
+	fc.Advance(time.Second)
+	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorAck, Nack: 1}))
+	if v := c.monitorUpdate(typ, &mr); v != 2 {
+		t.Fatalf("after ack %v, want the latest value 2", v)
+	}
+}
+
+// The site controls the demo and pvans-sim expose.
+func TestSiteControls(t *testing.T) {
+	s := startSite(t, Options{Servers: 1, NamesPerServer: 2})
+	inf := s.Server(0)
+	c := dialClient(t, inf.TCP)
+	// Kill holds the connection; Revive answers what was sent meanwhile.
+	if err := s.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	c.send(pva.AppendEcho(nil, 0, []byte("held")))
+	_ = c.nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.br.ReadByte(); !isTimeout(err) {
+		t.Fatalf("killed server answered: %v", err)
+	}
+	if err := s.Revive(0); err != nil || s.Server(0).State != Running {
+		t.Fatal(err)
+	}
+	if h, p := c.read(); h.Command != pva.CmdEcho || string(p) != "held" {
+		t.Fatalf("after revive %+v %q", h, p)
+	}
+	// Names come and go; the change count follows.
+	if err := s.AddNames(0, "extra:a", "sim:s0:pv0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveNames(0, "sim:s0:pv1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Server(0); !slices.Equal(got.Names, []string{"extra:a", "sim:s0:pv0"}) || got.ChangeCount != 2 {
+		t.Fatalf("names %q change count %d", got.Names, got.ChangeCount)
+	}
+	// A new server has its own GUID and answers for its names.
+	i, err := s.AddServer([]string{"new:x"})
+	if err != nil || i != 1 || s.Len() != 2 {
+		t.Fatal(i, err)
+	}
+	n := s.Server(1)
+	if n.GUID == inf.GUID || n.State != Running {
+		t.Fatalf("new server %+v", n)
+	}
+	if got := udpSearch(t, n.UDP, 0, 300*time.Millisecond, "new:x"); len(got) != 1 || got[0].GUID != n.GUID {
+		t.Fatalf("new server search %+v", got)
+	}
+	// DropConnections: EOF for the client, the server keeps accepting.
+	if err := s.DropConnections(0); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadAll(c.br); err != nil {
+		t.Fatalf("after DropConnections: %v, want EOF", err)
+	}
+	dialClient(t, inf.TCP)
+	if a := s.Server(0).Accepted; a != 2 {
+		t.Fatalf("accepted %d", a)
+	}
+	// A stopped server can be started again (Restart): new GUID.
+	_ = s.Stop(1)
+	if err := s.Revive(1); err == nil {
+		t.Fatal("revived a stopped server")
+	}
+	if err := s.Restart(1); err != nil || s.Server(1).GUID == n.GUID || s.Server(1).State != Running {
+		t.Fatal(err, s.Server(1))
 	}
 }

@@ -1,13 +1,25 @@
 // Package sim runs simulated PVAccess servers for tests, demos and load
 // runs: N servers, each with its own GUID, TCP listener, UDP socket and
-// name set, behaving on the wire like PVXS 1.5.2 servers where a name
-// server can tell the difference.
+// name set, behaving on the wire like PVXS 1.5.2 servers serving NTScalar
+// double PVs, as a small IOC does. It is the project's one fake PVA
+// server: the demo, pvans-sim, the load tool, the prober's tests and the
+// chaos tests all use it.
 //
 // Each server sends beacons (PVXS schedule, or a fixed interval), answers
 // UDP and TCP CMD_SEARCH and discovery pings for its names, serves the
-// `server` PV RPC (op=channels, op=info) as PVXS does, and answers
-// CREATE_CHANNEL and GET for its names with an NTScalar double, so a real
-// client can read a value after a name server redirects it.
+// `server` PV RPC (op=channels, op=info) as PVXS does, and serves its
+// names: CREATE_CHANNEL, GET_FIELD, GET, PUT (also get-before-put),
+// MONITOR (start, stop, pipelined acks), DESTROY_REQUEST and
+// DESTROY_CHANNEL. Every name is a counter that moves on once per
+// UpdateInterval (1 s), computed from the clock; a PUT sets it, and every
+// connection and monitor sees the new value. TCP framing, validation and
+// ECHO are package pvaconn's (server role).
+//
+// A site is controlled while it runs (see control.go for the command
+// form): Restart (new GUID, same ports), Kill (silent: sockets open,
+// nothing answered, connections held), Revive, Stop (clean close),
+// AddServer, SetNames/AddNames/RemoveNames (change count bumped),
+// DropConnections, Beacon.
 //
 // UDP: there is no shared port 5076 in tests. Every server has its own UDP
 // socket (ephemeral, or Options.ServerUDPPort+i) on its own address; it
@@ -28,12 +40,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
 )
 
 // Options configures a site. The zero value gives one server with ten
@@ -69,6 +83,16 @@ type Options struct {
 	// one at start, ten more at 15 s, then every 180 s.
 	BeaconInterval time.Duration
 
+	// UpdateInterval is how often every PV's value moves on by one (and
+	// its monitors get an update); 0 means once a second, < 0 never.
+	UpdateInterval time.Duration
+
+	// Misbehaviour and variants, for the prober's tests.
+	BigEndian      bool   // send big endian on TCP (pvAccessCPP on a BE host)
+	RefuseChannels bool   // refuse every CREATE_CHANNEL (SID 0xFFFFFFFF, FATAL)
+	RPCError       string // answer every `server` RPC EXEC with this ERROR status
+	NoPing         bool   // ignore discovery pings (searches without names)
+
 	// Version is reported by op=info (default "PVXS 1.5.2 (pvans-sim)").
 	Version string
 	Clock   clock.Clock // default clock.Real
@@ -101,6 +125,9 @@ func (o *Options) defaults() error {
 	}
 	if o.ServerUDPPort != 0 && int(o.ServerUDPPort)+o.Servers-1 > 65535 {
 		return errors.New("sim: ServerUDPPort range exceeds 65535")
+	}
+	if o.UpdateInterval == 0 {
+		o.UpdateInterval = time.Second
 	}
 	if o.Version == "" {
 		o.Version = "PVXS 1.5.2 (pvans-sim)"
@@ -177,12 +204,18 @@ type ServerInfo struct {
 	Names       []string       // sorted copy
 	ChangeCount uint16
 	State       State
+	Accepted    int // TCP connections accepted (all incarnations)
+	Listings    int // op=channels replies sent (all incarnations)
 }
 
 // Site is a running set of simulated servers.
 type Site struct {
-	opts    Options
+	opts         Options
+	connCounters *pvaconn.Counters
+
+	mu      sync.Mutex // guards servers (AddServer appends)
 	servers []*server
+
 	udp     *net.UDPConn
 	udpAddr netip.AddrPort
 
@@ -197,31 +230,18 @@ func Start(ctx context.Context, opts Options) (*Site, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Site{opts: opts, done: make(chan struct{})}
+	s := &Site{opts: opts, done: make(chan struct{}), connCounters: new(pvaconn.Counters)}
 	for i := 0; i < opts.Servers; i++ {
-		addr := opts.Host
-		if i < len(opts.Addrs) && opts.Addrs[i].IsValid() {
-			addr = opts.Addrs[i]
-		}
 		var names []string
 		if i < len(opts.Names) && opts.Names[i] != nil {
 			names = append([]string(nil), opts.Names[i]...)
 		} else {
 			names = GenerateNames(i, opts.NamesPerServer, opts.NameLen)
 		}
-		var tcpPort, udpPort uint16
-		if opts.TCPPort != 0 {
-			tcpPort = opts.TCPPort + uint16(i)
-		}
-		if opts.ServerUDPPort != 0 {
-			udpPort = opts.ServerUDPPort + uint16(i)
-		}
-		srv := newServer(s, i, addr, tcpPort, udpPort, names)
-		if err := srv.start(); err != nil {
+		if _, err := s.addServer(names); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("sim: server %d: %w", i, err)
+			return nil, err
 		}
-		s.servers = append(s.servers, srv)
 	}
 	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(opts.Host, opts.UDPPort)))
 	if err != nil {
@@ -247,11 +267,50 @@ func Start(ctx context.Context, opts Options) (*Site, error) {
 	return s, nil
 }
 
+// addServer starts server number len(servers): its address and ports
+// follow Options as the first servers' do.
+func (s *Site) addServer(names []string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := len(s.servers)
+	opts := &s.opts
+	addr := opts.Host
+	if i < len(opts.Addrs) && opts.Addrs[i].IsValid() {
+		addr = opts.Addrs[i]
+	}
+	var tcpPort, udpPort uint16
+	if opts.TCPPort != 0 {
+		if int(opts.TCPPort)+i > 65535 {
+			return 0, errors.New("sim: TCPPort range exceeds 65535")
+		}
+		tcpPort = opts.TCPPort + uint16(i)
+	}
+	if opts.ServerUDPPort != 0 {
+		if int(opts.ServerUDPPort)+i > 65535 {
+			return 0, errors.New("sim: ServerUDPPort range exceeds 65535")
+		}
+		udpPort = opts.ServerUDPPort + uint16(i)
+	}
+	srv := newServer(s, i, addr, tcpPort, udpPort, names)
+	if err := srv.start(); err != nil {
+		return 0, fmt.Errorf("sim: server %d: %w", i, err)
+	}
+	s.servers = append(s.servers, srv)
+	return i, nil
+}
+
+func (s *Site) list() []*server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.servers
+}
+
 // live returns the running servers' current incarnations, for the fan-out
 // socket.
 func (s *Site) live() []*instance {
-	out := make([]*instance, 0, len(s.servers))
-	for _, srv := range s.servers {
+	servers := s.list()
+	out := make([]*instance, 0, len(servers))
+	for _, srv := range servers {
 		if in := srv.current(); in != nil {
 			out = append(out, in)
 		}
@@ -263,16 +322,17 @@ func (s *Site) live() []*instance {
 // every running server that claims a name (each from its own socket).
 func (s *Site) UDPAddr() netip.AddrPort { return s.udpAddr }
 
-// Len is the number of servers.
-func (s *Site) Len() int { return len(s.servers) }
+// Len is the number of servers (stopped ones included).
+func (s *Site) Len() int { return len(s.list()) }
 
 // Server returns a snapshot of server i.
-func (s *Site) Server(i int) ServerInfo { return s.servers[i].info() }
+func (s *Site) Server(i int) ServerInfo { return s.list()[i].info() }
 
 // Servers returns snapshots of every server.
 func (s *Site) Servers() []ServerInfo {
-	out := make([]ServerInfo, len(s.servers))
-	for i, srv := range s.servers {
+	servers := s.list()
+	out := make([]ServerInfo, len(servers))
+	for i, srv := range servers {
 		out[i] = srv.info()
 	}
 	return out
@@ -281,61 +341,146 @@ func (s *Site) Servers() []ServerInfo {
 // AllNames returns every server's names, server by server.
 func (s *Site) AllNames() []string {
 	var out []string
-	for _, srv := range s.servers {
+	for _, srv := range s.list() {
 		out = append(out, srv.info().Names...)
 	}
 	return out
 }
 
-func (s *Site) check(i int) error {
-	if i < 0 || i >= len(s.servers) {
-		return fmt.Errorf("sim: no server %d", i)
-	}
+func (s *Site) get(i int) (*server, error) {
 	select {
 	case <-s.done:
-		return errors.New("sim: site closed")
+		return nil, errors.New("sim: site closed")
 	default:
 	}
-	return nil
+	servers := s.list()
+	if i < 0 || i >= len(servers) {
+		return nil, fmt.Errorf("sim: no server %d", i)
+	}
+	return servers[i], nil
 }
 
 // Restart stops server i (closing its sockets and connections) and starts
 // it again on the same TCP and UDP ports with a new GUID, a new beacon
 // schedule and change count 0: what a restarted IOC looks like.
 func (s *Site) Restart(i int) error {
-	if err := s.check(i); err != nil {
+	srv, err := s.get(i)
+	if err != nil {
 		return err
 	}
-	return s.servers[i].restart()
+	return srv.restart()
 }
 
 // Kill makes server i silent: its sockets stay open (TCP connections are
 // not closed, new ones are accepted), but nothing is answered or sent, no
 // beacons, no echo replies. A client notices only by timeouts.
 func (s *Site) Kill(i int) error {
-	if err := s.check(i); err != nil {
+	srv, err := s.get(i)
+	if err != nil {
 		return err
 	}
-	s.servers[i].silence()
+	srv.silence()
+	return nil
+}
+
+// Revive ends server i's silence: held TCP connections resume (what was
+// sent meanwhile is answered now), beacons and UDP answers start again.
+func (s *Site) Revive(i int) error {
+	srv, err := s.get(i)
+	if err != nil {
+		return err
+	}
+	if !srv.revive() {
+		return fmt.Errorf("sim: server %d is stopped", i)
+	}
+	return nil
+}
+
+// DropConnections closes server i's TCP connections cleanly (peers see
+// FIN) and keeps it running: new connections are accepted.
+func (s *Site) DropConnections(i int) error {
+	srv, err := s.get(i)
+	if err != nil {
+		return err
+	}
+	srv.dropConns()
+	return nil
+}
+
+// AddServer starts one more server with these names and returns its
+// index.
+func (s *Site) AddServer(names []string) (int, error) {
+	select {
+	case <-s.done:
+		return 0, errors.New("sim: site closed")
+	default:
+	}
+	return s.addServer(append([]string(nil), names...))
+}
+
+// Beacon sends one beacon from server i to dest now (with the current
+// change count), besides the schedule; a silent or stopped server sends
+// nothing.
+func (s *Site) Beacon(i int, dest netip.AddrPort) error {
+	srv, err := s.get(i)
+	if err != nil {
+		return err
+	}
+	in := srv.current()
+	if in == nil {
+		return fmt.Errorf("sim: server %d is not running", i)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.sendBeacon([]netip.AddrPort{dest})
 	return nil
 }
 
 // Stop closes server i's sockets and connections cleanly (peers see the
 // TCP connections close).
 func (s *Site) Stop(i int) error {
-	if err := s.check(i); err != nil {
+	srv, err := s.get(i)
+	if err != nil {
 		return err
 	}
-	s.servers[i].stop()
+	srv.stop()
 	return nil
 }
 
 // SetNames replaces server i's names and bumps its beacon change count.
 func (s *Site) SetNames(i int, names []string) error {
-	if err := s.check(i); err != nil {
+	srv, err := s.get(i)
+	if err != nil {
 		return err
 	}
-	s.servers[i].setNames(append([]string(nil), names...))
+	srv.setNames(append([]string(nil), names...))
+	return nil
+}
+
+// AddNames adds names to server i's set (those it has already are kept
+// once) and bumps its change count.
+func (s *Site) AddNames(i int, names ...string) error {
+	srv, err := s.get(i)
+	if err != nil {
+		return err
+	}
+	srv.setNames(append(slices.Clone(srv.names.Load().ordered), names...))
+	return nil
+}
+
+// RemoveNames removes names from server i's set and bumps its change
+// count.
+func (s *Site) RemoveNames(i int, names ...string) error {
+	srv, err := s.get(i)
+	if err != nil {
+		return err
+	}
+	drop := make(map[string]bool, len(names))
+	for _, n := range names {
+		drop[n] = true
+	}
+	keep := slices.DeleteFunc(slices.Clone(srv.names.Load().ordered), func(n string) bool { return drop[n] })
+	srv.setNames(keep)
 	return nil
 }
 
@@ -344,7 +489,7 @@ func (s *Site) SetNames(i int, names []string) error {
 func (s *Site) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
-		for _, srv := range s.servers {
+		for _, srv := range s.list() {
 			srv.stop()
 		}
 		if s.udp != nil {
