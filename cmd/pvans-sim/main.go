@@ -6,6 +6,13 @@
 //	pvans-sim -servers 20 -names 1000 -beacon 127.0.0.1:5076 -names-out names.txt
 //
 // The names file (one name a line) feeds `pvans-bench -names`.
+//
+// The site is controlled while it runs: by commands on standard input
+// (`help` lists them: restart, kill, revive, stop, start, new, add, remove,
+// drop, servers, names) or, for scripts, by -do "DURATION COMMAND" flags
+// run that long after the site started, e.g.
+//
+//	pvans-sim -servers 3 -beacon 127.0.0.1:5076 -do "20s restart 1" -do "40s kill 2"
 package main
 
 import (
@@ -17,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,6 +52,13 @@ func run() error {
 	flag.IntVar(&o.NamesPerServer, "names", 10, "names per server")
 	flag.IntVar(&o.NameLen, "name-len", 0, "mean name length (0: plain sim:s<i>:pv<j>)")
 	flag.DurationVar(&o.BeaconInterval, "beacon-interval", 0, "fixed beacon period (0: PVXS schedule 15 s ×10, then 180 s)")
+	flag.DurationVar(&o.UpdateInterval, "update-interval", 0, "every PV counts up once per interval (0: 1 s, negative: values stay)")
+	var script []sim.Timed
+	flag.Func("do", `run a site command this long after start, e.g. -do "10s restart 1" (repeatable; "help" on stdin lists commands)`, func(v string) error {
+		c, err := sim.ParseTimed(v)
+		script = append(script, c)
+		return err
+	})
 	flag.Parse()
 
 	var err error
@@ -83,6 +98,28 @@ func run() error {
 			return err
 		}
 	}
+	var outMu sync.Mutex
+	exec := func(line string) {
+		res, err := site.Exec(line)
+		outMu.Lock()
+		defer outMu.Unlock()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pvans-sim:", err)
+		} else if res != "" {
+			fmt.Println(res)
+		}
+	}
+	for _, c := range script {
+		t := time.AfterFunc(c.After, func() { exec(c.Command) })
+		defer t.Stop()
+	}
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			exec(sc.Text())
+		}
+		// End of input (a pipe, /dev/null): run on until a signal.
+	}()
 	<-ctx.Done()
 	return nil
 }

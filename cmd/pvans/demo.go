@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,7 +26,21 @@ import (
 // site, waits until pvans has learned every name, shows how to query it
 // and runs until interrupted. Nothing leaves 127.0.0.1, whatever the
 // environment says: the EPICS_* variables are ignored here.
+//
+// The site is controlled while it runs, by commands typed on the terminal
+// (help lists them) or given with --do for scripted use, and the demo
+// narrates what pvans did in response, from its event log.
+//
+// The simulator (internal/sim) is linked into the production binary on
+// purpose: `go run ./cmd/pvans demo` is the first command of the README
+// and must work without a second binary or a build tag. It costs about
+// the size of its code; nothing of it runs unless `demo` is asked for.
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	return demo(args, os.Stdin, stdout, stderr, nil)
+}
+
+// demo is cmdDemo with its input and stop signal injectable (tests).
+func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	fs := flag.NewFlagSet("pvans demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	servers := fs.Int("servers", 3, "simulated servers")
@@ -34,6 +50,13 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	httpListen := fs.String("http-listen", "127.0.0.1:9076", "HTTP API and metrics address (loopback)")
 	logLevel := fs.String("log-level", "info", "log level")
 	wait := fs.Duration("wait", 30*time.Second, "give up if the registry is not full after this long")
+	echo := fs.Duration("echo", 0, "pvans' watch-connection echo interval (0: the default, 15 s); a killed server leaves after echo + min(echo, 10 s)")
+	var script []sim.Timed
+	fs.Func("do", `run a site command this long after the site is ready, e.g. --do "10s restart 1" (repeatable; "help" lists commands)`, func(v string) error {
+		c, err := sim.ParseTimed(v)
+		script = append(script, c)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -48,6 +71,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	cfg.HTTP.Listen = *httpListen
 	cfg.Search.Through = true
 	cfg.Log.Level = *logLevel
+	if *echo > 0 {
+		cfg.Probe.EchoInterval = *echo
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "pvans demo: configuration refused:\n"+err.Error())
 		return 1
@@ -107,20 +133,49 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  server %d  %-21s GUID %s  %d names (%s … %s)\n", s.Index, s.TCP, s.GUID, len(s.Names), s.Names[0], s.Names[len(s.Names)-1])
 	}
 	first := site.Server(0).Names[0]
+	env := fmt.Sprintf("EPICS_PVA_NAME_SERVERS=%s EPICS_PVA_AUTO_ADDR_LIST=NO EPICS_PVA_ADDR_LIST=", tcp)
 	fmt.Fprintf(stdout, `
-Try, in another terminal:
+Try, in another terminal (every value counts up once a second):
   pvans query --server %[1]s %[2]s          resolve a name through pvans over TCP
   pvans list --api http://%[3]s --servers   what pvans knows
   curl http://%[3]s/v1/names/%[2]s          the HTTP API; status page at http://%[3]s/
-  EPICS_PVA_NAME_SERVERS=%[1]s EPICS_PVA_AUTO_ADDR_LIST=NO EPICS_PVA_ADDR_LIST= pvxget %[2]s
+  export %[4]s
+  pvxget %[2]s; pvxinfo %[2]s; pvxput %[2]s 42; pvxmonitor %[2]s
                                             a real PVXS client, if you have one
+Type commands here (help lists them), e.g. "restart 1" or "kill 2", and watch pvans react.
 Press Ctrl-C to stop.
-`, tcp, first, d.HTTPAddr())
+`, tcp, first, d.HTTPAddr(), env)
+
+	n := newNarrator(site, stdout)
+	done := make(chan struct{})
+	defer close(done)
+	go n.follow(d.Events, done)
+	quit := make(chan struct{}, 1)
+	go func() {
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			if line == "quit" || line == "exit" {
+				quit <- struct{}{}
+				return
+			}
+			n.exec(line)
+		}
+		// End of input (a pipe, /dev/null): keep running until a signal.
+	}()
+	for _, tc := range script {
+		t := time.AfterFunc(tc.After, func() { n.exec(tc.Command) })
+		defer t.Stop()
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	<-sigs
+	select {
+	case <-sigs:
+	case <-quit:
+	case <-stop:
+	}
 	fmt.Fprintln(stdout, "pvans demo: stopping")
 	return 0
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -186,14 +187,16 @@ func TestDaemonEndToEnd(t *testing.T) {
 }
 
 // TestDemo runs `pvans demo` end to end: it starts, fills the registry,
-// resolves a query, and exits 0 on interrupt.
+// resolves a query, runs a scripted site command and tells what pvans did
+// about it, and exits 0 on interrupt.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	tcpPort, udpPort, httpPort := freePorts(t)
 	p := start(t, "demo", "--servers", "2", "--names", "50", "--server-port", fmt.Sprint(tcpPort),
-		"--broadcast-port", fmt.Sprint(udpPort), "--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-level", "warn")
+		"--broadcast-port", fmt.Sprint(udpPort), "--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-level", "warn",
+		"--do", "1s restart 1", "--do", "1s bogus")
 	testutil.WaitFor(t, 30*time.Second, "demo ready banner", func() bool { return strings.Contains(p.Output(), "Press Ctrl-C to stop") })
 	if !strings.Contains(p.Output(), "learned 2 servers and 100 names") {
 		t.Fatalf("banner: %s", p.Output())
@@ -205,6 +208,14 @@ func TestDemo(t *testing.T) {
 	out, err = exec.Command(testutil.PvansBinary(t), "list", "--api", fmt.Sprintf("http://127.0.0.1:%d", httpPort), "--names", "sim:s0:*", "--limit", "5").CombinedOutput()
 	if err != nil || strings.Count(string(out), "sim:s0:") != 5 {
 		t.Fatalf("list: %v\n%s", err, out)
+	}
+	testutil.WaitFor(t, 20*time.Second, "pvans re-lists the restarted server", func() bool {
+		return strings.Contains(p.Output(), "pvans: server 1 re-listed 50 names in ")
+	})
+	for _, want := range []string{"sim: server 1 restarted: GUID ", "pvans: server 1 restarted: new GUID ", `sim: "bogus": unknown command`} {
+		if !strings.Contains(p.Output(), want) {
+			t.Errorf("no %q in the demo's output:\n%s", want, p.Output())
+		}
 	}
 	_ = p.Signal(syscall.SIGINT)
 	if code := p.WaitExit(t, 20*time.Second); code != 0 {
@@ -230,5 +241,55 @@ func TestCheckConfigAndVersion(t *testing.T) {
 	}
 	if code := run([]string{"frobnicate"}, &out, &errb); code != 2 {
 		t.Fatalf("unknown command: %d", code)
+	}
+}
+
+// lockedBuffer is an io.Writer safe for the demo's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDemoTypedCommands runs the demo in process with commands typed on
+// its standard input: help, a stop the narrator reports from pvans'
+// events, and quit.
+func TestDemoTypedCommands(t *testing.T) {
+	tcpPort, udpPort, httpPort := freePorts(t)
+	in, typed := io.Pipe()
+	var out, errb lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- demo([]string{"--servers", "2", "--names", "5", "--server-port", fmt.Sprint(tcpPort), "--broadcast-port", fmt.Sprint(udpPort),
+			"--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-level", "error"}, in, &out, &errb, nil)
+	}()
+	testutil.WaitFor(t, 30*time.Second, "demo ready", func() bool { return strings.Contains(out.String(), "Press Ctrl-C to stop") })
+	fmt.Fprintln(typed, "help")
+	fmt.Fprintln(typed, "stop 0")
+	testutil.WaitFor(t, 10*time.Second, "pvans reports the stopped server lost", func() bool {
+		return strings.Contains(out.String(), "pvans: server 0 (GUID ")
+	})
+	if !strings.Contains(out.String(), "sim:   restart N") || !strings.Contains(out.String(), "sim: server 0 stopped") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	fmt.Fprintln(typed, "quit")
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d: %s", c, errb.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("quit did not stop the demo")
 	}
 }

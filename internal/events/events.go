@@ -24,6 +24,7 @@ type Log struct {
 	buf  []Event
 	next int
 	full bool
+	seq  uint64 // events added so far
 }
 
 // New returns a log keeping the last n events.
@@ -38,6 +39,7 @@ func New(n int) *Log {
 func (l *Log) Add(e Event) {
 	l.mu.Lock()
 	l.buf[l.next] = e
+	l.seq++
 	l.next++
 	if l.next == len(l.buf) {
 		l.next, l.full = 0, true
@@ -62,4 +64,24 @@ func (l *Log) Recent(n int) []Event {
 		out = append(out, l.buf[j])
 	}
 	return out
+}
+
+// Since returns the events added after the first seq ones, oldest first,
+// and the new count to pass next time: a follower (the demo's narrator)
+// polls it. Events that fell off the ring meanwhile are skipped.
+func (l *Log) Since(seq uint64) ([]Event, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.seq - min(seq, l.seq)
+	size := uint64(l.next)
+	if l.full {
+		size = uint64(len(l.buf))
+	}
+	n = min(n, size)
+	out := make([]Event, 0, n)
+	for i := n; i > 0; i-- {
+		j := (l.next - int(i) + len(l.buf)) % len(l.buf)
+		out = append(out, l.buf[j])
+	}
+	return out, l.seq
 }

@@ -21,3 +21,27 @@ func TestRingKeepsNewestFirst(t *testing.T) {
 		t.Fatalf("Recent(1) = %+v", got)
 	}
 }
+
+func TestSinceFollowsInOrder(t *testing.T) {
+	l := New(3)
+	got, seq := l.Since(0)
+	if len(got) != 0 || seq != 0 {
+		t.Fatalf("empty: %v %d", got, seq)
+	}
+	l.Add(Event{Kind: "a"})
+	l.Add(Event{Kind: "b"})
+	got, seq = l.Since(seq)
+	if len(got) != 2 || got[0].Kind != "a" || got[1].Kind != "b" || seq != 2 {
+		t.Fatalf("got %+v seq %d", got, seq)
+	}
+	if got, _ := l.Since(seq); len(got) != 0 {
+		t.Fatalf("nothing new, got %+v", got)
+	}
+	for _, k := range []string{"c", "d", "e", "f"} { // c falls off the ring
+		l.Add(Event{Kind: k})
+	}
+	got, seq = l.Since(seq)
+	if len(got) != 3 || got[0].Kind != "d" || got[2].Kind != "f" || seq != 6 {
+		t.Fatalf("after overflow %+v seq %d", got, seq)
+	}
+}
