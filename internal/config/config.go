@@ -17,6 +17,8 @@ import (
 	"math"
 	"net/netip"
 	"time"
+
+	"github.com/pvans-project/pvans/internal/addrmap"
 )
 
 // Config is the whole configuration of the daemon. Build it with Defaults
@@ -34,6 +36,7 @@ type Config struct {
 	Static    Static
 	Search    Search
 	Access    Access
+	Map       Map
 	RateLimit RateLimit
 
 	// prov maps a setting key to where its value came from; a missing key
@@ -220,6 +223,14 @@ type Search struct {
 	// for nor searched through. pvAccessCPP refuses channel names over 500
 	// bytes (UNREASONABLE_CHANNEL_NAME_LENGTH).
 	MaxNameBytes int
+}
+
+// Map rewrites the endpoint named in answers for clients that cannot reach
+// the one pvans learned (servers behind NAT, in containers).
+type Map struct {
+	// Rules, first match wins; a client no rule covers is told the
+	// learned endpoint.
+	Rules addrmap.Map
 }
 
 // Access decides who may ask and who may be believed. For every list pair

@@ -174,3 +174,24 @@ func TestReplicaExample(t *testing.T) {
 		t.Errorf("snapshot %q, search-through %v", c.Snapshot.Path, c.Search.Through)
 	}
 }
+
+// map.rules: one rule per sequence item, or ';'-separated fields in one
+// flag string; a bad rule names itself.
+func TestMapRules(t *testing.T) {
+	path := writeFile(t, `map:
+  rules:
+    - "servers=172.17.0.0/16 except_clients=172.17.0.0/16 to=10.0.0.5 ports=5075:15075"
+    - servers=10.9.0.5:5075;to=10.0.0.5:25075
+`)
+	c := mustLoad(t, LoadOptions{File: path})
+	if len(c.Map.Rules) != 2 || c.Map.Rules[1].String() != "servers=10.9.0.5:5075;to=10.0.0.5:25075" {
+		t.Fatalf("rules = %v", c.Map.Rules)
+	}
+	if got, ok := c.Map.Rules.Apply(netip.MustParseAddrPort("172.17.0.5:5075"), netip.MustParseAddr("192.168.1.1")); !ok || got.String() != "10.0.0.5:15075" {
+		t.Errorf("Apply = %v %v", got, ok)
+	}
+	e := loadErr(t, LoadOptions{File: writeFile(t, "map:\n  rules: [\"servers=172.17.0.0/16\"]\n")})
+	if !strings.Contains(e.Error(), "to= or ports= is required") || !strings.Contains(e.Error(), "map.rules") {
+		t.Errorf("bad rule: %v", e)
+	}
+}

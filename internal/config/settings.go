@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pvans-project/pvans/internal/addrmap"
 )
 
 // raw is one value as a source wrote it.
@@ -288,6 +290,18 @@ func init() {
 		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }))
 	add(prefixSpec("access.server_allow", "server endpoints probed and named in answers (CIDR); empty allows all",
 		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }))
+
+	add(spec{key: "map.rules", isList: true,
+		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=REAL:PUBLISHED,...]; first match wins",
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			m, err := addrmap.ParseMap(v.items)
+			if err != nil {
+				return err
+			}
+			c.Map.Rules = m
+			return nil
+		},
+		get: func(c *Config) string { return joinStrings(c.Map.Rules) }})
 
 	add(floatSpec("rate_limit.udp_searches_per_second", "UDP search datagrams handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }))

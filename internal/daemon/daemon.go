@@ -144,9 +144,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.nameFiles = &probe.NameFiles{Dir: cfg.Static.NamesDir, Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
 	d.TCP = tcpsearch.New(tcpsearch.Options{
-		Listen:   d.tcpListen(),
-		GUID:     d.guid,
-		MaxConns: cfg.TCP.MaxConnections,
+		Listen:     d.tcpListen(),
+		GUID:       d.guid,
+		AddressMap: cfg.Map.Rules,
+		MaxConns:   cfg.TCP.MaxConnections,
 		// One address cannot fill MaxConns.
 		MaxConnsPerSource: cfg.TCP.MaxConnectionsPerSource,
 		Conn:              clientConnOptions(cfg),
@@ -185,6 +186,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Interfaces:       ifaces,
 		IgnoreAddrs:      cfg.PVA.IgnoreAddrList,
 		GUID:             d.guid,
+		AddressMap:       cfg.Map.Rules,
 		TCPPort:          cfg.PVA.ServerPort, // the bound port, if 0 was asked, is set in Start
 		AnswerNames:      cfg.UDP.AnswerSearches,
 		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
@@ -235,6 +237,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Discover: d.Discover,
 		Version:  buildinfo.Get(),
 		Started:  d.started,
+		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
+			return resolver.Endpoint{Addr: server}.Wire(client, cfg.Map.Rules)
+		},
 	}), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	d.registerMetrics()
 	return d, nil

@@ -42,6 +42,9 @@ type Options struct {
 	Version string
 	// Started is the daemon's start time.
 	Started time.Time
+	// Told is the address and port a client at client is told for a
+	// server learned at server (resolver.Endpoint.Wire); nil: not shown.
+	Told func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16)
 }
 
 // MaxNamesLimit caps /v1/names so one request cannot serialize a million
@@ -97,6 +100,20 @@ type Name struct {
 	How        string    `json:"how"`
 	At         time.Time `json:"at,omitzero"`
 	Duplicates int       `json:"duplicates"`
+	// Told is what a given client is told (GET /v1/names/{name}?client=ADDR).
+	Told *Told `json:"told,omitempty"`
+}
+
+// Told is the endpoint named to one client for a name: the address map
+// (map.rules) and the loopback rule applied, as in every answer.
+type Told struct {
+	Client string `json:"client"`
+	// Endpoint is the address:port in the answer; empty when Any.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Any: the answer carries the "any" address, which the client reads
+	// as the address it reached pvans on, with Port.
+	Any  bool   `json:"any"`
+	Port uint16 `json:"port"`
 }
 
 // Duplicate is the JSON form of a duplicate claim.
@@ -232,12 +249,28 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) name(w http.ResponseWriter, r *http.Request) {
 	n := r.PathValue("name")
+	var client netip.Addr
+	if c := r.URL.Query().Get("client"); c != "" {
+		var err error
+		if client, err = netip.ParseAddr(c); err != nil || client.Zone() != "" {
+			writeErr(w, http.StatusBadRequest, "client: not an IP address: "+strconv.Quote(c))
+			return
+		}
+	}
 	info, ok := a.o.Registry.Name(n)
 	if !ok {
 		writeErr(w, http.StatusNotFound, "no live server holds "+strconv.Quote(n))
 		return
 	}
-	writeJSON(w, http.StatusOK, NameJSON(info))
+	out := NameJSON(info)
+	if client.IsValid() && a.o.Told != nil {
+		addr, port := a.o.Told(info.Addr, client)
+		out.Told = &Told{Client: client.String(), Port: port, Any: addr.IsAny()}
+		if !out.Told.Any {
+			out.Told.Endpoint = netip.AddrPortFrom(addr.Addr(), port).String()
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *api) duplicates(w http.ResponseWriter, r *http.Request) {

@@ -173,3 +173,33 @@ func TestEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// ?client=ADDR adds what that client is told, from Options.Told.
+func TestNameToldClient(t *testing.T) {
+	reg := &fakeReg{names: []registry.NameInfo{{Name: "ioc:a:temp", GUID: g1, Addr: a1, How: registry.SourceProbe}}}
+	var asked netip.Addr
+	h := Handler(Options{Registry: reg, Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
+		asked = client
+		if client.IsLoopback() {
+			return pva.AddressFrom(server.Addr()), server.Port()
+		}
+		return pva.AnyIPv4, server.Port()
+	}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var n Name
+	if err := json.Unmarshal([]byte(get(t, srv.URL+"/v1/names/ioc:a:temp?client=127.0.0.9", 200)), &n); err != nil ||
+		n.Told == nil || *n.Told != (Told{Client: "127.0.0.9", Endpoint: a1.String(), Port: a1.Port()}) || asked != netip.MustParseAddr("127.0.0.9") {
+		t.Fatalf("local client: %+v %v", n.Told, err)
+	}
+	n = Name{}
+	if err := json.Unmarshal([]byte(get(t, srv.URL+"/v1/names/ioc:a:temp?client=10.1.2.3", 200)), &n); err != nil ||
+		n.Told == nil || *n.Told != (Told{Client: "10.1.2.3", Any: true, Port: a1.Port()}) {
+		t.Fatalf("remote client: %+v %v", n.Told, err)
+	}
+	n = Name{}
+	if err := json.Unmarshal([]byte(get(t, srv.URL+"/v1/names/ioc:a:temp", 200)), &n); err != nil || n.Told != nil {
+		t.Fatalf("no client: %+v %v", n.Told, err)
+	}
+	get(t, srv.URL+"/v1/names/ioc:a:temp?client=nobody", 400)
+}

@@ -23,6 +23,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -36,18 +37,24 @@ type Endpoint struct {
 	Protocol string // "tcp"
 }
 
-// WireAddr is the server address to put in a CMD_SEARCH_RESPONSE naming e.
-// A server on pvans's own host that announced itself over loopback is
-// known as 127.0.0.1, which means nothing to a client elsewhere: such a
-// client is sent "any" instead, which a PVXS client reads as the address it
-// reached pvans on (the TCP peer, or the UDP reply's source) — this host —
-// keeping the real port (wire-notes §4.1, §5.2).
-func (e Endpoint) WireAddr(clientLoopback bool) pva.Address {
-	ip := e.Addr.Addr()
-	if ip.Unmap().IsLoopback() && !clientLoopback {
-		return pva.AnyIPv4
+// Wire is the one rule for the server address and port to put in a
+// CMD_SEARCH_RESPONSE naming e to the client at address client (TCP
+// answers, UDP answers and pushed answers alike).
+//
+// First the address map (m, from map.rules): a server behind NAT or in a
+// container is named by the endpoint that client can reach. Then: a server
+// on pvans's own host that announced itself over loopback is known as
+// 127.0.0.1, which means nothing to a client elsewhere: such a client is
+// sent "any" instead, which a PVXS client reads as the address it reached
+// pvans on (the TCP peer, or the UDP reply's source) — this host — keeping
+// the real port (wire-notes §4.1, §5.2).
+func (e Endpoint) Wire(client netip.Addr, m addrmap.Map) (pva.Address, uint16) {
+	ap, _ := m.Apply(e.Addr, client)
+	ip := ap.Addr().Unmap()
+	if ip.IsLoopback() && !client.Unmap().IsLoopback() {
+		return pva.AnyIPv4, ap.Port()
 	}
-	return pva.AddressFrom(ip)
+	return pva.AddressFrom(ip), ap.Port()
 }
 
 // Group is the claims of one server: the body of one CMD_SEARCH_RESPONSE.
@@ -124,8 +131,8 @@ type Stats struct {
 	WaitDropsSource uint64
 	WaitDropsTotal  uint64
 	NamesTooLong    uint64 // names longer than MaxNameBytes, refused
-	Expired   uint64 // waiters expired
-	Pushed    uint64 // waiters answered by push
+	Expired         uint64 // waiters expired
+	Pushed          uint64 // waiters answered by push
 }
 
 // Resolver is safe for concurrent use.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -290,18 +291,43 @@ func TestConcurrentWaitAndCommit(t *testing.T) {
 	}
 }
 
-func TestWireAddrNeverLoopbackToRemoteClients(t *testing.T) {
+func TestWireNeverLoopbackToRemoteClients(t *testing.T) {
 	lo := Endpoint{Addr: netip.MustParseAddrPort("127.0.0.1:37445")}
 	eth := Endpoint{Addr: netip.MustParseAddrPort("10.1.2.3:5075")}
-	if got := lo.WireAddr(false); got != pva.AnyIPv4 {
-		t.Errorf("loopback server to remote client: %v, want any", got)
+	remote, local := netip.MustParseAddr("10.9.9.9"), netip.MustParseAddr("127.0.0.1")
+	if a, p := lo.Wire(remote, nil); a != pva.AnyIPv4 || p != 37445 {
+		t.Errorf("loopback server to remote client: %v:%d, want any:37445", a, p)
 	}
-	if got := lo.WireAddr(true); got != pva.AddressFrom(netip.MustParseAddr("127.0.0.1")) {
-		t.Errorf("loopback server to local client: %v", got)
+	if a, p := lo.Wire(local, nil); a != pva.AddressFrom(local) || p != 37445 {
+		t.Errorf("loopback server to local client: %v:%d", a, p)
 	}
-	for _, local := range []bool{false, true} {
-		if got := eth.WireAddr(local); got != pva.AddressFrom(netip.MustParseAddr("10.1.2.3")) {
-			t.Errorf("routable server (client local=%v): %v", local, got)
+	for _, c := range []netip.Addr{remote, local, netip.MustParseAddr("::ffff:127.0.0.1")} {
+		if a, p := eth.Wire(c, nil); a != pva.AddressFrom(netip.MustParseAddr("10.1.2.3")) || p != 5075 {
+			t.Errorf("routable server (client %v): %v:%d", c, a, p)
 		}
+	}
+}
+
+// The address map comes first: a client outside the container network is
+// told the published endpoint, one inside keeps the learned one, and a
+// loopback result still follows the loopback rule.
+func TestWireMapped(t *testing.T) {
+	m, err := addrmap.ParseMap([]string{
+		"servers=172.17.0.0/16 except_clients=172.17.0.0/16 to=10.0.0.5 ports=5075:15075",
+		"servers=10.1.2.3:5075 to=127.0.0.1:9",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctr := Endpoint{Addr: netip.MustParseAddrPort("172.17.0.5:5075")}
+	if a, p := ctr.Wire(netip.MustParseAddr("192.168.7.7"), m); a != pva.AddressFrom(netip.MustParseAddr("10.0.0.5")) || p != 15075 {
+		t.Errorf("outside client told %v:%d", a, p)
+	}
+	if a, p := ctr.Wire(netip.MustParseAddr("172.17.0.9"), m); a != pva.AddressFrom(netip.MustParseAddr("172.17.0.5")) || p != 5075 {
+		t.Errorf("inside client told %v:%d", a, p)
+	}
+	odd := Endpoint{Addr: netip.MustParseAddrPort("10.1.2.3:5075")}
+	if a, p := odd.Wire(netip.MustParseAddr("192.168.7.7"), m); a != pva.AnyIPv4 || p != 9 {
+		t.Errorf("mapped to loopback, remote client told %v:%d", a, p)
 	}
 }

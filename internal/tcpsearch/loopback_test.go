@@ -13,20 +13,20 @@ import (
 func TestLoopbackServerNamedToRemoteClients(t *testing.T) {
 	s := New(Options{}, nil)
 	cases := []struct {
-		server         string
-		clientLoopback bool
-		wantAddr       pva.Address
+		server   string
+		client   string
+		wantAddr pva.Address
 	}{
-		{"127.0.0.1:37445", false, pva.AnyIPv4},
-		{"127.0.0.1:37445", true, pva.AddressFrom(netip.MustParseAddr("127.0.0.1"))},
-		{"10.1.2.3:5075", false, pva.AddressFrom(netip.MustParseAddr("10.1.2.3"))},
-		{"10.1.2.3:5075", true, pva.AddressFrom(netip.MustParseAddr("10.1.2.3"))},
+		{"127.0.0.1:37445", "10.9.9.9", pva.AnyIPv4},
+		{"127.0.0.1:37445", "127.0.0.1", pva.AddressFrom(netip.MustParseAddr("127.0.0.1"))},
+		{"10.1.2.3:5075", "10.9.9.9", pva.AddressFrom(netip.MustParseAddr("10.1.2.3"))},
+		{"10.1.2.3:5075", "127.0.0.1", pva.AddressFrom(netip.MustParseAddr("10.1.2.3"))},
 	}
 	for _, c := range cases {
 		ep := netip.MustParseAddrPort(c.server)
 		g := Group{Server: Endpoint{GUID: pva.GUID{1}, Addr: ep, Protocol: "tcp"}, CIDs: []uint32{7}}
 		var m pva.SearchResponse
-		out, ok := s.appendClaim(nil, &m, pva.FlagServer, pva.SearchSeqFind, &g, false, c.clientLoopback)
+		out, ok := s.appendClaim(nil, &m, pva.FlagServer, pva.SearchSeqFind, &g, false, netip.MustParseAddr(c.client))
 		if !ok {
 			t.Fatalf("%v: not answered", c)
 		}
@@ -39,7 +39,7 @@ func TestLoopbackServerNamedToRemoteClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.Addr != c.wantAddr || got.Port != ep.Port() || got.GUID != g.Server.GUID || !got.Found {
-			t.Errorf("server %s, client loopback %v: got %s:%d, want %s:%d", c.server, c.clientLoopback, got.Addr, got.Port, c.wantAddr, ep.Port())
+			t.Errorf("server %s, client %s: got %s:%d, want %s:%d", c.server, c.client, got.Addr, got.Port, c.wantAddr, ep.Port())
 		}
 	}
 	if n := s.Stats().LoopbackRewritten; n != 1 {

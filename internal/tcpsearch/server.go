@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -62,6 +63,9 @@ type Options struct {
 	Listen []netip.AddrPort
 	// GUID is pvans' own, sent in negative (found=0) replies.
 	GUID pva.GUID
+	// AddressMap rewrites the endpoint named to a client (NAT,
+	// containers); nil names the learned endpoint.
+	AddressMap addrmap.Map
 	// MaxConns bounds concurrent connections; extra ones are accepted and
 	// closed at once (counted).
 	MaxConns int
@@ -343,7 +347,6 @@ func (s *Server) acceptLoop(ln acceptor) {
 		s.cnt.accepted.Add(1)
 		// Serve under mu: Closed (which deletes) cannot run before the add.
 		ss := &session{s: s, src: src}
-		ss.remoteLoopback = src.IsLoopback()
 		c := pvaconn.Serve(nc, s.opt.Conn, ss)
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()

@@ -27,10 +27,8 @@ type session struct {
 
 	lastSeq atomic.Uint32 // echoed in pushed replies: PVXS correlates by CID only
 	wantTLS atomic.Bool   // some search listed "tls": pushed "tls" endpoints are relayed
-	// remoteLoopback: the client is on this host, so a server known by a
-	// loopback address can be named as such.
-	remoteLoopback bool
-	// src is the client's address (per-source connection accounting).
+	// src is the client's address (per-source connection accounting, and
+	// what Endpoint.Wire names a server by to this client).
 	src netip.Addr
 
 	pushMu   sync.Mutex
@@ -116,7 +114,7 @@ func (ss *session) answer(out []byte, q *pva.Search, flags uint8, localPort uint
 		ss.s.res.Lookup(q.Names, b)
 		for i := range b.Groups {
 			var ok bool
-			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls, ss.remoteLoopback)
+			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls, ss.src)
 			if ok {
 				cnt.responses.Add(1)
 			}
@@ -138,7 +136,7 @@ func (ss *session) answer(out []byte, q *pva.Search, flags uint8, localPort uint
 func (ss *session) push(c *pvaconn.Conn, g Group) {
 	ss.pushMu.Lock()
 	defer ss.pushMu.Unlock()
-	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, ss.wantTLS.Load(), ss.remoteLoopback)
+	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, ss.wantTLS.Load(), ss.src)
 	ss.pushBuf = out
 	if !ok {
 		return
@@ -154,9 +152,10 @@ func (ss *session) push(c *pvaconn.Conn, g Group) {
 // nothing when the claim must not be relayed: a zero address or port would
 // tell a PVXS client to open the channel on pvans itself, and a protocol the
 // client did not list ("tls" to an upstream PVXS) would be useless to it.
-// The address is Endpoint.WireAddr's: never a loopback address for a
-// client on another host.
-func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK, clientLoopback bool) ([]byte, bool) {
+// The address and port are Endpoint.Wire's for this client: mapped by
+// Options.AddressMap, never a loopback address for a client on another
+// host.
+func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK bool, client netip.Addr) ([]byte, bool) {
 	if len(g.CIDs) == 0 {
 		return out, false
 	}
@@ -180,11 +179,11 @@ func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq
 		s.cnt.zeroEndpoint.Add(1)
 		return out, false
 	}
-	addr := ep.WireAddr(clientLoopback)
+	addr, port := ep.Wire(client, s.opt.AddressMap)
 	if addr == pva.AnyIPv4 {
 		s.cnt.loopbackRewritten.Add(1)
 	}
-	*m = pva.SearchResponse{GUID: ep.GUID, Seq: seq, Addr: addr, Port: ep.Addr.Port(),
+	*m = pva.SearchResponse{GUID: ep.GUID, Seq: seq, Addr: addr, Port: port,
 		Protocol: proto, Found: true, CIDs: g.CIDs}
 	s.cnt.claims.Add(uint64(len(g.CIDs)))
 	return pva.AppendSearchResponse(out, flags, m), true

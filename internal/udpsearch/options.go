@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 )
@@ -43,6 +44,10 @@ type Options struct {
 	// name-server port.
 	GUID    pva.GUID
 	TCPPort uint16
+	// AddressMap rewrites the endpoint named to a client (NAT,
+	// containers); the client is the reply destination. Nil names the
+	// learned endpoint.
+	AddressMap addrmap.Map
 	// AnswerNames is the policy "answer UDP searches for registry names"
 	// (each answer carries the real server's GUID and endpoint).
 	AnswerNames bool
