@@ -1,8 +1,11 @@
 package registry
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -816,38 +819,109 @@ func (r *Registry) Duplicates() []Duplicate {
 
 // Names lists held names matching pattern, sorted, at most limit (0: no
 // limit). A pattern with '*' or '?' is a glob ('*' any run, '?' one byte);
-// otherwise it is a prefix ("" lists all).
+// otherwise it is a prefix ("" lists all). See NamesContext.
 func (r *Registry) Names(pattern string, limit int) []NameInfo {
-	r.wmu.Lock()
-	defer r.wmu.Unlock()
-	isGlob := false
-	for i := 0; i < len(pattern); i++ {
-		if pattern[i] == '*' || pattern[i] == '?' {
-			isGlob = true
-		}
-	}
-	var match []string
-	for n := range r.idx.all() {
-		if isGlob && globMatch(pattern, n) || !isGlob && len(n) >= len(pattern) && n[:len(pattern)] == pattern {
-			match = append(match, n)
-		}
-	}
-	sort.Strings(match)
-	if limit > 0 && len(match) > limit {
-		match = match[:limit]
-	}
-	out := make([]NameInfo, len(match))
-	for i, n := range match {
-		id, _ := r.idx.get(n)
-		s := r.byID[id]
-		ni := NameInfo{Name: n, GUID: s.guid, Addr: s.row.Info.Addr, How: s.row.Info.ListedHow,
-			At: s.row.Info.ListedAt, Claimant: r.dupNames[n]}
-		if l, ok := s.extra[n]; ok {
-			ni.How, ni.At = l.how, l.at
-		}
-		out[i] = ni
-	}
+	out, _ := r.NamesContext(context.Background(), pattern, limit)
 	return out
+}
+
+// namesScanChunk is the index slots copied per hold of imu (read): a writer
+// waiting for imu — and the searches queued behind it — waits microseconds,
+// however large the registry.
+const namesScanChunk = 4096
+
+// namesDetailChunk is the names whose details are read per hold of wmu.
+const namesDetailChunk = 256
+
+// NamesContext is Names for the operator API: it never holds a registry
+// lock for more than one short chunk (the index is copied namesScanChunk
+// slots at a time under the read lock and matched outside any lock; the
+// details are read namesDetailChunk names at a time), so a listing of a
+// million names delays no search answer and no writer. It keeps at most
+// about 2×limit matches in memory, and gives up with ctx's error when ctx
+// ends (a costly glob is bounded by the caller's deadline).
+//
+// Taken while servers change, the listing is weakly consistent: a name
+// added or removed meanwhile may be missing or present, as if listed a
+// moment earlier or later; it is never listed twice.
+func (r *Registry) NamesContext(ctx context.Context, pattern string, limit int) ([]NameInfo, error) {
+	isGlob := strings.ContainsAny(pattern, "*?")
+	match := func(n string) bool {
+		if isGlob {
+			return globMatch(pattern, n)
+		}
+		return strings.HasPrefix(n, pattern)
+	}
+	keep := func(found []string) []string {
+		slices.Sort(found)
+		found = slices.Compact(found)
+		if limit > 0 && len(found) > limit {
+			found = found[:limit]
+		}
+		return found
+	}
+	buf := make([]string, namesScanChunk)
+	var found []string
+	var table *uint32 // the index's slices; a rebuild swaps them
+	for pos := 0; ; pos += namesScanChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.imu.RLock()
+		tags, ents := r.idx.tags, r.idx.ents
+		if t := &tags[0]; t != table {
+			if table != nil {
+				// Rebuilt since the last chunk: slots moved, so scan the new
+				// table from the start (matches found so far are kept; the
+				// final sort removes repeats).
+				pos = 0
+			}
+			table = t
+		}
+		if pos >= len(tags) {
+			r.imu.RUnlock()
+			break
+		}
+		k := 0
+		for i, end := pos, min(pos+namesScanChunk, len(tags)); i < end; i++ {
+			if tags[i] != 0 {
+				buf[k] = ents[i].name
+				k++
+			}
+		}
+		r.imu.RUnlock()
+		for _, n := range buf[:k] {
+			if match(n) {
+				found = append(found, n)
+			}
+		}
+		if limit > 0 && len(found) >= 2*limit+namesScanChunk {
+			found = keep(found)
+		}
+	}
+	found = keep(found)
+	out := make([]NameInfo, 0, len(found))
+	for i := 0; i < len(found); i += namesDetailChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.wmu.Lock()
+		for _, n := range found[i:min(i+namesDetailChunk, len(found))] {
+			id, ok := r.idx.get(n)
+			if !ok {
+				continue // released since the scan
+			}
+			s := r.byID[id]
+			ni := NameInfo{Name: n, GUID: s.guid, Addr: s.row.Info.Addr, How: s.row.Info.ListedHow,
+				At: s.row.Info.ListedAt, Claimant: r.dupNames[n]}
+			if l, ok := s.extra[n]; ok {
+				ni.How, ni.At = l.how, l.at
+			}
+			out = append(out, ni)
+		}
+		r.wmu.Unlock()
+	}
+	return out, nil
 }
 
 // globMatch matches '*' (any run) and '?' (one byte), iteratively.

@@ -1,0 +1,114 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// TestNamesListingHoldsNoLock is the registry half of the issue-14 row
+// "GET /v1/names with a 1 MB glob held the registry's writer lock 23.7 s":
+// while a listing of a million names runs, writers (a beacon's upsert, a
+// listing) and readers (a search's lookup) keep finishing in milliseconds.
+func TestNamesListingHoldsNoLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 1M-name registry")
+	}
+	names := siteNames(7)
+	r := loadSite(t, names)
+	if c := r.Counts(); c.Names < 1_000_000 {
+		t.Fatalf("registry holds %d names, want 1M", c.Names)
+	}
+	// A glob that matches nothing yet makes every name cost a full match.
+	pattern := strings.Repeat("*A", 60) + "*Z?Z?Z?Z"
+	done := make(chan time.Duration)
+	go func() {
+		start := time.Now()
+		for i := 0; i < 3; i++ {
+			r.Names(pattern, 10)
+			r.Names("", 10000)
+		}
+		done <- time.Since(start)
+	}()
+	var worst time.Duration
+	ops := 0
+	q := []pva.SearchName{{CID: 1, Name: []byte(names[3][5])}}
+	out := make([]*Holder, 1)
+	for listing := true; listing; ops++ {
+		select {
+		case d := <-done:
+			t.Logf("listings took %v", d)
+			listing = false
+		default:
+		}
+		start := time.Now()
+		if _, err := r.UpsertServer(ServerInfo{GUID: guid(9999), Addr: addr(9999)}); err != nil {
+			t.Fatal(err)
+		}
+		r.LookupBatch(q, out)
+		if out[0] == nil {
+			t.Fatal("lookup lost a held name")
+		}
+		worst = max(worst, time.Since(start))
+		time.Sleep(time.Millisecond)
+	}
+	// A writer waiting for the lock would wait the whole listing (seconds);
+	// the bound leaves room for a loaded 2-core machine's scheduling.
+	if worst > 250*time.Millisecond {
+		t.Fatalf("an upsert+lookup took %v during a listing (%d ops); want no wait for the listing", worst, ops)
+	}
+	t.Logf("%d upsert+lookup during the listings, worst %v", ops, worst)
+}
+
+// TestNamesContextResults: the chunked listing is exact on a quiet
+// registry, honours limit and the prefix/glob rules, and stops with ctx.
+func TestNamesContextResults(t *testing.T) {
+	r := New(Options{})
+	if _, err := r.UpsertServer(ServerInfo{GUID: guid(1), Addr: addr(1)}); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for i := 0; i < 3*namesScanChunk; i++ {
+		all = append(all, "pv:"+string(rune('a'+i%26))+":"+strings.Repeat("x", i%7)+string(rune('0'+i%10))+"-"+itoa(i))
+	}
+	if err := r.ReplaceNames(guid(1), all, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(all)
+	got := r.Names("", 0)
+	if len(got) != len(all) {
+		t.Fatalf("listed %d of %d", len(got), len(all))
+	}
+	for i := range got {
+		if got[i].Name != all[i] || got[i].GUID != guid(1) {
+			t.Fatalf("entry %d = %+v, want %s", i, got[i], all[i])
+		}
+	}
+	if got := r.Names("pv:b", 5); len(got) != 5 || got[0].Name != all[slices.IndexFunc(all, func(s string) bool { return strings.HasPrefix(s, "pv:b") })] {
+		t.Fatalf("prefix+limit: %+v", got)
+	}
+	if got := r.Names("*-1?", 0); len(got) != 10 {
+		t.Fatalf("glob *-1? matched %d, want 10", len(got))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.NamesContext(ctx, "*", 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled listing returned %v", err)
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}
