@@ -9,8 +9,10 @@
 #     -v pvans-state:/var/lib/pvans \
 #     -v /etc/pvans/pvans.yaml:/etc/pvans/pvans.yaml:ro pvans
 #
-# A bridged container (-p 5075:5075/tcp -p 9076:9076/tcp) serves only the
-# TCP name-server role, fed by static.servers. See docs/operations.md.
+# A bridged container (-p 5075:5075/tcp -p 9076:9076/tcp, and
+# --http-listen :9076 since the HTTP API listens on loopback by default)
+# serves only the TCP name-server role, fed by static.servers. See
+# docs/operations.md.
 
 ARG GO_VERSION=1.26
 

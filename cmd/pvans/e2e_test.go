@@ -120,7 +120,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 			t.Errorf("GET %s = %d, want %d containing %q; body: %.300s", c.path, code, c.code, c.want, body)
 		}
 	}
-	resp, err := http.Post(api+"/v1/discover", "", nil)
+	resp, err := http.Post(api+"/v1/discover", "application/json", strings.NewReader("{}"))
 	if err != nil || resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST /v1/discover: %v %v", err, resp)
 	}

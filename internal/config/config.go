@@ -131,6 +131,12 @@ func (c *Config) ClientConn() ConnProfile {
 type HTTP struct {
 	// Listen is host:port; empty turns the endpoint off.
 	Listen string
+	// MaxConnections and MaxConnectionsPerSource bound open connections
+	// (extra ones are closed at accept); DiscoverInterval allows one
+	// POST /v1/discover round per interval (extra requests get 429).
+	MaxConnections          int
+	MaxConnectionsPerSource int
+	DiscoverInterval        time.Duration
 }
 
 // Log chooses what is logged and how.
@@ -326,7 +332,10 @@ func Defaults() Config {
 			AutoBeaconAddrList: true,
 			ConnTmo:            30,
 		},
-		HTTP:     HTTP{Listen: ":9076"},
+		// Loopback by default: POST /v1/discover acts and /v1/names lists the
+		// site's names, so exposing the API is the operator's choice
+		// (docs/SECURITY.md, "The HTTP endpoint").
+		HTTP:     HTTP{Listen: "127.0.0.1:9076", MaxConnections: 64, MaxConnectionsPerSource: 16, DiscoverInterval: 10 * time.Second},
 		Log:      Log{Level: "info", Format: "auto"},
 		Snapshot: Snapshot{Path: "/var/lib/pvans/registry.snapshot", Interval: time.Minute, UnverifiedWindow: 10 * time.Minute},
 		Registry: Registry{MaxServers: 20000, MaxNames: 5_000_000, FieldNames: true},

@@ -29,7 +29,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if d.TCP.IdleTimeout != 40*time.Second {
 		t.Errorf("idle timeout = %v, want 40s", d.TCP.IdleTimeout)
 	}
-	if d.HTTP.Listen != ":9076" || d.Registry.MaxServers != 20000 || d.Probe.Concurrency != 16 ||
+	if d.HTTP.Listen != "127.0.0.1:9076" || d.Registry.MaxServers != 20000 || d.Probe.Concurrency != 16 ||
 		d.Probe.ReprobeInterval != 5*time.Minute || d.Beacon.Expiry != 360*time.Second ||
 		!d.UDP.AnswerSearches || d.UDP.SendBeacons {
 		t.Errorf("daemon defaults differ from the issue: %+v", d)
@@ -79,7 +79,7 @@ func TestPrecedence(t *testing.T) {
 		{key: "http.listen", section: "http", name: "listen", flagName: "http-listen",
 			vals: src{"127.0.0.1:1000", "", "127.0.0.1:2000"},
 			get:  func(c *Config) string { return c.HTTP.Listen },
-			want: [4]string{":9076", "127.0.0.1:1000", "127.0.0.1:1000", "127.0.0.1:2000"},
+			want: [4]string{"127.0.0.1:9076", "127.0.0.1:1000", "127.0.0.1:1000", "127.0.0.1:2000"},
 		},
 		{key: "probe.concurrency", section: "probe", name: "concurrency", flagName: "probe-concurrency",
 			vals: src{"4", "", "8"},

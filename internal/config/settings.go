@@ -132,7 +132,7 @@ func init() {
 		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }})
 
 	// Daemon settings.
-	add(spec{key: "http.listen", usage: "host:port of the metrics and health endpoint; empty turns it off",
+	add(spec{key: "http.listen", usage: "host:port of the HTTP API, status page and metrics; empty turns it off (loopback by default: see docs/SECURITY.md)",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.HTTP.Listen = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.HTTP.Listen },
 		check: func(c *Config) string {
@@ -153,6 +153,12 @@ func init() {
 			}
 			return ""
 		}})
+	add(intSpec("http.max_connections", "HTTP connections open at most; extra ones are closed at accept", 1, 1_000_000,
+		func(c *Config) *int { return &c.HTTP.MaxConnections }))
+	add(intSpec("http.max_connections_per_source", "HTTP connections open at most from one client address", 1, 1_000_000,
+		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }))
+	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
+		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }))
 	add(enumSpec("log.level", "least severe level logged", []string{"debug", "info", "warn", "error"},
 		func(c *Config) *string { return &c.Log.Level }))
 	add(enumSpec("log.format", "auto (console on a terminal, json otherwise), console or json",

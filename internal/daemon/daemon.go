@@ -65,7 +65,7 @@ type Daemon struct {
 	Metrics  *metrics.Metrics
 
 	nameFiles *probe.NameFiles
-	httpSrv   *http.Server
+	httpSrv   *httpapi.Service
 	httpLn    net.Listener            // nil when the HTTP endpoint is off
 	addrList  []udpsearch.Destination // search destinations: configured plus automatic
 
@@ -229,7 +229,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if cfg.Search.Through {
 		d.Resolver.SetSearcher(d.Ring)
 	}
-	d.httpSrv = &http.Server{Handler: httpapi.Handler(httpapi.Options{
+	d.httpSrv = httpapi.NewService(httpapi.Options{
 		Registry: regView{d.Registry, d.Tracker},
 		Events:   d.Events,
 		Metrics:  d.Metrics.Handler(),
@@ -240,7 +240,15 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
 			return resolver.Endpoint{Addr: server}.Wire(client, cfg.Map.Rules)
 		},
-	}), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		// issue 14: connection limits, timeouts, bounded bodies and
+		// patterns, discovery rate limit.
+		Limits: httpapi.Limits{
+			MaxConns:          cfg.HTTP.MaxConnections,
+			MaxConnsPerSource: cfg.HTTP.MaxConnectionsPerSource,
+			DiscoverInterval:  cfg.HTTP.DiscoverInterval,
+		},
+		Logger: d.log.Named("http"),
+	})
 	d.registerMetrics()
 	return d, nil
 }

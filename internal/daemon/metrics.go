@@ -10,5 +10,6 @@ func (d *Daemon) registerMetrics() {
 	d.Registry.RegisterMetrics(m)
 	d.Tracker.RegisterMetrics(m)
 	d.Ring.RegisterMetrics(m)
+	d.httpSrv.RegisterMetrics(m)
 	m.AccessDenied("server", d.deniedServers.Load)
 }

@@ -7,12 +7,20 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/events"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -45,6 +53,19 @@ type Options struct {
 	// Told is the address and port a client at client is told for a
 	// server learned at server (resolver.Endpoint.Wire); nil: not shown.
 	Told func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16)
+	// Limits bound the listener and the costly endpoints (NewService).
+	Limits Limits
+	Logger *zap.Logger
+	// Now is the clock of the discovery rate limit; nil = time.Now.
+	Now func() time.Time
+
+	cnt *counters // set by NewService; Handler alone makes its own
+}
+
+// namesContext is implemented by a registry whose listing can be stopped
+// (the real one): a listing then ends at ListTimeout.
+type namesContext interface {
+	NamesContext(ctx context.Context, glob string, limit int) ([]registry.NameInfo, error)
 }
 
 // MaxNamesLimit caps /v1/names so one request cannot serialize a million
@@ -53,7 +74,14 @@ const MaxNamesLimit = 10000
 
 // Handler returns the mux serving every endpoint.
 func Handler(o Options) http.Handler {
-	a := &api{o: o}
+	o.Limits = o.Limits.withDefaults()
+	if o.cnt == nil {
+		o.cnt = new(counters)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	a := &api{o: o, listings: make(chan struct{}, MaxListings)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
@@ -68,10 +96,19 @@ func Handler(o Options) http.Handler {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		mux.ServeHTTP(w, r)
+	})
 }
 
-type api struct{ o Options }
+type api struct {
+	o        Options
+	listings chan struct{} // semaphore: MaxListings
+
+	discoverMu   sync.Mutex
+	lastDiscover time.Time
+}
 
 // Server is the JSON form of a server.
 type Server struct {
@@ -229,6 +266,11 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 	if match == "" {
 		match = "*"
 	}
+	if len(match) > MaxMatchBytes || strings.Count(match, "*")+strings.Count(match, "?") > MaxMatchWildcards {
+		a.o.cnt.matchRefused.Add(1)
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("match pattern too long: at most %d bytes and %d wildcards", MaxMatchBytes, MaxMatchWildcards))
+		return
+	}
 	limit := 1000
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -239,7 +281,28 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	limit = min(limit, MaxNamesLimit)
-	ns := a.o.Registry.Names(match, limit)
+	select {
+	case a.listings <- struct{}{}:
+		defer func() { <-a.listings }()
+	default:
+		a.o.cnt.listingsBusy.Add(1)
+		w.Header().Set("Retry-After", "1")
+		writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("%d listings already running; retry", MaxListings))
+		return
+	}
+	var ns []registry.NameInfo
+	if nc, ok := a.o.Registry.(namesContext); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), ListTimeout)
+		defer cancel()
+		var err error
+		if ns, err = nc.NamesContext(ctx, match, limit); err != nil {
+			a.o.cnt.listingsTimedOut.Add(1)
+			writeErr(w, http.StatusServiceUnavailable, "listing did not finish within "+ListTimeout.String()+"; narrow the match")
+			return
+		}
+	} else {
+		ns = a.o.Registry.Names(match, limit)
+	}
 	out := make([]Name, 0, len(ns))
 	for _, n := range ns {
 		out = append(out, NameJSON(n))
@@ -294,11 +357,42 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ev)
 }
 
+// discover sends a discovery round. It is the one endpoint that acts, so
+// it is never a "simple" cross-site request — a web page a browser shows
+// cannot send it without a CORS preflight, which pvans never grants — and
+// it sends at most one round per DiscoverInterval.
 func (a *api) discover(w http.ResponseWriter, r *http.Request) {
 	if a.o.Discover == nil {
 		writeErr(w, http.StatusServiceUnavailable, "discovery is not available")
 		return
 	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		a.o.cnt.discoverRefused.Add(1)
+		writeErr(w, http.StatusUnsupportedMediaType, `send Content-Type: application/json (a JSON body such as {} or none)`)
+		return
+	}
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		a.o.cnt.discoverRefused.Add(1)
+		writeErr(w, http.StatusForbidden, "cross-site requests are refused")
+		return
+	}
+	if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		a.o.cnt.bodyTooLarge.Add(1)
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", MaxBodyBytes))
+		return
+	}
+	now := a.o.Now()
+	a.discoverMu.Lock()
+	wait := a.lastDiscover.Add(a.o.Limits.DiscoverInterval).Sub(now)
+	if !a.lastDiscover.IsZero() && wait > 0 {
+		a.discoverMu.Unlock()
+		a.o.cnt.discoverLimited.Add(1)
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		writeErr(w, http.StatusTooManyRequests, "a discovery round was sent less than "+a.o.Limits.DiscoverInterval.String()+" ago; retry after "+wait.Round(time.Second).String())
+		return
+	}
+	a.lastDiscover = now
+	a.discoverMu.Unlock()
 	if err := a.o.Discover(); err != nil {
 		writeErr(w, http.StatusInternalServerError, "discovery failed: "+err.Error())
 		return

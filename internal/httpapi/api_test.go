@@ -77,7 +77,8 @@ func newTestAPI() (*httptest.Server, *bool, *int) {
 	ev := events.New(10)
 	ev.Add(events.Event{At: time.Now(), Kind: "appeared", GUID: g1.String(), Endpoint: a1.String()})
 	h := Handler(Options{Registry: reg, Events: ev, Version: "test",
-		Ready: func() (bool, string) { return ready, "first discovery round pending" },
+		Limits: Limits{DiscoverInterval: time.Nanosecond}, // rate limit: bounds_test.go
+		Ready:  func() (bool, string) { return ready, "first discovery round pending" },
 		Discover: func() error {
 			discovers++
 			if discovers > 1 {
@@ -155,7 +156,8 @@ func TestEndpoints(t *testing.T) {
 		t.Fatal("metrics")
 	}
 	for i, code := range []int{202, 500} {
-		resp, err := http.Post(u+"/v1/discover", "", nil)
+		time.Sleep(time.Millisecond)
+		resp, err := http.Post(u+"/v1/discover", "application/json", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}

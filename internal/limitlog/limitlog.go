@@ -74,7 +74,6 @@ func (l *Log) Hit(kind string, msg string, fields ...zap.Field) {
 	l.log.Warn(msg, append(fields, zap.String("limit", kind), zap.Uint64("more_hits_since_last_line", missed))...)
 }
 
-
 // Backoff paces an accept loop after errors: 5 ms doubling to 1 s (as
 // net/http does), reset by the next successful accept. Not safe for
 // concurrent use: one per loop.

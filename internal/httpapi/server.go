@@ -1,0 +1,243 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/limitlog"
+)
+
+// Fixed bounds of the HTTP listener. The connection counts and the
+// discovery interval are settings (Limits); these need no tuning.
+const (
+	// ReadHeaderTimeout and ReadTimeout bound a request's arrival: a
+	// client trickling its headers or body is closed.
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 10 * time.Second
+	// WriteTimeout bounds one answer, listings and /metrics included.
+	WriteTimeout = 30 * time.Second
+	// IdleTimeout closes an idle keep-alive connection.
+	IdleTimeout = 60 * time.Second
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes = 16 << 10
+	// MaxBodyBytes bounds a request body; only POST /v1/discover reads one.
+	MaxBodyBytes = 4 << 10
+	// MaxMatchBytes and MaxMatchWildcards bound a /v1/names match pattern:
+	// matching a glob costs up to its length × a name's length per name.
+	MaxMatchBytes     = 256
+	MaxMatchWildcards = 16
+	// ListTimeout bounds the time one listing may scan; a listing that
+	// runs out is answered 503 (narrow the match).
+	ListTimeout = 5 * time.Second
+	// MaxListings is the listings scanning at once; more are answered 503.
+	MaxListings = 2
+)
+
+// Limits are the HTTP listener's settings; zero fields take the defaults.
+type Limits struct {
+	// MaxConns bounds open connections; extra ones are closed at accept.
+	MaxConns int
+	// MaxConnsPerSource bounds one client address's open connections.
+	MaxConnsPerSource int
+	// DiscoverInterval: at most one POST /v1/discover round per interval;
+	// extra requests are answered 429.
+	DiscoverInterval time.Duration
+	// The timeouts; zero = the constants above (tests shorten them).
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// Default limits.
+const (
+	DefaultMaxConns          = 64
+	DefaultMaxConnsPerSource = 16
+	DefaultDiscoverInterval  = 10 * time.Second
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	if l.MaxConnsPerSource <= 0 {
+		l.MaxConnsPerSource = DefaultMaxConnsPerSource
+	}
+	if l.DiscoverInterval <= 0 {
+		l.DiscoverInterval = DefaultDiscoverInterval
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&l.ReadHeaderTimeout, ReadHeaderTimeout}, {&l.ReadTimeout, ReadTimeout}, {&l.WriteTimeout, WriteTimeout}, {&l.IdleTimeout, IdleTimeout}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	return l
+}
+
+// Stats count what the HTTP listener refused.
+type Stats struct {
+	Open              int64  // connections open now
+	Rejected          uint64 // closed at accept: MaxConns reached
+	PerSourceRejected uint64 // closed at accept: MaxConnsPerSource reached
+	AcceptErrors      uint64 // accept(2) failures, each followed by a back-off
+	DiscoverLimited   uint64 // POST /v1/discover answered 429
+	DiscoverRefused   uint64 // POST /v1/discover without a JSON content type, or cross-site
+	MatchRefused      uint64 // /v1/names match pattern over the bounds
+	BodyTooLarge      uint64 // request bodies over MaxBodyBytes
+	ListingsBusy      uint64 // listings answered 503: MaxListings already scanning
+	ListingsTimedOut  uint64 // listings answered 503: ListTimeout passed
+}
+
+type counters struct {
+	rejected, perSource, acceptErrors, discoverLimited, discoverRefused,
+	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut atomic.Uint64
+	open atomic.Int64
+}
+
+// Service is the hardened HTTP listener serving Handler.
+type Service struct {
+	srv    *http.Server
+	lim    Limits
+	cnt    *counters
+	ll     *limitlog.Log
+	closed chan struct{}
+	once   sync.Once
+}
+
+// NewService returns the HTTP server for o with every bound applied. Serve
+// it with Serve.
+func NewService(o Options) *Service {
+	o.Limits = o.Limits.withDefaults()
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	cnt := new(counters)
+	o.cnt = cnt
+	s := &Service{lim: o.Limits, cnt: cnt, ll: limitlog.New(o.Logger, 0, nil), closed: make(chan struct{})}
+	s.srv = &http.Server{
+		Handler:           Handler(o),
+		ReadHeaderTimeout: o.Limits.ReadHeaderTimeout,
+		ReadTimeout:       o.Limits.ReadTimeout,
+		WriteTimeout:      o.Limits.WriteTimeout,
+		IdleTimeout:       o.Limits.IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(o.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+	}
+	return s
+}
+
+// Serve accepts on ln until Shutdown or Close.
+func (s *Service) Serve(ln net.Listener) error {
+	return s.srv.Serve(&limitListener{Listener: ln, s: s, bySource: make(map[netip.Addr]int),
+		backoff: limitlog.Backoff{Log: s.ll, Kind: "http_accept"}})
+}
+
+// Shutdown stops accepting and waits for open requests (see http.Server).
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.once.Do(func() { close(s.closed) })
+	return s.srv.Shutdown(ctx)
+}
+
+// Close closes the listener and every connection.
+func (s *Service) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return s.srv.Close()
+}
+
+// Stats returns the counters.
+func (s *Service) Stats() Stats {
+	c := s.cnt
+	return Stats{Open: c.open.Load(), Rejected: c.rejected.Load(), PerSourceRejected: c.perSource.Load(),
+		AcceptErrors: c.acceptErrors.Load(), DiscoverLimited: c.discoverLimited.Load(),
+		DiscoverRefused: c.discoverRefused.Load(), MatchRefused: c.matchRefused.Load(),
+		BodyTooLarge: c.bodyTooLarge.Load(), ListingsBusy: c.listingsBusy.Load(), ListingsTimedOut: c.listingsTimedOut.Load()}
+}
+
+// limitListener closes connections beyond the limits at accept, and backs
+// off on accept errors (EMFILE…) instead of handing them to http.Server,
+// which would log each one.
+type limitListener struct {
+	net.Listener
+	s        *Service
+	backoff  limitlog.Backoff
+	mu       sync.Mutex
+	bySource map[netip.Addr]int
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	s := l.s
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil, err
+			}
+			s.cnt.acceptErrors.Add(1)
+			l.backoff.Failed(err, s.closed)
+			select {
+			case <-s.closed:
+				return nil, net.ErrClosed
+			default:
+			}
+			continue
+		}
+		l.backoff.OK()
+		var src netip.Addr
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			src = ta.AddrPort().Addr().Unmap()
+		}
+		l.mu.Lock()
+		switch {
+		case s.cnt.open.Load() >= int64(s.lim.MaxConns):
+			l.mu.Unlock()
+			s.cnt.rejected.Add(1)
+			s.ll.Hit("http_max_connections", "HTTP connection limit reached; new connections closed",
+				zap.Int("max_connections", s.lim.MaxConns), zap.Stringer("client", src))
+			c.Close()
+			continue
+		case l.bySource[src] >= s.lim.MaxConnsPerSource:
+			l.mu.Unlock()
+			s.cnt.perSource.Add(1)
+			s.ll.Hit("http_connections_per_source", "HTTP connections per source limit reached; new connections from it closed",
+				zap.Int("max_connections_per_source", s.lim.MaxConnsPerSource), zap.Stringer("client", src))
+			c.Close()
+			continue
+		}
+		l.bySource[src]++
+		s.cnt.open.Add(1)
+		l.mu.Unlock()
+		return &trackedConn{Conn: c, l: l, src: src}, nil
+	}
+}
+
+func (l *limitListener) release(src netip.Addr) {
+	l.mu.Lock()
+	if n := l.bySource[src] - 1; n > 0 {
+		l.bySource[src] = n
+	} else {
+		delete(l.bySource, src)
+	}
+	l.s.cnt.open.Add(-1)
+	l.mu.Unlock()
+}
+
+type trackedConn struct {
+	net.Conn
+	l    *limitListener
+	src  netip.Addr
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c.src) })
+	return err
+}
