@@ -234,7 +234,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Events:   d.Events,
 		Metrics:  d.Metrics.Handler(),
 		Ready:    d.Ready,
-		Discover: d.Discover,
+		Discover: d.operatorDiscover,
 		Version:  buildinfo.Get(),
 		Started:  d.started,
 		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
@@ -249,6 +249,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		},
 		Logger: d.log.Named("http"),
 	})
+	// pvans's own beacons tell peers what it answers moved.
+	d.Registry.SubscribeChanges(d.UDP.BumpChangeCount)
 	d.registerMetrics()
 	return d, nil
 }
@@ -390,7 +392,7 @@ func (d *Daemon) Discover() error {
 	ping := pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchMustReply, ReplyPort: d.UDP.ClientAddr().Port()}
 	msg := pva.AppendSearch(nil, pva.FlagBigEndian, &ping)
 	d.Events.Add(events.Event{At: time.Now(), Kind: "discovery", Detail: "discovery ping sent"})
-	return d.UDP.SendSearch(msg)
+	return d.UDP.SendSearch(msg, nil)
 }
 
 // HTTPAddr is the bound HTTP listener address ("" when off).

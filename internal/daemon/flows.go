@@ -72,6 +72,7 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		d.Events.Add(events.Event{At: ev.At, Kind: "lost", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "beacon expired"})
 		d.Prober.Forget(ev.Endpoint)
 		_ = d.Registry.RemoveServer(ev.GUID)
+		d.serverGone(ev.GUID)
 	}
 }
 
@@ -118,6 +119,7 @@ func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 	d := s.d
 	d.log.Info("server lost: watch connection ended", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("reason", reason))
 	_ = d.Registry.RemoveServer(guid)
+	d.serverGone(guid)
 	d.Events.Add(events.Event{At: time.Now(), Kind: "lost", GUID: guid.String(), Endpoint: ep.String(), Detail: reason})
 }
 
@@ -150,23 +152,6 @@ func (d *Daemon) onSearchResolved(name string, guid pva.GUID, ep netip.AddrPort)
 func (d *Daemon) onSearchDuplicate(name string, first, second pva.GUID) {
 	d.log.Warn("duplicate PV name: two servers claim it", zap.String("name", name), zap.Stringer("guid", first), zap.Stringer("other_guid", second))
 	d.Events.Add(events.Event{At: time.Now(), Kind: "duplicate", GUID: second.String(), Detail: name + " also claimed (first: " + first.String() + ")"})
-}
-
-// ringTransport sends the ring's datagrams from the client socket and to
-// the upstream name servers.
-type ringTransport struct{ d *Daemon }
-
-func (t ringTransport) SendUDP(datagram []byte) {
-	_ = t.d.UDP.SendSearch(datagram)
-}
-
-func (t ringTransport) Upstreams() []searchring.Upstream {
-	cs := t.d.Upstream.Conns()
-	out := make([]searchring.Upstream, len(cs))
-	for i, c := range cs {
-		out[i] = c
-	}
-	return out
 }
 
 var _ udpsearch.BeaconSink = beaconFilter{}

@@ -3,10 +3,13 @@ package daemon
 import (
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // The metric names operators, the dashboard and the alerts rely on are the
@@ -24,8 +27,10 @@ func TestMetricsMatchOperationsDoc(t *testing.T) {
 	if len(documented) < 20 {
 		t.Fatalf("found only %d documented metrics; table format changed?", len(documented))
 	}
-	c := testConfig(t)
-	c.PVA.NameServers = nil
+	// One search destination and one (absent) upstream name server, so the
+	// per-destination families have series.
+	c := testConfig(t, netip.AddrPortFrom(lo, testutil.FreeUDPPort(t)))
+	c.PVA.NameServers = []netip.AddrPort{netip.AddrPortFrom(lo, testutil.FreeTCPPort(t))}
 	d := startDaemon(t, c)
 	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
 	if err != nil {

@@ -55,6 +55,23 @@ const (
 	searchFixed        = 26 // seq, flags, reserved, address, port
 )
 
+// SetSearchUnicast sets or clears the Unicast flag of a whole CMD_SEARCH
+// message (header included) in place, as a PVXS client does per search
+// destination (client.cpp tickSearch: set for a unicast destination,
+// cleared for a broadcast or multicast one). It reports false, changing
+// nothing, when msg is not a CMD_SEARCH long enough to have the flags.
+func SetSearchUnicast(msg []byte, unicast bool) bool {
+	if len(msg) < HeaderSize+searchFixed || msg[0] != Magic || Command(msg[3]) != CmdSearch {
+		return false
+	}
+	if unicast {
+		msg[HeaderSize+SearchOffFlags] |= SearchUnicast
+	} else {
+		msg[HeaderSize+SearchOffFlags] &^= SearchUnicast
+	}
+	return true
+}
+
 // maxSearchNames bounds the pre-sized name slice from a count field; a
 // name costs at least 5 bytes, so count is also checked against the payload.
 const minNameBytes = 5

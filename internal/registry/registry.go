@@ -119,8 +119,12 @@ type Registry struct {
 	idx     nameIndex
 	holders []*Holder
 
-	subMu sync.Mutex
-	subs  []func(added []string)
+	subMu      sync.Mutex
+	subs       []func(added []string)
+	changeSubs []func()
+	// gen moves whenever the answerable set (name → holder) changes;
+	// notifiedGen is the last value change subscribers were told about.
+	gen, notifiedGen atomic.Uint64
 
 	st struct {
 		serverLimit, nameLimit, dups, takeovers, expired, replaced atomic.Uint64
@@ -168,7 +172,29 @@ func (r *Registry) Subscribe(f func(added []string)) {
 	r.subMu.Unlock()
 }
 
+// SubscribeChanges registers f to be called after every commit that
+// changed the answerable set: a name became answerable, stopped being
+// answerable, or passed to another server. Called like Subscribe's f;
+// commits that race may be reported by one call.
+func (r *Registry) SubscribeChanges(f func()) {
+	r.subMu.Lock()
+	r.changeSubs = append(r.changeSubs, f)
+	r.subMu.Unlock()
+}
+
+// NameGeneration moves (it never repeats) whenever the answerable set
+// changes.
+func (r *Registry) NameGeneration() uint64 { return r.gen.Load() }
+
 func (r *Registry) notify(added []string) {
+	if g := r.gen.Load(); r.notifiedGen.Swap(g) != g {
+		r.subMu.Lock()
+		cs := r.changeSubs
+		r.subMu.Unlock()
+		for _, f := range cs {
+			f()
+		}
+	}
 	if len(added) == 0 {
 		return
 	}
@@ -630,6 +656,7 @@ func (r *Registry) claimLocked(txn *memdb.Txn, s *server, n string, how Source, 
 		return false
 	}
 	r.idx.set(n, s.id)
+	r.gen.Add(1)
 	s.held++
 	return true
 }
@@ -649,6 +676,7 @@ func (r *Registry) releaseLocked(txn *memdb.Txn, s *server, n string) string {
 		return ""
 	}
 	s.held--
+	r.gen.Add(1)
 	if r.dupNames[n] == 0 {
 		r.idx.delete(n)
 		return ""

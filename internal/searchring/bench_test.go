@@ -1,14 +1,15 @@
 package searchring
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 )
 
 type discard struct{}
 
-func (discard) SendUDP([]byte)        {}
-func (discard) Upstreams() []Upstream { return nil }
+func (discard) SendUDP([]byte, func(netip.AddrPort, error)) {}
+func (discard) Upstreams() []Upstream                       { return nil }
 
 // One 1 s tick of a saturated ring of 100,000 unresolved names (L=30):
 // drain ~3,333 Channels, reinsert them, pack ~88 datagrams.

@@ -111,5 +111,5 @@ func TestRealClockSmoke(t *testing.T) {
 
 type funcTransport struct{ send func([]byte) }
 
-func (f *funcTransport) SendUDP(d []byte)      { f.send(d) }
-func (f *funcTransport) Upstreams() []Upstream { return nil }
+func (f *funcTransport) SendUDP(d []byte, _ func(netip.AddrPort, error)) { f.send(d) }
+func (f *funcTransport) Upstreams() []Upstream                           { return nil }

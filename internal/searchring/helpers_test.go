@@ -3,6 +3,7 @@ package searchring
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -36,9 +37,13 @@ type recorder struct {
 	srch  pva.Search
 }
 
-func (rc *recorder) SendUDP(d []byte) {
+// recorderDest is where the recorder says every datagram went.
+var recorderDest = netip.MustParseAddrPort("127.0.0.1:5076")
+
+func (rc *recorder) SendUDP(d []byte, sentTo func(netip.AddrPort, error)) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	sentTo(recorderDest, nil)
 	rc.count++
 	if rc.countOnly {
 		return
@@ -128,11 +133,14 @@ func (rc *recorder) sent() int {
 
 // upstream is a fake name-server connection.
 type upstream struct {
+	addr    netip.AddrPort
 	mu      sync.Mutex
 	ready   bool
 	backlog int
 	msgs    [][]byte
 }
+
+func (u *upstream) Addr() netip.AddrPort { return u.addr }
 
 func (u *upstream) Ready() bool {
 	u.mu.Lock()

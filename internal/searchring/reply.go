@@ -121,6 +121,32 @@ func (r *Ring) Reenter(name string, why Reason) bool {
 	if r.closed || ch == nil || ch.state != stResolved {
 		return false
 	}
+	r.reenterLocked(ch, why)
+	return true
+}
+
+// ReenterServer re-enters every name the ring resolved to guid (see
+// Reenter): the daemon calls it when that server proves dead or refuses
+// what it claimed, so the clients it was pushed to find the name again
+// when they come back. Only Channels still remembered (not yet swept) are
+// affected; it returns how many.
+func (r *Ring) ReenterServer(guid pva.GUID, why Reason) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0
+	}
+	n := 0
+	for _, ch := range r.byName {
+		if ch.state == stResolved && ch.guid == guid {
+			r.reenterLocked(ch, why)
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Ring) reenterLocked(ch *channel, why Reason) {
 	ch.state = stSearching
 	ch.attempts = 0
 	ch.guid = pva.GUID{}
@@ -132,6 +158,5 @@ func (r *Ring) Reenter(name string, why Reason) bool {
 	ch.bucket = b
 	r.searching++
 	r.ctr.reentered.Add(1)
-	r.log.Debug("search re-entered", zap.String("name", name), zap.Stringer("reason", why))
-	return true
+	r.log.Debug("search re-entered", zap.String("name", ch.name), zap.Stringer("reason", why))
 }

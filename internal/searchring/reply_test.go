@@ -175,10 +175,11 @@ func TestTLSAcceptedOnlyWhenSearched(t *testing.T) {
 
 func TestUpstreamCopies(t *testing.T) {
 	r, clk, rc := newTestRing(t, Options{ReplyPort: 0xBEEF})
-	ok := &upstream{ready: true}
-	atLimit := &upstream{ready: true, backlog: UpstreamBacklogLimit}
-	notReady := &upstream{}
-	backlogged := &upstream{ready: true, backlog: UpstreamBacklogLimit + 1}
+	ap := func(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+	ok := &upstream{addr: ap("127.0.0.1:5075"), ready: true}
+	atLimit := &upstream{addr: ap("127.0.0.2:5075"), ready: true, backlog: UpstreamBacklogLimit}
+	notReady := &upstream{addr: ap("127.0.0.3:5075")}
+	backlogged := &upstream{addr: ap("127.0.0.4:5075"), ready: true, backlog: UpstreamBacklogLimit + 1}
 	rc.ups = []Upstream{ok, notReady, backlogged, atLimit}
 	for i := range 100 {
 		r.Want(pvName(i, 30))
@@ -223,6 +224,24 @@ func TestUpstreamCopies(t *testing.T) {
 	}
 	if s := r.Stats(); s.UpstreamSent != 6 || s.UpstreamSkipped != 3 {
 		t.Fatalf("stats %+v", s)
+	}
+	// The same, per name server, and per UDP destination.
+	for _, c := range []struct {
+		u    *upstream
+		want DestinationStats
+	}{
+		{ok, DestinationStats{Sent: 3}}, {atLimit, DestinationStats{Sent: 3}},
+		{notReady, DestinationStats{}}, {backlogged, DestinationStats{Skipped: 3}},
+	} {
+		if got := r.UpstreamDestination(c.u.addr); got != c.want {
+			t.Errorf("name server %v: %+v, want %+v", c.u.addr, got, c.want)
+		}
+	}
+	if got := r.UDPDestination(recorderDest); got != (DestinationStats{Sent: 3}) {
+		t.Errorf("UDP destination: %+v, want 3 sent", got)
+	}
+	if got := r.UpstreamDestination(recorderDest); got != (DestinationStats{}) {
+		t.Errorf("a UDP destination counted as a name server: %+v", got)
 	}
 }
 
@@ -384,5 +403,44 @@ func TestWantResolvedRestarts(t *testing.T) {
 	r.OnReply(udpSrc, false, claim(guid(2), "tcp", 5075, rc.cidOf(t, "R")))
 	if got := cb.resolved(); len(got) != 2 || len(cb.dups) != 0 {
 		t.Fatalf("%+v %+v", got, cb.dups)
+	}
+}
+
+// ReenterServer puts back exactly the names resolved to that server: the
+// names another server holds, still-searching names and names the ring
+// never resolved are untouched.
+func TestReenterServer(t *testing.T) {
+	var cb callbacks
+	r, clk, rc := newTestRing(t, cb.options(Options{}))
+	for _, n := range []string{"a1", "a2", "b1", "s1"} {
+		r.Want(n)
+	}
+	clk.Advance(time.Minute)
+	r.OnReply(udpSrc, false, claim(guid(1), "tcp", 5075, rc.cidOf(t, "a1"), rc.cidOf(t, "a2")))
+	r.OnReply(udpSrc, false, claim(guid(2), "tcp", 5076, rc.cidOf(t, "b1")))
+	if n := r.ReenterServer(guid(3), ReenterLost); n != 0 {
+		t.Fatalf("re-entered %d names of an unknown server", n)
+	}
+	if n := r.ReenterServer(guid(1), ReenterLost); n != 2 {
+		t.Fatalf("re-entered %d names, want a1 and a2", n)
+	}
+	if s := r.Stats(); s.Searching != 3 || s.Reentered != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	rc.reset()
+	clk.Advance(time.Second)
+	got := map[string]bool{}
+	for _, d := range rc.datagrams() {
+		for _, n := range d.names {
+			got[n] = true
+		}
+	}
+	if !got["a1"] || !got["a2"] || got["b1"] {
+		t.Fatalf("searched at the next tick: %v, want a1 and a2 (lost while active) and not b1", got)
+	}
+	// Re-entered twice is still one Channel each; the second call finds
+	// nothing resolved.
+	if n := r.ReenterServer(guid(1), ReenterLost); n != 0 {
+		t.Fatalf("re-entered %d names already searching", n)
 	}
 }

@@ -174,6 +174,12 @@ type Ring struct {
 	packer *pva.SearchPacker
 	names  []pva.SearchName
 
+	// dests counts, per destination, what sendLocked did (destinations.go).
+	dests destinations
+	// udpSent is r.dests.udpSent as a func value made once, so a send
+	// allocates no closure.
+	udpSent func(netip.AddrPort, error)
+
 	mu         sync.Mutex
 	closed     bool
 	byName     map[string]*channel
@@ -236,6 +242,7 @@ func New(o Options) (*Ring, error) {
 		dropped:   make(map[*channel]struct{}),
 		nextCID:   1,
 	}
+	r.udpSent = r.dests.udpSent
 	for _, g := range o.IgnoreGUIDs {
 		r.ignore[g] = struct{}{}
 	}
@@ -543,7 +550,7 @@ func (r *Ring) sendLocked() {
 	r.ctr.namesSearched.Add(uint64(len(r.names)))
 	err := r.packer.Pack(r.names, func(d []byte) {
 		r.ctr.datagrams.Add(1)
-		r.tr.SendUDP(d)
+		r.tr.SendUDP(d, r.udpSent)
 		if len(ups) == 0 {
 			return
 		}
@@ -560,10 +567,12 @@ func (r *Ring) sendLocked() {
 			}
 			if u.Backlog() > UpstreamBacklogLimit {
 				r.ctr.upstreamSkipped.Add(1)
+				r.dests.upstream(u.Addr(), false)
 				continue
 			}
 			u.Send(d)
 			r.ctr.upstreamSent.Add(1)
+			r.dests.upstream(u.Addr(), true)
 		}
 	})
 	if err != nil {

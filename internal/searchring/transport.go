@@ -1,5 +1,7 @@
 package searchring
 
+import "net/netip"
+
 // Transport carries the datagrams the ring builds. Its methods are called
 // from the ring's timer goroutine without the ring's state lock held, one
 // tick at a time, so an implementation may call back into the Ring (Poke
@@ -7,9 +9,10 @@ package searchring
 type Transport interface {
 	// SendUDP sends one CMD_SEARCH datagram to every configured search
 	// destination, setting the Unicast flag per destination as PVXS does
-	// (wire-notes §5.6). The slice is only valid during the call: send or
-	// copy it.
-	SendUDP(datagram []byte)
+	// (wire-notes §5.6), and tells sent each destination's outcome. The
+	// slice is only valid during the call: send or copy it (it may be
+	// edited in place).
+	SendUDP(datagram []byte, sent func(to netip.AddrPort, err error))
 	// Upstreams lists the TCP name-server connections, ready or not. It is
 	// asked once per tick.
 	Upstreams() []Upstream
@@ -17,6 +20,9 @@ type Transport interface {
 
 // Upstream is one TCP name-server connection (EPICS_PVA_NAME_SERVERS).
 type Upstream interface {
+	// Addr is the name server's configured endpoint (it names the
+	// per-server counters).
+	Addr() netip.AddrPort
 	// Ready reports that CONNECTION_VALIDATED has been seen.
 	Ready() bool
 	// Backlog is the number of bytes queued for transmission and not yet

@@ -89,7 +89,7 @@ func TestMulticastDestinationTTLAndInterface(t *testing.T) {
 	// group hears one.
 	sent := 0
 	for start := time.Now(); ; {
-		if err := s.SendSearch(msg); err != nil {
+		if err := s.SendSearch(msg, nil); err != nil {
 			t.Fatal(err)
 		}
 		sent++
@@ -101,17 +101,21 @@ func TestMulticastDestinationTTLAndInterface(t *testing.T) {
 			t.Fatal("nothing reached the group through the named interface")
 		}
 	}
-	if err := s.SendSearch(msg); err != nil {
+	if err := s.SendSearch(msg, nil); err != nil {
 		t.Fatal(err)
 	}
 	sent++
+	// Groups get the search with the Unicast flag clear (SendSearch sets
+	// it per destination, in place: the unicast entry sets it last).
+	want := append([]byte(nil), msg...)
+	pva.SetSearchUnicast(want, false)
 	got, ttl := readTTL(t, r1)
-	if string(got) != string(msg) || ttl != 7 {
-		t.Errorf("group 1: TTL %d (want 7), same bytes %v", ttl, string(got) == string(msg))
+	if string(got) != string(want) || ttl != 7 {
+		t.Errorf("group 1: TTL %d (want 7), same bytes %v", ttl, string(got) == string(want))
 	}
 	got, ttl = readTTL(t, r2)
-	if string(got) != string(msg) || ttl != 1 {
-		t.Errorf("group 2: TTL %d (want the default 1), same bytes %v", ttl, string(got) == string(msg))
+	if string(got) != string(want) || ttl != 1 {
+		t.Errorf("group 2: TTL %d (want the default 1), same bytes %v", ttl, string(got) == string(want))
 	}
 	if st := s.Stats(); st.ClientSearches != uint64(3*sent) || st.SendErrors != 0 {
 		t.Errorf("stats %+v", st)

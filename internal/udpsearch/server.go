@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/ratelimit"
 )
 
@@ -181,9 +182,14 @@ func (s *Server) LimitStats() (ratelimit.LimiterStats, ratelimit.ReflectionStats
 
 // SendSearch sends one finished CMD_SEARCH datagram (a discovery ping or a
 // search-through search, built by the caller with its own reply port from
-// ClientAddr) from the client socket to every AddrList destination. It
-// returns the first send error; the other destinations are still tried.
-func (s *Server) SendSearch(datagram []byte) error {
+// ClientAddr) from the client socket to every AddrList destination, with
+// the Unicast flag set or cleared per destination as a PVXS client does
+// (see UnicastDestination): a pvAccessCPP server sharing the host forwards
+// a unicast search to the other local servers only when the flag is set.
+// The datagram is edited in place. sent, if not nil, is told each
+// destination's outcome. SendSearch returns the first send error; the
+// other destinations are still tried.
+func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err error)) error {
 	if s.client == nil {
 		return errors.New("udpsearch: sockets not open")
 	}
@@ -191,16 +197,47 @@ func (s *Server) SendSearch(datagram []byte) error {
 	defer s.sendMu.Unlock()
 	var first error
 	for i := range s.dests {
-		if err := sendTo(s.client, datagram, &s.dests[i]); err != nil {
+		d := &s.dests[i]
+		pva.SetSearchUnicast(datagram, s.UnicastDestination(d.Addr.Addr()))
+		err := sendTo(s.client, datagram, d)
+		if err != nil {
 			s.st.sendErrors.Add(1)
 			if first == nil {
 				first = err
 			}
-			continue
+		} else {
+			s.st.clientSearches.Add(1)
 		}
-		s.st.clientSearches.Add(1)
+		if sent != nil {
+			sent(d.Addr, err)
+		}
 	}
 	return first
+}
+
+// SearchDestinations is where SendSearch sends (Options.AddrList).
+func (s *Server) SearchDestinations() []netip.AddrPort {
+	out := make([]netip.AddrPort, len(s.o.AddrList))
+	for i, d := range s.o.AddrList {
+		out[i] = d.Addr
+	}
+	return out
+}
+
+// UnicastDestination is the PVXS client's rule for the Unicast search flag
+// (client.cpp, ContextImpl ctor): a destination is unicast unless it is a
+// multicast group or an IPv4 broadcast address of one of the host's
+// interfaces. As in PVXS the limited broadcast 255.255.255.255, which is
+// no interface's broadcast address, counts as unicast.
+func (s *Server) UnicastDestination(a netip.Addr) bool {
+	a = a.Unmap()
+	if a.IsMulticast() {
+		return false
+	}
+	if t := s.ifs.Load(); t != nil && a.Is4() && t.bcast[a] {
+		return false
+	}
+	return true
 }
 
 // BumpChangeCount records that pvans's own served set changed; the next

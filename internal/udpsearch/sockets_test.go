@@ -413,10 +413,10 @@ func TestClientSocket(t *testing.T) {
 	if port == 5076 || port == 0 {
 		t.Fatalf("client port %d", port)
 	}
-	if err := s.SendSearch(searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, port, nil)); err != nil {
+	if err := s.SendSearch(searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, port, nil), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SendSearch(searchMsg(pva.SearchUnicast, netip.Addr{}, port, []string{"tcp"}, "a:1")); err != nil {
+	if err := s.SendSearch(searchMsg(pva.SearchUnicast, netip.Addr{}, port, []string{"tcp"}, "a:1"), nil); err != nil {
 		t.Fatal(err)
 	}
 	select {

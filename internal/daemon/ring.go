@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"net/netip"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/searchring"
+)
+
+// The search ring's links to the rest of the daemon that PVXS keeps inside
+// its client: hurry-up on an operator's request (Context::hurryUp), re-entry
+// when a claim proves broken (spec §3.6), and the datagrams' way out.
+
+// operatorDiscover is POST /v1/discover: a discovery ping, and a hurry-up
+// of the search ring as Context::hurryUp() does — refused, like every poke,
+// within 30 s of the last accepted one (the ping is sent regardless).
+func (d *Daemon) operatorDiscover() error {
+	err := d.Discover()
+	d.Ring.Poke(searchring.PokeOperator)
+	return err
+}
+
+// serverGone is told that a registered server proved dead (its watch
+// connection ended, or its beacons stopped): names the ring resolved to it
+// and pushed to clients are searched again at the next tick (spec §3.6,
+// "lost while active"), so the clients, which search again themselves
+// when the endpoint fails them, are answered as soon as another server
+// claims the name.
+func (d *Daemon) serverGone(guid pva.GUID) {
+	if n := d.Ring.ReenterServer(guid, searchring.ReenterLost); n > 0 {
+		d.log.Info("names resolved to a lost server searched again", zap.Stringer("guid", guid), zap.Int("names", n))
+	}
+}
+
+// ringTransport sends the ring's datagrams from the client socket and to
+// the upstream name servers.
+type ringTransport struct{ d *Daemon }
+
+func (t ringTransport) SendUDP(datagram []byte, sent func(netip.AddrPort, error)) {
+	_ = t.d.UDP.SendSearch(datagram, sent)
+}
+
+func (t ringTransport) Upstreams() []searchring.Upstream {
+	cs := t.d.Upstream.Conns()
+	out := make([]searchring.Upstream, len(cs))
+	for i, c := range cs {
+		out[i] = c
+	}
+	return out
+}
