@@ -420,3 +420,72 @@ func FuzzNT(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIOCOps covers the operations the simulator serves besides GET and
+// RPC: GET_FIELD, PUT and MONITOR, both directions (cmd picks which).
+func FuzzIOCOps(f *testing.F) {
+	typ := NTScalarDoubleType()
+	var only BitSet
+	only.Set(1)
+	pvReq := NewValue(Struct("", M("field", Struct(""))))
+	for _, b := range [][]byte{
+		AppendGetFieldRequest(nil, 0, &GetFieldRequest{SID: 1, IOID: 2}),
+		AppendGetFieldReply(nil, FlagServer, &GetFieldReply{IOID: 2, Type: typ}),
+		AppendPutRequest(nil, 0, &PutRequest{SID: 1, IOID: 2, Subcmd: SubcmdInit, PVRequest: pvReq}),
+		AppendPutRequest(nil, 0, &PutRequest{SID: 1, IOID: 2, Changed: only, Value: NewNTScalarDouble(3)}),
+		AppendPutReply(nil, FlagServer, &PutReply{IOID: 2, Subcmd: SubcmdGet, Changed: only, Value: NewNTScalarDouble(3)}),
+		AppendMonitorRequest(nil, 0, &MonitorRequest{SID: 1, IOID: 2, Subcmd: SubcmdInit | SubcmdMonitorAck, PVRequest: pvReq, Nack: 4}),
+		AppendMonitorReply(nil, FlagServer, &MonitorReply{IOID: 2, Changed: only, Value: NewNTScalarDouble(3)}),
+		AppendMonitorReply(nil, FlagServer, &MonitorReply{IOID: 2, Subcmd: SubcmdInit, Type: typ}),
+	} {
+		h, p, _, _ := SplitMessage(b)
+		f.Add(p, false, uint8(h.Command), h.FromServer())
+	}
+	f.Fuzz(func(t *testing.T, payload []byte, be bool, cmd uint8, fromServer bool) {
+		fl := flagsFor(be)
+		var dec func(p []byte, be bool) ([]byte, error)
+		switch c := Command(cmd % 3); {
+		case c == 0 && fromServer:
+			dec = func(p []byte, be bool) ([]byte, error) {
+				var m GetFieldReply
+				err := m.Decode(p, be, &TypeCache{})
+				return AppendGetFieldReply(nil, fl|FlagServer, &m), err
+			}
+		case c == 0:
+			dec = func(p []byte, be bool) ([]byte, error) {
+				var m GetFieldRequest
+				err := m.Decode(p, be)
+				return AppendGetFieldRequest(nil, fl, &m), err
+			}
+		case c == 1 && fromServer:
+			dec = func(p []byte, be bool) ([]byte, error) {
+				var m PutReply
+				err := m.Decode(p, be, &TypeCache{}, typ)
+				return AppendPutReply(nil, fl|FlagServer, &m), err
+			}
+		case c == 1:
+			dec = func(p []byte, be bool) ([]byte, error) {
+				var m PutRequest
+				err := m.Decode(p, be, &TypeCache{}, typ)
+				return AppendPutRequest(nil, fl, &m), err
+			}
+		case fromServer:
+			dec = func(p []byte, be bool) ([]byte, error) {
+				var m MonitorReply
+				err := m.Decode(p, be, &TypeCache{}, typ)
+				return AppendMonitorReply(nil, fl|FlagServer, &m), err
+			}
+		default:
+			dec = func(p []byte, be bool) ([]byte, error) {
+				var m MonitorRequest
+				err := m.Decode(p, be, &TypeCache{})
+				return AppendMonitorRequest(nil, fl, &m), err
+			}
+		}
+		enc, err := dec(payload, be)
+		checkErr(t, err)
+		if err == nil {
+			stable(t, enc, dec)
+		}
+	})
+}

@@ -314,9 +314,12 @@ func AppendMonitorReply(dst []byte, flags uint8, m *MonitorReply) []byte {
 		}
 	case m.IsFinish():
 		w.Status(m.Status)
-	default:
+	case m.Value != nil:
 		AppendBitSet(&w, m.Changed)
 		AppendPartialValue(&w, m.Value, m.Changed)
+		AppendBitSet(&w, m.Overrun)
+	default: // no value: an empty update
+		AppendBitSet(&w, nil)
 		AppendBitSet(&w, m.Overrun)
 	}
 	return finishMessage(w.B, start)
