@@ -18,8 +18,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -32,34 +34,46 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "pvans-sim:", err)
+		stop()
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run runs the site until ctx ends; its I/O is injectable for tests.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pvans-sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var (
 		o        sim.Options
-		host     = flag.String("host", "127.0.0.1", "listen address of every server")
-		beacons  = flag.String("beacon", "", "comma-separated host:port beacon destinations (none: no beacons)")
-		namesOut = flag.String("names-out", "", "write every server's names to this file, one a line")
-		tcpPort  = flag.Uint("tcp-port", 0, "server i listens on TCP tcp-port+i (0: ephemeral)")
-		udpPort  = flag.Uint("udp-port", 0, "site fan-out UDP port (0: ephemeral)")
-		srvUDP   = flag.Uint("server-udp-port", 0, "server i's own UDP socket on server-udp-port+i (0: ephemeral)")
+		host     = fs.String("host", "127.0.0.1", "listen address of every server")
+		beacons  = fs.String("beacon", "", "comma-separated host:port beacon destinations (none: no beacons)")
+		namesOut = fs.String("names-out", "", "write every server's names to this file, one a line")
+		tcpPort  = fs.Uint("tcp-port", 0, "server i listens on TCP tcp-port+i (0: ephemeral)")
+		udpPort  = fs.Uint("udp-port", 0, "site fan-out UDP port (0: ephemeral)")
+		srvUDP   = fs.Uint("server-udp-port", 0, "server i's own UDP socket on server-udp-port+i (0: ephemeral)")
 	)
-	flag.IntVar(&o.Servers, "servers", 1, "number of servers")
-	flag.IntVar(&o.NamesPerServer, "names", 10, "names per server")
-	flag.IntVar(&o.NameLen, "name-len", 0, "mean name length (0: plain sim:s<i>:pv<j>)")
-	flag.DurationVar(&o.BeaconInterval, "beacon-interval", 0, "fixed beacon period (0: PVXS schedule 15 s ×10, then 180 s)")
-	flag.DurationVar(&o.UpdateInterval, "update-interval", 0, "every PV counts up once per interval (0: 1 s, negative: values stay)")
+	fs.IntVar(&o.Servers, "servers", 1, "number of servers")
+	fs.IntVar(&o.NamesPerServer, "names", 10, "names per server")
+	fs.IntVar(&o.NameLen, "name-len", 0, "mean name length (0: plain sim:s<i>:pv<j>)")
+	fs.DurationVar(&o.BeaconInterval, "beacon-interval", 0, "fixed beacon period (0: PVXS schedule 15 s ×10, then 180 s)")
+	fs.DurationVar(&o.UpdateInterval, "update-interval", 0, "every PV counts up once per interval (0: 1 s, negative: values stay)")
 	var script []sim.Timed
-	flag.Func("do", `run a site command this long after start, e.g. -do "10s restart 1" (repeatable; "help" on stdin lists commands)`, func(v string) error {
+	fs.Func("do", `run a site command this long after start, e.g. -do "10s restart 1" (repeatable; "help" on stdin lists commands)`, func(v string) error {
 		c, err := sim.ParseTimed(v)
 		script = append(script, c)
 		return err
 	})
-	flag.Parse()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 
 	var err error
 	if o.Host, err = netip.ParseAddr(*host); err != nil {
@@ -79,34 +93,38 @@ func run() error {
 		}
 		o.BeaconDests = append(o.BeaconDests, ap)
 	}
-	o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+f+"\n", a...) }
+	var outMu sync.Mutex
+	o.Logf = func(f string, a ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(stderr, time.Now().Format("15:04:05 ")+f+"\n", a...)
+	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	site, err := sim.Start(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer site.Close()
 
-	fmt.Printf("site fan-out UDP %s\n", site.UDPAddr())
+	outMu.Lock()
+	fmt.Fprintf(stdout, "site fan-out UDP %s\n", site.UDPAddr())
 	for _, s := range site.Servers() {
-		fmt.Printf("server %d guid %s tcp %s udp %s names %d\n", s.Index, s.GUID, s.TCP, s.UDP, len(s.Names))
+		fmt.Fprintf(stdout, "server %d guid %s tcp %s udp %s names %d\n", s.Index, s.GUID, s.TCP, s.UDP, len(s.Names))
 	}
+	outMu.Unlock()
 	if *namesOut != "" {
 		if err := writeNames(*namesOut, site.AllNames()); err != nil {
 			return err
 		}
 	}
-	var outMu sync.Mutex
 	exec := func(line string) {
 		res, err := site.Exec(line)
 		outMu.Lock()
 		defer outMu.Unlock()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "pvans-sim:", err)
+			fmt.Fprintln(stderr, "pvans-sim:", err)
 		} else if res != "" {
-			fmt.Println(res)
+			fmt.Fprintln(stdout, res)
 		}
 	}
 	for _, c := range script {
@@ -114,7 +132,7 @@ func run() error {
 		defer t.Stop()
 	}
 	go func() {
-		sc := bufio.NewScanner(os.Stdin)
+		sc := bufio.NewScanner(stdin)
 		for sc.Scan() {
 			exec(sc.Text())
 		}
