@@ -194,6 +194,10 @@ type UDP struct {
 	ReceiveBufferBytes int64 // SO_RCVBUF; 0 leaves the OS default
 	AnswerSearches     bool  // answer UDP searches with registry names
 	SendBeacons        bool  // announce the daemon itself with beacons
+	// BeaconQueue bounds the sightings (beacons, discovery answers) waiting
+	// for the tracker; beyond it they are dropped and counted, so the
+	// receive path never waits for the tracker or the registry.
+	BeaconQueue int
 }
 
 // Probe is how servers are listed and watched.
@@ -355,7 +359,7 @@ func Defaults() Config {
 			ReadTimeout:      10 * time.Second,
 			MaxMessageBytes:  128 << 10,
 		},
-		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true},
+		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true, BeaconQueue: 4096},
 		Probe: Probe{
 			Concurrency:     16,
 			ReprobeInterval: 5 * time.Minute,

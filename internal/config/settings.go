@@ -223,6 +223,8 @@ func init() {
 		func(c *Config) *bool { return &c.UDP.AnswerSearches }))
 	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
 		func(c *Config) *bool { return &c.UDP.SendBeacons }))
+	add(intSpec("udp.beacon_queue", "beacons and discovery answers waiting for the server tracker; beyond it they are dropped (counted)", 1, 10_000_000,
+		func(c *Config) *int { return &c.UDP.BeaconQueue }))
 
 	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
 		func(c *Config) *int { return &c.Probe.Concurrency }))

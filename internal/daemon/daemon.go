@@ -195,6 +195,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		BeaconAddrList:   beaconList,
 		Resolver:         d.Resolver,
 		Beacons:          beaconFilter{d},
+		BeaconQueue:      cfg.UDP.BeaconQueue, // issue 14: the receive path never waits for the registry
 		OnSearchResponse: d.onUDPSearchResponse,
 		Clock:            d.clk,
 		ClientAllowed:    udpClientFilter(&cfg.Access),

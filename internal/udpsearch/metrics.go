@@ -30,6 +30,7 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 		"no_usable_protocol": func() uint64 { return st().DropNoTCP },
 		"rate_limited":       func() uint64 { return st().DropRateLimited },
 		"reflection_capped":  func() uint64 { return st().ReflectionCapped },
+		"beacon_queue":       func() uint64 { return st().DropBeaconQueue },
 	})
 	m.Counters("", "beacons_total", "Server sightings received.", "via", map[string]func() uint64{
 		"beacon":    func() uint64 { return st().Beacons },

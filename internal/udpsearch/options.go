@@ -16,6 +16,7 @@ const (
 	DefaultPort             = 5076
 	DefaultReceiveBuffer    = 4 << 20
 	DefaultBatch            = 16
+	DefaultBeaconQueue      = 4096 // sightings waiting for the tracker
 	DefaultInterfaceRefresh = 30 * time.Second
 	maxDatagram             = 1 << 16
 	// DefaultMaxNamesPerSearch bounds the names taken from one search.
@@ -66,6 +67,11 @@ type Options struct {
 
 	Resolver Resolver   // nil: no names are held
 	Beacons  BeaconSink // nil: sightings are dropped
+	// BeaconQueue bounds the sightings waiting for Beacons: they are
+	// handed over by a goroutine of their own, so a slow tracker never
+	// delays a search answer. Beyond it sightings are dropped (counted).
+	// 0 = DefaultBeaconQueue.
+	BeaconQueue int
 	// OnSearchResponse receives every CMD_SEARCH_RESPONSE (on the search
 	// port or the client socket). m and its slices are only valid during
 	// the call. May be called from two goroutines at once.
@@ -120,6 +126,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
+	}
+	if o.BeaconQueue <= 0 {
+		o.BeaconQueue = DefaultBeaconQueue
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

@@ -25,6 +25,7 @@ type Server struct {
 	main, client, beaconConn *net.UDPConn
 	h, ch                    *handler
 	beacons                  *beaconer
+	bq                       *beaconQueue // nil without a BeaconSink
 
 	// sendMu serialises sends from the client socket: a multicast
 	// destination sets the socket's TTL and interface for its send.
@@ -56,6 +57,10 @@ func New(o Options) (*Server, error) {
 func Build(o Options) *Server {
 	o.setDefaults()
 	s := &Server{o: o}
+	if o.Beacons != nil {
+		s.bq = newBeaconQueue(o.Beacons, o.BeaconQueue, &s.st)
+		s.o.Beacons = s.bq
+	}
 	s.h = newHandler(&s.o, &s.st, &s.ifs, nil)
 	s.h.reload = s.reloadLimited
 	s.ch = newHandler(&s.o, &s.st, &s.ifs, nil)
@@ -111,6 +116,9 @@ func (s *Server) Start() {
 	defer s.mu.Unlock()
 	if s.closed {
 		return
+	}
+	if s.bq != nil {
+		s.bq.start()
 	}
 	s.wg.Add(2)
 	go s.rxLoop(s.main, s.o.Batch, s.h.handle, true)
@@ -323,6 +331,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	if s.beacons != nil {
 		s.beacons.stop()
+	}
+	if s.bq != nil {
+		s.bq.close()
 	}
 	if s.main == nil {
 		return nil // never listened

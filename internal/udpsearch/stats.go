@@ -43,6 +43,9 @@ type Stats struct {
 	DropRateLimited      uint64 // client over its search rate
 	ReflectionCapped     uint64 // replies not sent: the destination's reflection budget was spent
 	NamesDropped         uint64 // names beyond MaxNamesPerSearch
+	// DropBeaconQueue: sightings (beacons, discovery answers) dropped
+	// because the queue to the tracker was full.
+	DropBeaconQueue uint64
 }
 
 type counters struct {
@@ -56,6 +59,7 @@ type counters struct {
 	dropCommand, dropTagNotForwarded, dropSecondTag, dropTagForeign, dropTagNotSearch    atomic.Uint64
 	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface, dropNoTCP        atomic.Uint64
 	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
+	dropBeaconQueue                                                                      atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -75,5 +79,6 @@ func (c *counters) snapshot() Stats {
 		DropNotOurInterface: c.dropNotOurInterface.Load(), DropNoTCP: c.dropNoTCP.Load(),
 		DropDenied: c.dropDenied.Load(), DropRateLimited: c.dropRateLimited.Load(),
 		ReflectionCapped: c.reflectionCapped.Load(), NamesDropped: c.namesDropped.Load(),
+		DropBeaconQueue: c.dropBeaconQueue.Load(),
 	}
 }
