@@ -133,7 +133,9 @@ func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan 
 		fmt.Fprintf(stdout, "  server %d  %-21s GUID %s  %d names (%s … %s)\n", s.Index, s.TCP, s.GUID, len(s.Names), s.Names[0], s.Names[len(s.Names)-1])
 	}
 	first := site.Server(0).Names[0]
-	env := fmt.Sprintf("EPICS_PVA_NAME_SERVERS=%s EPICS_PVA_AUTO_ADDR_LIST=NO EPICS_PVA_ADDR_LIST=", tcp)
+	// The tools' beacon listener goes to another port than pvans': the
+	// kernel gives each unicast beacon to one socket of those sharing it.
+	env := fmt.Sprintf("EPICS_PVA_NAME_SERVERS=%s EPICS_PVA_AUTO_ADDR_LIST=NO EPICS_PVA_ADDR_LIST= EPICS_PVA_BROADCAST_PORT=%d", tcp, *udpPort+1)
 	fmt.Fprintf(stdout, `
 Try, in another terminal (every value counts up once a second):
   pvans query --server %[1]s %[2]s          resolve a name through pvans over TCP

@@ -79,6 +79,9 @@ func (s *Site) Exec(line string) (string, error) {
 		if err := s.Restart(i); err != nil {
 			return "", err
 		}
+		if old.State == Stopped {
+			return fmt.Sprintf("server %d started: GUID %s, tcp %s", i, s.Server(i).GUID, old.TCP), nil
+		}
 		return fmt.Sprintf("server %d %sed: GUID %s → %s, tcp %s", i, cmd, old.GUID, s.Server(i).GUID, old.TCP), nil
 	case "kill":
 		i, err := server()

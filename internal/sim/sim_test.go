@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -668,5 +669,49 @@ func TestSiteControls(t *testing.T) {
 	}
 	if err := s.Restart(1); err != nil || s.Server(1).GUID == n.GUID || s.Server(1).State != Running {
 		t.Fatal(err, s.Server(1))
+	}
+}
+
+// The command form (what the demo and pvans-sim read) drives the same
+// controls and reports what it did.
+func TestExecCommands(t *testing.T) {
+	s := startSite(t, Options{Servers: 2, NamesPerServer: 2})
+	g1 := s.Server(1).GUID
+	for _, c := range []struct{ line, want string }{
+		{"help", "restart N"},
+		{"restart 1", "server 1 restarted: GUID " + g1.String() + " → "},
+		{"kill 0", "server 0 killed"},
+		{"servers", "server 0  silent"},
+		{"revive 0", "server 0 answers again"},
+		{"stop 1", "server 1 stopped"},
+		{"start 1", "server 1 started: GUID "},
+		{"add 1 x:y", "server 1 now has 3 names (change count 1)"},
+		{"remove 1 x:y sim:s1:pv0", "server 1 now has 1 names"},
+		{"names 1", "sim:s1:pv1"},
+		{"drop 0", "server 0 closed its TCP connections"},
+		{"new a b", "server 2 started: GUID "},
+		{"new", "2 names (sim:s3:pv0 …)"},
+		{"", ""},
+	} {
+		got, err := s.Exec(c.line)
+		if err != nil || !strings.Contains(got, c.want) {
+			t.Fatalf("%q: %q %v, want %q", c.line, got, err, c.want)
+		}
+	}
+	if s.Len() != 4 || s.Server(1).GUID == g1 || s.Server(0).State != Running {
+		t.Fatalf("site after the commands: %+v", s.Servers())
+	}
+	for _, bad := range []string{"frobnicate", "restart", "restart 9", "kill x", "add 0", "remove 1"} {
+		if _, err := s.Exec(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+	if _, err := ParseTimed("5s restart 1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"restart 1", "5s", "-1s kill 0", "soon kill 0"} {
+		if _, err := ParseTimed(bad); err == nil {
+			t.Fatalf("ParseTimed(%q) accepted", bad)
+		}
 	}
 }
