@@ -229,6 +229,11 @@ type Static struct {
 type Search struct {
 	Through          bool // search unknown names on AddrList
 	DiscoveryAtStart bool // send one discovery ping to AddrList at start
+	// ThroughMaxNames bounds the distinct names searched through at once;
+	// ThroughDatagramsPerSecond the search datagrams sent for them (each
+	// to every addr_list destination and name server). 0 = no bound.
+	ThroughMaxNames           int
+	ThroughDatagramsPerSecond float64
 	// MaxNameBytes: a longer name in a search is neither answered, waited
 	// for nor searched through. pvAccessCPP refuses channel names over 500
 	// bytes (UNREASONABLE_CHANNEL_NAME_LENGTH).
@@ -375,7 +380,10 @@ func Defaults() Config {
 			},
 		},
 		Beacon: Beacon{Expiry: 360 * time.Second, CheckInterval: 10 * time.Second},
-		Search: Search{Through: true, DiscoveryAtStart: true, MaxNameBytes: 500},
+		// A PVXS client searching 10,000 names sends about 10 datagrams/s
+		// once its ring saturates; 50/s leaves room for start-up bursts.
+		Search: Search{Through: true, DiscoveryAtStart: true, MaxNameBytes: 500,
+			ThroughMaxNames: 10_000, ThroughDatagramsPerSecond: 50},
 		RateLimit: RateLimit{
 			UDPSearchesPerSecond: 1000,
 			UDPSearchBurst:       2000,

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -68,6 +69,15 @@ type Options struct {
 	// SweepDelay is the period of the sweep that discards dropped Channels.
 	// Zero means DefaultSweepDelay; negative means discard at Drop.
 	SweepDelay time.Duration
+	// MaxChannels bounds the distinct names remembered (searching, or
+	// resolved or dropped and not yet swept); a name wanted beyond it is
+	// not searched through (counted ChannelsRefused). 0 = no bound.
+	MaxChannels int
+	// DatagramsPerSecond bounds the search datagrams sent (each to every
+	// destination), with a burst of as many; a datagram over the budget is
+	// not sent (counted DatagramsLimited) and its names come round again on
+	// their next bucket. 0 = no bound.
+	DatagramsPerSecond float64
 	// SweepPasses is how many sweeps a dropped Channel must survive
 	// unreferenced before it is discarded. The default, 1, is PVXS as built
 	// (wire-notes §9: searching stops 0–10 s after the last waiter goes);
@@ -167,6 +177,13 @@ type Ring struct {
 	protoTLS  bool
 	sweepGap  time.Duration
 	passes    int
+	maxCh     int
+	ll        *limitlog.Log
+
+	// rate and tokens are the datagram budget (token bucket), under sendMu.
+	rate     float64
+	tokens   float64
+	tokensAt time.Time
 
 	// sendMu serialises packing and sending (and owns packer and names);
 	// it is taken before mu, so Want/Drop/OnReply never wait on a send.
@@ -241,6 +258,11 @@ func New(o Options) (*Ring, error) {
 		byCID:     make(map[uint32]*channel),
 		dropped:   make(map[*channel]struct{}),
 		nextCID:   1,
+		maxCh:     o.MaxChannels,
+		ll:        limitlog.New(o.Logger, 0, o.Clock),
+		rate:      o.DatagramsPerSecond,
+		tokens:    o.DatagramsPerSecond,
+		tokensAt:  o.Clock.Now(),
 	}
 	r.udpSent = r.dests.udpSent
 	for _, g := range o.IgnoreGUIDs {
@@ -305,6 +327,12 @@ func (r *Ring) Want(name string) {
 		return
 	}
 	ch := r.byName[name]
+	if ch == nil && r.maxCh > 0 && len(r.byName) >= r.maxCh {
+		r.ctr.refused.Add(1)
+		r.ll.Hit("searchring_channels", "search-through name limit reached; name not searched through",
+			zap.Int("max_names", r.maxCh))
+		return
+	}
 	if ch == nil {
 		ch = &channel{name: name, nameB: []byte(name), cid: r.allocCIDLocked(), bucket: inNone}
 		r.byName[name] = ch
@@ -539,6 +567,21 @@ func (r *Ring) drainLocked(drained []entry, idx int, count bool) []entry {
 	return drained[:0]
 }
 
+// spendLocked takes one datagram from the budget; sendMu held.
+func (r *Ring) spendLocked() bool {
+	if r.rate <= 0 {
+		return true
+	}
+	now := r.clk.Now()
+	r.tokens = min(r.rate, r.tokens+now.Sub(r.tokensAt).Seconds()*r.rate)
+	r.tokensAt = now
+	if r.tokens < 1 {
+		return false
+	}
+	r.tokens--
+	return true
+}
+
 // sendLocked packs r.names into datagrams and hands each to every UDP
 // destination and every ready, unbacklogged upstream. Called with sendMu
 // held and mu released.
@@ -549,6 +592,12 @@ func (r *Ring) sendLocked() {
 	ups := r.tr.Upstreams()
 	r.ctr.namesSearched.Add(uint64(len(r.names)))
 	err := r.packer.Pack(r.names, func(d []byte) {
+		if !r.spendLocked() {
+			r.ctr.limited.Add(1)
+			r.ll.Hit("searchring_datagrams", "search-through datagram rate limit reached; datagram not sent",
+				zap.Float64("datagrams_per_second", r.rate))
+			return
+		}
 		r.ctr.datagrams.Add(1)
 		r.tr.SendUDP(d, r.udpSent)
 		if len(ups) == 0 {

@@ -11,6 +11,7 @@ type counters struct {
 	unknownCID                    atomic.Uint64
 	pokes, pokesIgnored           atomic.Uint64
 	reentered, swept              atomic.Uint64
+	refused, limited              atomic.Uint64
 }
 
 // Stats is a snapshot of the ring's counters (monotonic) and gauges.
@@ -38,6 +39,10 @@ type Stats struct {
 	PokesIgnored    uint64 // hurry-ups refused (hold-off or fast revolution running)
 	Reentered       uint64 // resolved names put back into search
 	Swept           uint64 // abandoned Channels discarded
+	// ChannelsRefused: names not searched through, MaxChannels reached.
+	ChannelsRefused uint64
+	// DatagramsLimited: datagrams not sent, over DatagramsPerSecond.
+	DatagramsLimited uint64
 }
 
 // Stats returns a snapshot.
@@ -62,6 +67,8 @@ func (r *Ring) Stats() Stats {
 	s.PokesIgnored = c.pokesIgnored.Load()
 	s.Reentered = c.reentered.Load()
 	s.Swept = c.swept.Load()
+	s.ChannelsRefused = c.refused.Load()
+	s.DatagramsLimited = c.limited.Load()
 	return s
 }
 
