@@ -54,16 +54,20 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
+	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM\tON RELOAD")
 	for _, s := range cfg.Provenance() {
 		v := s.Value
 		if v == "" {
 			v = `""`
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Key, v, s.Source)
+		reload := "applied"
+		if restart, _ := config.NeedsRestart(s.Key); restart {
+			reload = "needs restart"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Key, v, s.Source, reload)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(stdout, "configuration OK")
+	fmt.Fprintln(stdout, "configuration OK; settings marked \"needs restart\" take effect at the next start, the others at a reload (SIGHUP)")
 	return 0
 }
 

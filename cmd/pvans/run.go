@@ -34,7 +34,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pvans: configuration refused, not starting:\n"+err.Error())
 		return 1
 	}
-	log, lvl, err := logging.New(cfg.Log.Level, cfg.Log.Format)
+	log, logCtl, err := logging.New(cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		fmt.Fprintln(stderr, "pvans:", err)
 		return 1
@@ -80,14 +80,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			if rerr != nil {
 				log.Error("configuration reload refused; keeping the last good configuration", zap.Error(rerr))
 			} else {
-				if err := logging.SetLevel(lvl, next.Log.Level); err != nil {
-					log.Warn("log level not changed", zap.Error(err))
+				if err := logCtl.Apply(next.Log.Level, next.Log.Format); err != nil {
+					log.Warn("log level and format not changed", zap.Error(err))
 				}
-				if keys := d.Reload(next); len(keys) > 0 {
-					log.Warn("configuration reloaded; these settings take effect at the next restart", zap.Strings("settings", keys))
-				} else {
-					log.Info("configuration reloaded")
-				}
+				applied, restart := d.Reload(next)
+				log.Info("configuration reloaded", zap.Strings("applied", applied), zap.Strings("needs_restart", restart))
 				cfg = next
 			}
 			_ = notify.Ready("serving")

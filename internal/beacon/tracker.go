@@ -210,14 +210,14 @@ func (t *Tracker) Observe(o Observation) {
 	e := t.table[k]
 	switch {
 	case e == nil:
-		if len(t.table) >= t.opt.Limit {
+		if limit := t.opt.Limit; len(t.table) >= limit {
 			t.stats.Dropped++
 			warn := !t.warnedFull
 			t.warnedFull = true
 			t.mu.Unlock()
 			if warn {
 				t.log.Warn("beacon tracking limit reached; ignoring new servers",
-					zap.Int("limit", t.opt.Limit), zap.Stringer("endpoint", o.Endpoint))
+					zap.Int("limit", limit), zap.Stringer("endpoint", o.Endpoint))
 			}
 			return
 		}
@@ -334,6 +334,32 @@ func (t *Tracker) Start() {
 		return
 	}
 	t.timer = t.opt.Clock.AfterFunc(t.opt.CheckInterval, t.tick)
+}
+
+// Timings are the options a running tracker can change (a configuration
+// reload); zero fields keep the current value.
+type Timings struct {
+	Expiry        time.Duration
+	CheckInterval time.Duration
+	Limit         int
+}
+
+// SetTimings applies new timings: the expiry from the next check, the
+// check interval from the check after it, the limit to the next new
+// server (a lowered limit removes nothing: servers leave as they expire).
+func (t *Tracker) SetTimings(tm Timings) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tm.Expiry > 0 {
+		t.opt.Expiry = tm.Expiry
+	}
+	if tm.CheckInterval > 0 {
+		t.opt.CheckInterval = tm.CheckInterval
+	}
+	if tm.Limit > 0 {
+		t.opt.Limit = tm.Limit
+		t.warnedFull = false
+	}
 }
 
 // Close stops the expiry check. The table is kept (Servers still works).

@@ -117,8 +117,8 @@ func referenceTable() string {
 		if sec != cur {
 			cur = sec
 			fmt.Fprintf(&b, "\n### `%s`\n\n", sec)
-			b.WriteString("| File key | Flag | Environment | Default | Meaning |\n")
-			b.WriteString("| --- | --- | --- | --- | --- |\n")
+			b.WriteString("| File key | Flag | Environment | Default | On reload | Meaning |\n")
+			b.WriteString("| --- | --- | --- | --- | --- | --- |\n")
 		}
 		env := "—"
 		if len(s.env) > 0 {
@@ -133,7 +133,11 @@ func referenceTable() string {
 		default:
 			def = "`" + def + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s | %s |\n", s.key, s.flag, env, def, strings.ReplaceAll(s.usage, "|", "\\|"))
+		reload := "applied"
+		if restart, _ := NeedsRestart(s.key); restart {
+			reload = "**restart**"
+		}
+		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s | %s | %s |\n", s.key, s.flag, env, def, reload, strings.ReplaceAll(s.usage, "|", "\\|"))
 	}
 	return b.String()
 }
@@ -193,5 +197,22 @@ func TestMapRules(t *testing.T) {
 	e := loadErr(t, LoadOptions{File: writeFile(t, "map:\n  rules: [\"servers=172.17.0.0/16\"]\n")})
 	if !strings.Contains(e.Error(), "to= or ports= is required") || !strings.Contains(e.Error(), "map.rules") {
 		t.Errorf("bad rule: %v", e)
+	}
+}
+
+// TestRestartOnlyKeysExist: the restart-only list names real settings (a
+// renamed key must not silently become reloadable in the docs).
+func TestRestartOnlyKeysExist(t *testing.T) {
+	for k := range restartOnly {
+		if specByKey[k] == nil {
+			t.Errorf("restartOnly names %q, which is not a setting", k)
+		}
+	}
+	c1, c2 := Defaults(), Defaults()
+	c2.PVA.ServerPort++
+	c2.Log.Level = "debug"
+	applied, restart := RestartChanges(&c1, &c2)
+	if len(applied) != 1 || applied[0] != "log.level" || len(restart) != 1 || restart[0] != "pva.server_port" {
+		t.Errorf("RestartChanges = %v, %v; want [log.level], [pva.server_port]", applied, restart)
 	}
 }

@@ -70,7 +70,7 @@ func udpClientFilter(a *config.Access) func(netip.Addr) bool {
 func (d *Daemon) allowedStatic(eps []netip.AddrPort) []netip.AddrPort {
 	var out []netip.AddrPort
 	for _, ep := range eps {
-		if d.cfg.Access.ServerAllowed(ep.Addr()) {
+		if d.conf().Access.ServerAllowed(ep.Addr()) {
 			out = append(out, ep)
 			continue
 		}
@@ -80,19 +80,21 @@ func (d *Daemon) allowedStatic(eps []netip.AddrPort) []netip.AddrPort {
 	return out
 }
 
-// dropDeniedSnapshotServers removes servers a loaded snapshot holds that
-// the server allow list no longer admits: otherwise their names would be
-// answered for the whole unverified window.
-func (d *Daemon) dropDeniedSnapshotServers() {
-	if len(d.cfg.Access.ServerAllow) == 0 {
+// dropDeniedServers removes the servers the server allow list a does not
+// admit, and stops probing them: at start those a loaded snapshot holds
+// (otherwise their names would be answered for the whole unverified
+// window), on reload those a narrowed list no longer admits.
+func (d *Daemon) dropDeniedServers(a *config.Access, why string) {
+	if len(a.ServerAllow) == 0 {
 		return
 	}
 	for _, s := range d.Registry.Servers() {
-		if d.cfg.Access.ServerAllowed(s.Addr.Addr()) {
+		if a.ServerAllowed(s.Addr.Addr()) {
 			continue
 		}
 		d.deniedServers.Add(1)
-		d.log.Info("snapshot server outside access.server_allow: dropped", zap.Stringer("guid", s.GUID), zap.Stringer("endpoint", s.Addr))
+		d.log.Info(why, zap.Stringer("guid", s.GUID), zap.Stringer("endpoint", s.Addr))
+		d.Prober.Forget(s.Addr)
 		_ = d.Registry.RemoveServer(s.GUID)
 	}
 }
@@ -103,7 +105,7 @@ type serverAccessSink struct{ probeSink }
 
 func (s serverAccessSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info probe.Info) {
 	d := s.d
-	if !d.cfg.Access.ServerAllowed(ep.Addr()) {
+	if !d.conf().Access.ServerAllowed(ep.Addr()) {
 		d.deniedServers.Add(1)
 		if ce := d.log.Check(zap.DebugLevel, "static names for a server outside access.server_allow: ignored"); ce != nil {
 			ce.Write(zap.Stringer("endpoint", ep), zap.String("file", info.File))

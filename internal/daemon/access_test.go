@@ -106,7 +106,7 @@ func TestServerAllowCoversSnapshotAndStatic(t *testing.T) {
 		}
 		d.Registry.AddNames(g, []string{"pv:" + ep.String()}, registry.SourceProbe)
 	}
-	d.dropDeniedSnapshotServers()
+	d.dropDeniedServers(&c.Access, "snapshot server outside access.server_allow: dropped")
 	if _, ok := d.Registry.Server(pva.GUID{2}); ok {
 		t.Fatal("snapshot server outside the allow list kept")
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
-	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/searchring"
@@ -47,7 +46,11 @@ const DiscoverySettle = 2 * time.Second
 
 // Daemon is one running pvans.
 type Daemon struct {
-	cfg     *config.Config
+	// boot is the configuration the daemon started with: the settings a
+	// reload cannot apply (config.NeedsRestart) are read from it. cur is
+	// the one in force, replaced whole by Reload.
+	boot    *config.Config
+	cur     atomic.Pointer[config.Config]
 	log     *zap.Logger
 	clk     clock.Clock
 	guid    pva.GUID
@@ -67,7 +70,7 @@ type Daemon struct {
 	nameFiles *probe.NameFiles
 	httpSrv   *httpapi.Service
 	httpLn    net.Listener            // nil when the HTTP endpoint is off
-	addrList  []udpsearch.Destination // search destinations: configured plus automatic
+	addrList  []udpsearch.Destination // search destinations: configured plus automatic; mu
 
 	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
 
@@ -75,7 +78,8 @@ type Daemon struct {
 	readyWhy     atomic.Value // string
 	snapTimer    clock.Timer
 	discoverTmr  clock.Timer
-	mu           sync.Mutex
+	mu           sync.Mutex // owns addrList and the timers
+	reloadMu     sync.Mutex // one Reload at a time
 	closed       bool
 	shutdownOnce sync.Once
 }
@@ -98,99 +102,52 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	d := &Daemon{cfg: cfg, log: o.Logger, clk: o.Clock, started: time.Now(), Events: events.New(500)}
+	d := &Daemon{boot: cfg, log: o.Logger, clk: o.Clock, started: time.Now(), Events: events.New(500)}
+	d.cur.Store(cfg)
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)
 	}
 	d.readyWhy.Store("starting")
-	d.Registry = registry.New(registry.Options{
-		MaxServers:    cfg.Registry.MaxServers,
-		MaxNames:      cfg.Registry.MaxNames,
-		FieldNames:    cfg.Registry.FieldNames,
-		UnverifiedTTL: cfg.Snapshot.UnverifiedWindow,
-		Clock:         d.clk,
-		Logger:        d.log.Named("registry"),
-	})
-	d.Resolver = resolver.New(d.Registry, resolver.Options{
-		MaxWaitsPerClient: cfg.TCP.WaitersPerConnection,
-		MaxWaitsPerSource: cfg.TCP.WaitersPerSource,
-		MaxWaiters:        cfg.TCP.WaitersTotal,
-		MaxNameBytes:      cfg.Search.MaxNameBytes,
-		NameAllowed:       nameFilter(&cfg.Access),
-		Clock:             d.clk,
-		Logger:            d.log.Named("resolver"),
-	})
-	d.Tracker = beacon.New(beacon.Options{
-		Clock:         d.clk,
-		Expiry:        cfg.Beacon.Expiry,
-		CheckInterval: cfg.Beacon.CheckInterval,
-		Limit:         cfg.Registry.MaxServers,
-		OnEvent:       d.onBeaconEvent,
-		Logger:        d.log.Named("beacon"),
-	})
+	// The settings a reload can change reach the parts through apply
+	// (reload.go) at the end of New, as they do on every reload.
+	d.Registry = registry.New(registry.Options{Clock: d.clk, Logger: d.log.Named("registry")})
+	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver")})
+	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
 	d.Prober = probe.New(probe.Options{
-		Sink:         probeSink{d},
-		Clock:        d.clk,
-		Concurrency:  cfg.Probe.Concurrency,
-		EchoInterval: cfg.Probe.EchoInterval,
-		ProbeTimeout: cfg.Probe.Timeout,
-		Reprobe:      cfg.Probe.ReprobeInterval,
-		Backoff:      probeBackoff(cfg),
-		Conn:         connOptions(cfg.Probe.Conn),
-		Logger:       d.log.Named("probe"),
-		Observe:      probe.MetricsObserver(d.Metrics),
+		Sink:    probeSink{d},
+		Clock:   d.clk,
+		Conn:    connOptions(cfg.Probe.Conn),
+		Logger:  d.log.Named("probe"),
+		Observe: probe.MetricsObserver(d.Metrics),
 	})
-	d.nameFiles = &probe.NameFiles{Dir: cfg.Static.NamesDir, Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
+	d.nameFiles = &probe.NameFiles{Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:     d.tcpListen(),
 		GUID:       d.guid,
 		AddressMap: cfg.Map.Rules,
-		MaxConns:   cfg.TCP.MaxConnections,
-		// One address cannot fill MaxConns.
-		MaxConnsPerSource: cfg.TCP.MaxConnectionsPerSource,
-		Conn:              clientConnOptions(cfg),
-		Channels:          serverpv.New("pvans " + buildinfo.Get()),
-		Logger:            d.log.Named("tcp"),
-		ClientAllowed:     tcpClientFilter(&cfg.Access),
-		MessageRate:       cfg.RateLimit.TCPMessagesPerSecond,
-		MessageBurst:      cfg.RateLimit.TCPMessageBurst,
-		RateExempt:        cfg.RateLimit.Exempt,
-		Clock:             d.clk,
+		Channels:   serverpv.New("pvans " + buildinfo.Get()),
+		Logger:     d.log.Named("tcp"),
+		Clock:      d.clk,
 	}, tcpsearch.FromResolver(d.Resolver))
 
-	var auto []netip.AddrPort
-	if cfg.PVA.AutoAddrList || (cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList) {
-		var aerr error
-		if auto, aerr = udpsearch.AutoAddrList(cfg.PVA.BroadcastPort); aerr != nil {
-			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(aerr))
-		}
-	}
-	d.addrList = destinations(cfg.PVA.AddrList)
-	if cfg.PVA.AutoAddrList {
-		d.addrList = append(d.addrList, udpsearch.Unicast(auto...)...)
-	}
-	beaconList := destinations(cfg.PVA.BeaconAddrList)
-	if cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
-		beaconList = append(beaconList, udpsearch.Unicast(auto...)...)
-	}
 	var ifaces []netip.Addr
 	for _, a := range cfg.PVA.Interfaces {
 		if !a.IsUnspecified() {
 			ifaces = append(ifaces, a)
 		}
 	}
+	addrList, beaconList := d.destinations(cfg)
+	d.addrList = addrList
 	d.UDP = udpsearch.Build(udpsearch.Options{
 		Port:             cfg.PVA.BroadcastPort,
 		Interfaces:       ifaces,
-		IgnoreAddrs:      cfg.PVA.IgnoreAddrList,
 		GUID:             d.guid,
 		AddressMap:       cfg.Map.Rules,
 		TCPPort:          cfg.PVA.ServerPort, // the bound port, if 0 was asked, is set in Start
-		AnswerNames:      cfg.UDP.AnswerSearches,
 		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
-		AddrList:         d.addrList,
+		AddrList:         addrList,
 		SendBeacons:      cfg.UDP.SendBeacons,
 		BeaconAddrList:   beaconList,
 		Resolver:         d.Resolver,
@@ -198,12 +155,6 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		BeaconQueue:      cfg.UDP.BeaconQueue, // issue 14: the receive path never waits for the registry
 		OnSearchResponse: d.onUDPSearchResponse,
 		Clock:            d.clk,
-		ClientAllowed:    udpClientFilter(&cfg.Access),
-		SearchRate:       cfg.RateLimit.UDPSearchesPerSecond,
-		SearchBurst:      cfg.RateLimit.UDPSearchBurst,
-		ReflectionRatio:  cfg.RateLimit.ReflectionRatio,
-		ReflectionWindow: cfg.RateLimit.ReflectionWindow,
-		LimitExempt:      cfg.RateLimit.Exempt,
 		Logger:           d.log.Named("udp"),
 	})
 
@@ -223,16 +174,11 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	}
 	d.Ring = ring
 	d.Upstream = upstream.New(upstream.Options{
-		Servers: cfg.PVA.NameServers,
-		Conn:    upstreamConnOptions(cfg),
 		OnReply: func(from netip.AddrPort, m *pva.SearchResponse) { d.Ring.OnReply(from, true, m) },
 		OnReady: func(netip.AddrPort) { d.Ring.Poke(searchring.PokeNameServer) },
 		Clock:   d.clk,
 		Logger:  d.log.Named("upstream"),
 	})
-	if cfg.Search.Through {
-		d.Resolver.SetSearcher(d.Ring)
-	}
 	d.httpSrv = httpapi.NewService(httpapi.Options{
 		Registry: regView{d.Registry, d.Tracker},
 		Events:   d.Events,
@@ -244,17 +190,14 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
 			return resolver.Endpoint{Addr: server}.Wire(client, cfg.Map.Rules)
 		},
-		// issue 14: connection limits, timeouts, bounded bodies and
-		// patterns, discovery rate limit.
-		Limits: httpapi.Limits{
-			MaxConns:          cfg.HTTP.MaxConnections,
-			MaxConnsPerSource: cfg.HTTP.MaxConnectionsPerSource,
-			DiscoverInterval:  cfg.HTTP.DiscoverInterval,
-		},
+		// Connection limits, timeouts, bounded bodies and patterns,
+		// discovery rate limit.
+		Limits: httpLimits(cfg),
 		Logger: d.log.Named("http"),
 	})
 	// pvans's own beacons tell peers what it answers moved.
 	d.Registry.SubscribeChanges(d.UDP.BumpChangeCount)
+	d.apply(nil, cfg)
 	d.registerMetrics()
 	return d, nil
 }
@@ -270,9 +213,9 @@ func (d *Daemon) Start() (err error) {
 			d.Close()
 		}
 	}()
-	cfg := d.cfg
+	cfg := d.conf()
 	snapLoaded := d.loadSnapshot()
-	d.dropDeniedSnapshotServers()
+	d.dropDeniedServers(&cfg.Access, "snapshot server outside access.server_allow: dropped")
 
 	// Sockets. The TCP name server first: its port is what discovery
 	// answers and beacons carry.
@@ -283,7 +226,7 @@ func (d *Daemon) Start() (err error) {
 		d.UDP.SetTCPPort(as[0].Port())
 	}
 	if err := d.UDP.Listen(); err != nil {
-		return fmt.Errorf("UDP search port %d: %w", cfg.PVA.BroadcastPort, err)
+		return fmt.Errorf("UDP search port %d: %w", d.boot.PVA.BroadcastPort, err)
 	}
 	d.Ring.SetReplyPort(d.UDP.ClientAddr().Port())
 	if err := d.listenHTTP(); err != nil {
@@ -298,14 +241,13 @@ func (d *Daemon) Start() (err error) {
 	d.Prober.SetStatic(d.allowedStatic(cfg.Static.Servers))
 	d.nameFiles.Start()
 	d.serveHTTP()
-	if cfg.Snapshot.Path != "" && cfg.Snapshot.Interval > 0 {
-		d.mu.Lock()
-		d.snapTimer = d.clk.AfterFunc(cfg.Snapshot.Interval, d.periodicSnapshot)
-		d.mu.Unlock()
-	}
+	d.armSnapshot()
 
+	d.mu.Lock()
+	addrList := d.addrList
+	d.mu.Unlock()
 	switch {
-	case cfg.Search.DiscoveryAtStart && len(d.addrList) > 0:
+	case d.boot.Search.DiscoveryAtStart && len(addrList) > 0:
 		if derr := d.Discover(); derr != nil {
 			d.log.Warn("discovery ping failed", zap.Error(derr))
 		}
@@ -321,7 +263,7 @@ func (d *Daemon) Start() (err error) {
 		zap.String("guid", d.guid.String()),
 		zap.Stringers("tcp", d.TCP.Addrs()),
 		zap.Stringer("udp", d.UDP.LocalAddr()),
-		zap.Stringers("search_destinations", d.addrList),
+		zap.Stringers("search_destinations", addrList),
 		zap.Stringers("name_servers", cfg.PVA.NameServers),
 		zap.Bool("search_through", cfg.Search.Through),
 		zap.String("http", d.HTTPAddr()))
@@ -330,50 +272,10 @@ func (d *Daemon) Start() (err error) {
 
 func (d *Daemon) tcpListen() []netip.AddrPort {
 	var listen []netip.AddrPort
-	for _, a := range d.cfg.PVA.Interfaces {
-		listen = append(listen, netip.AddrPortFrom(a, d.cfg.PVA.ServerPort))
+	for _, a := range d.boot.PVA.Interfaces {
+		listen = append(listen, netip.AddrPortFrom(a, d.boot.PVA.ServerPort))
 	}
 	return listen
-}
-
-// destinations carries the address lists' multicast TTLs and interfaces
-// to the UDP participant.
-func destinations(l []config.Endpoint) []udpsearch.Destination {
-	out := make([]udpsearch.Destination, len(l))
-	for i, e := range l {
-		out[i] = udpsearch.Destination{Addr: e.AddrPort, TTL: e.TTL, Iface: e.Iface}
-	}
-	return out
-}
-
-// connOptions turns a config connection profile into connection options.
-func connOptions(p config.ConnProfile) pvaconn.Options {
-	return pvaconn.Options{MaxMessage: int(p.MaxMessageBytes), SendQueueBytes: int(p.SendQueueBytes),
-		HandshakeTimeout: p.HandshakeTimeout, MessageTimeout: p.MessageTimeout}
-}
-
-// clientConnOptions: the clients profile, closed after tcp.idle_timeout of
-// silence (clients echo; the listener does not).
-func clientConnOptions(cfg *config.Config) pvaconn.Options {
-	o := connOptions(cfg.ClientConn())
-	o.IdleTimeout = cfg.TCP.IdleTimeout
-	return o
-}
-
-// upstreamConnOptions: the probes profile with PVXS's client timers, as a
-// PVXS client keeps its name-server connections.
-func upstreamConnOptions(cfg *config.Config) pvaconn.Options {
-	o := connOptions(cfg.Probe.Conn)
-	o.IdleTimeout, o.EchoInterval = cfg.PVA.TCPTimeout(), cfg.PVA.EchoInterval()
-	return o
-}
-
-// probeBackoff: the bounds are settings, the shape (doubling, ±20 %) is
-// the prober's.
-func probeBackoff(cfg *config.Config) probe.Backoff {
-	b := probe.DefaultBackoff
-	b.Min, b.Max = cfg.Probe.BackoffMin, cfg.Probe.BackoffMax
-	return b
 }
 
 func (d *Daemon) setReady(why string) {
@@ -408,12 +310,12 @@ func (d *Daemon) HTTPAddr() string {
 }
 
 func (d *Daemon) listenHTTP() error {
-	if d.cfg.HTTP.Listen == "" {
+	if d.boot.HTTP.Listen == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", d.cfg.HTTP.Listen)
+	ln, err := net.Listen("tcp", d.boot.HTTP.Listen)
 	if err != nil {
-		return fmt.Errorf("HTTP listener %s: %w", d.cfg.HTTP.Listen, err)
+		return fmt.Errorf("HTTP listener %s: %w", d.boot.HTTP.Listen, err)
 	}
 	d.httpLn = ln
 	return nil
@@ -431,7 +333,7 @@ func (d *Daemon) serveHTTP() {
 }
 
 func (d *Daemon) loadSnapshot() bool {
-	p := d.cfg.Snapshot.Path
+	p := d.boot.Snapshot.Path
 	if p == "" {
 		return false
 	}
@@ -444,10 +346,10 @@ func (d *Daemon) loadSnapshot() bool {
 	}
 	c := d.Registry.Counts()
 	d.log.Info("registry snapshot loaded; entries unverified until confirmed", zap.String("path", p),
-		zap.Int("servers", c.Servers), zap.Int("names", c.Names), zap.Duration("window", d.cfg.Snapshot.UnverifiedWindow))
+		zap.Int("servers", c.Servers), zap.Int("names", c.Names), zap.Duration("window", d.conf().Snapshot.UnverifiedWindow))
 	// Re-probe every loaded server: a listing confirms it.
 	for _, s := range d.Registry.Servers() {
-		if d.cfg.Access.ServerAllowed(s.Addr.Addr()) {
+		if d.conf().Access.ServerAllowed(s.Addr.Addr()) {
 			d.Prober.Probe(s.GUID, s.Addr, probe.ReasonNew)
 		}
 	}
@@ -456,20 +358,30 @@ func (d *Daemon) loadSnapshot() bool {
 
 // SaveSnapshot writes the registry snapshot now.
 func (d *Daemon) SaveSnapshot() error {
-	if d.cfg.Snapshot.Path == "" {
+	if d.boot.Snapshot.Path == "" {
 		return nil
 	}
-	return d.Registry.SaveSnapshot(d.cfg.Snapshot.Path)
+	return d.Registry.SaveSnapshot(d.boot.Snapshot.Path)
 }
 
 func (d *Daemon) periodicSnapshot() {
 	if err := d.SaveSnapshot(); err != nil {
-		d.log.Warn("registry snapshot not written", zap.String("path", d.cfg.Snapshot.Path), zap.Error(err))
+		d.log.Warn("registry snapshot not written", zap.String("path", d.boot.Snapshot.Path), zap.Error(err))
 	}
+	d.armSnapshot()
+}
+
+// armSnapshot schedules the next periodic save (snapshot.interval, read
+// now so a reload applies from the next save on).
+func (d *Daemon) armSnapshot() {
+	iv := d.conf().Snapshot.Interval
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.closed {
-		d.snapTimer = d.clk.AfterFunc(d.cfg.Snapshot.Interval, d.periodicSnapshot)
+	if d.snapTimer != nil {
+		d.snapTimer.Stop()
+	}
+	if !d.closed && d.boot.Snapshot.Path != "" && iv > 0 {
+		d.snapTimer = d.clk.AfterFunc(iv, d.periodicSnapshot)
 	}
 }
 
@@ -485,8 +397,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 			_ = d.TCP.Close()
 			if serr := d.SaveSnapshot(); serr != nil {
 				err = fmt.Errorf("snapshot: %w", serr)
-			} else if d.cfg.Snapshot.Path != "" {
-				d.log.Info("registry snapshot written", zap.String("path", d.cfg.Snapshot.Path))
+			} else if d.boot.Snapshot.Path != "" {
+				d.log.Info("registry snapshot written", zap.String("path", d.boot.Snapshot.Path))
 			}
 			d.Close()
 		}()
@@ -527,17 +439,4 @@ func (d *Daemon) Close() {
 	d.Tracker.Close()
 	d.Resolver.Close()
 	d.Registry.Close()
-}
-
-// Reload applies what can change without a restart (currently: nothing
-// beyond the log level, which cmd/pvans applies) and reports the keys that
-// need a restart.
-func (d *Daemon) Reload(next *config.Config) (restartNeeded []string) {
-	for _, k := range config.Changed(d.cfg, next) {
-		if k == "log.level" || k == "log.format" {
-			continue
-		}
-		restartNeeded = append(restartNeeded, k)
-	}
-	return restartNeeded
 }

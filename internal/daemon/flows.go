@@ -25,7 +25,7 @@ func (f beaconFilter) Observe(o beacon.Observation) {
 	if o.GUID == f.d.guid {
 		return // our own beacon or discovery answer, heard back
 	}
-	if !f.d.cfg.Access.ServerAllowed(o.Endpoint.Addr()) {
+	if !f.d.conf().Access.ServerAllowed(o.Endpoint.Addr()) {
 		f.d.deniedServers.Add(1)
 		return
 	}
@@ -132,7 +132,7 @@ func (d *Daemon) onUDPSearchResponse(from netip.AddrPort, m *pva.SearchResponse)
 // onSearchResolved enters a search-through answer into the registry,
 // which pushes it to every waiting client.
 func (d *Daemon) onSearchResolved(name string, guid pva.GUID, ep netip.AddrPort) {
-	if !d.cfg.Access.ServerAllowed(ep.Addr()) {
+	if !d.conf().Access.ServerAllowed(ep.Addr()) {
 		d.deniedServers.Add(1)
 		return
 	}

@@ -11,6 +11,6 @@ func (d *Daemon) registerMetrics() {
 	d.Tracker.RegisterMetrics(m)
 	d.Ring.RegisterMetrics(m)
 	d.httpSrv.RegisterMetrics(m)
-	d.Ring.RegisterDestinationMetrics(m, d.UDP.SearchDestinations(), d.cfg.PVA.NameServers)
+	d.Ring.RegisterDestinationMetrics(m, d.UDP.SearchDestinations(), d.conf().PVA.NameServers)
 	m.AccessDenied("server", d.deniedServers.Load)
 }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -60,6 +61,9 @@ type Options struct {
 	Now func() time.Time
 
 	cnt *counters // set by NewService; Handler alone makes its own
+	// lim holds Limits as SetLimits changes them (set by NewService;
+	// Handler alone makes its own).
+	lim *atomic.Pointer[Limits]
 }
 
 // namesContext is implemented by a registry whose listing can be stopped
@@ -75,6 +79,11 @@ const MaxNamesLimit = 10000
 // Handler returns the mux serving every endpoint.
 func Handler(o Options) http.Handler {
 	o.Limits = o.Limits.withDefaults()
+	if o.lim == nil {
+		o.lim = new(atomic.Pointer[Limits])
+		l := o.Limits.withDefaults()
+		o.lim.Store(&l)
+	}
 	if o.cnt == nil {
 		o.cnt = new(counters)
 	}
@@ -383,12 +392,13 @@ func (a *api) discover(w http.ResponseWriter, r *http.Request) {
 	}
 	now := a.o.Now()
 	a.discoverMu.Lock()
-	wait := a.lastDiscover.Add(a.o.Limits.DiscoverInterval).Sub(now)
+	iv := a.o.lim.Load().DiscoverInterval
+	wait := a.lastDiscover.Add(iv).Sub(now)
 	if !a.lastDiscover.IsZero() && wait > 0 {
 		a.discoverMu.Unlock()
 		a.o.cnt.discoverLimited.Add(1)
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-		writeErr(w, http.StatusTooManyRequests, "a discovery round was sent less than "+a.o.Limits.DiscoverInterval.String()+" ago; retry after "+wait.Round(time.Second).String())
+		writeErr(w, http.StatusTooManyRequests, "a discovery round was sent less than "+iv.String()+" ago; retry after "+wait.Round(time.Second).String())
 		return
 	}
 	a.lastDiscover = now

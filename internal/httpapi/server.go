@@ -105,7 +105,7 @@ type counters struct {
 // Service is the hardened HTTP listener serving Handler.
 type Service struct {
 	srv    *http.Server
-	lim    Limits
+	lim    *atomic.Pointer[Limits]
 	cnt    *counters
 	ll     *limitlog.Log
 	closed chan struct{}
@@ -121,7 +121,9 @@ func NewService(o Options) *Service {
 	}
 	cnt := new(counters)
 	o.cnt = cnt
-	s := &Service{lim: o.Limits, cnt: cnt, ll: limitlog.New(o.Logger, 0, nil), closed: make(chan struct{})}
+	o.lim = new(atomic.Pointer[Limits])
+	o.lim.Store(&o.Limits)
+	s := &Service{lim: o.lim, cnt: cnt, ll: limitlog.New(o.Logger, 0, nil), closed: make(chan struct{})}
 	s.srv = &http.Server{
 		Handler:           Handler(o),
 		ReadHeaderTimeout: o.Limits.ReadHeaderTimeout,
@@ -132,6 +134,17 @@ func NewService(o Options) *Service {
 		ErrorLog:          zap.NewStdLog(o.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
 	}
 	return s
+}
+
+// SetLimits applies new connection bounds (from the next accepted
+// connection; open ones are not closed) and a new discovery interval (from
+// the next POST /v1/discover). The timeouts are the http.Server's, fixed
+// once it serves: SetLimits keeps the ones in force.
+func (s *Service) SetLimits(l Limits) {
+	cur := s.lim.Load()
+	l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout, l.IdleTimeout = cur.ReadHeaderTimeout, cur.ReadTimeout, cur.WriteTimeout, cur.IdleTimeout
+	l = l.withDefaults()
+	s.lim.Store(&l)
 }
 
 // Serve accepts on ln until Shutdown or Close.
@@ -194,20 +207,21 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 			src = ta.AddrPort().Addr().Unmap()
 		}
+		lim := s.lim.Load()
 		l.mu.Lock()
 		switch {
-		case s.cnt.open.Load() >= int64(s.lim.MaxConns):
+		case s.cnt.open.Load() >= int64(lim.MaxConns):
 			l.mu.Unlock()
 			s.cnt.rejected.Add(1)
 			s.ll.Hit("http_max_connections", "HTTP connection limit reached; new connections closed",
-				zap.Int("max_connections", s.lim.MaxConns), zap.Stringer("client", src))
+				zap.Int("max_connections", lim.MaxConns), zap.Stringer("client", src))
 			c.Close()
 			continue
-		case l.bySource[src] >= s.lim.MaxConnsPerSource:
+		case l.bySource[src] >= lim.MaxConnsPerSource:
 			l.mu.Unlock()
 			s.cnt.perSource.Add(1)
 			s.ll.Hit("http_connections_per_source", "HTTP connections per source limit reached; new connections from it closed",
-				zap.Int("max_connections_per_source", s.lim.MaxConnsPerSource), zap.Stringer("client", src))
+				zap.Int("max_connections_per_source", lim.MaxConnsPerSource), zap.Stringer("client", src))
 			c.Close()
 			continue
 		}

@@ -1,19 +1,23 @@
 package logging
 
 import (
+	"bytes"
+	"strings"
+	"sync"
 	"testing"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
 func TestNewLevelsAndFormats(t *testing.T) {
 	for _, f := range []string{"auto", "console", "json", ""} {
-		l, lvl, err := New("warn", f)
+		l, c, err := New("warn", f)
 		if err != nil || l == nil {
 			t.Fatalf("format %q: %v", f, err)
 		}
-		if lvl.Level() != zapcore.WarnLevel {
-			t.Fatalf("level %v", lvl.Level())
+		if c.Level() != zapcore.WarnLevel {
+			t.Fatalf("level %v", c.Level())
 		}
 	}
 	if _, _, err := New("loud", "json"); err == nil {
@@ -22,4 +26,69 @@ func TestNewLevelsAndFormats(t *testing.T) {
 	if _, _, err := New("info", "xml"); err == nil {
 		t.Fatal("bad format accepted")
 	}
+}
+
+// A reload switches level and format of the root logger and of every
+// logger derived from it (named, with fields) before the switch.
+func TestApplySwitchesLevelAndFormat(t *testing.T) {
+	var buf bytes.Buffer
+	root, c, err := NewTo(&buf, "info", "console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := root.Named("udp").With(zap.String("k", "v"))
+	child.Debug("hidden")
+	child.Info("console line")
+	if err := c.Apply("debug", "json"); err != nil {
+		t.Fatal(err)
+	}
+	child.Debug("json line")
+	if err := c.Apply("warn", "nonsense"); err == nil {
+		t.Fatal("bad format accepted")
+	}
+	child.Debug("still json at debug") // the refused Apply changed nothing
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines:\n%s", len(lines), buf.String())
+	}
+	if strings.HasPrefix(lines[0], "{") || !strings.Contains(lines[0], "console line") || !strings.Contains(lines[0], "udp") {
+		t.Errorf("first line not console: %q", lines[0])
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "{") || !strings.Contains(l, `"k":"v"`) || !strings.Contains(l, `"logger":"udp"`) {
+			t.Errorf("line after switch not JSON with the child's fields: %q", l)
+		}
+	}
+}
+
+// Switching while other goroutines log is safe (run with -race).
+func TestApplyWhileLogging(t *testing.T) {
+	var buf syncBuf
+	root, c, _ := NewTo(&buf, "info", "json")
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := root.With(zap.Int("g", i))
+			for j := 0; j < 200; j++ {
+				l.Info("x")
+			}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		_ = c.Apply("info", []string{"json", "console"}[i%2])
+	}
+	wg.Wait()
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
 }

@@ -60,6 +60,9 @@ func Dial(ctx context.Context, server netip.AddrPort) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// Done is closed when the connection has ended (closed by either side).
+func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
+
 // Search sends names (packed into as many messages as PVXS would) and
 // returns at once; answers are collected as they come.
 func (c *Client) Search(names []string) error {

@@ -47,6 +47,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -208,8 +209,8 @@ type server struct {
 // Prober runs probes. It is safe for concurrent use.
 type Prober struct {
 	opt    Options
+	tm     atomic.Pointer[timings] // what SetTimings changes
 	log    *zap.Logger
-	sem    chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -272,10 +273,65 @@ func New(opt Options) *Prober {
 		opt.Conn.Logger = opt.Logger
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Prober{
-		opt: opt, log: opt.Logger, sem: make(chan struct{}, opt.Concurrency),
+	p := &Prober{
+		opt: opt, log: opt.Logger,
 		ctx: ctx, cancel: cancel, servers: make(map[netip.AddrPort]*server), rnd: opt.Rand,
 	}
+	p.tm.Store(&timings{probeTimeout: opt.ProbeTimeout, reprobe: opt.Reprobe, backoff: opt.Backoff,
+		conn: opt.Conn, sem: make(chan struct{}, opt.Concurrency), concurrency: opt.Concurrency})
+	return p
+}
+
+// timings are the options SetTimings replaces as one value, so an attempt
+// sees the old ones or the new ones, never a mix.
+type timings struct {
+	probeTimeout, reprobe time.Duration
+	backoff               Backoff
+	conn                  pvaconn.Options // template for new connections
+	sem                   chan struct{}   // bounds probes at once (concurrency)
+	concurrency           int
+}
+
+// Timings are the options a running prober can change (a configuration
+// reload); zero fields keep the current value.
+type Timings struct {
+	Concurrency  int
+	EchoInterval time.Duration
+	IdleTimeout  time.Duration // 0 with a new EchoInterval: DefaultIdleTimeout of it
+	ProbeTimeout time.Duration
+	Reprobe      time.Duration
+	Backoff      Backoff
+}
+
+// SetTimings applies new timings from the next attempt on: its timeout and
+// connection (echo, idle timeout) are the new ones, and so is the schedule
+// it sets (re-listing, backoff). Watch connections already open keep
+// theirs. A new concurrency bound counts only probes started after it.
+func (p *Prober) SetTimings(t Timings) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := p.tm.Load()
+	next := *cur
+	if t.ProbeTimeout > 0 {
+		next.probeTimeout = t.ProbeTimeout
+	}
+	if t.Reprobe != 0 {
+		next.reprobe = t.Reprobe
+	}
+	if t.Backoff.Min > 0 {
+		next.backoff = t.Backoff.withDefaults()
+	}
+	if t.EchoInterval > 0 {
+		next.conn.EchoInterval = t.EchoInterval
+		next.conn.IdleTimeout = DefaultIdleTimeout(t.EchoInterval)
+	}
+	if t.IdleTimeout > 0 {
+		next.conn.IdleTimeout = t.IdleTimeout
+	}
+	if t.Concurrency > 0 && t.Concurrency != cur.concurrency {
+		next.concurrency, next.sem = t.Concurrency, make(chan struct{}, t.Concurrency)
+	}
+	p.tm.Store(&next)
 }
 
 // StaticGUID is the identity reported for a server whose GUID is unknown
@@ -452,7 +508,7 @@ func (p *Prober) schedule(s *server, d time.Duration) {
 
 // retry schedules the next attempt after a failure.
 func (p *Prober) retry(s *server) {
-	p.schedule(s, p.opt.Backoff.Delay(s.failures, p.rnd.Float64()))
+	p.schedule(s, p.tm.Load().backoff.Delay(s.failures, p.rnd.Float64()))
 }
 
 // report queues a Sink call; deliver runs them in order outside the lock.
@@ -539,15 +595,16 @@ type outcome struct {
 func (p *Prober) run(s *server) {
 	defer p.wg.Done()
 	for {
+		sem := p.tm.Load().sem // released into the one it was taken from
 		select {
-		case p.sem <- struct{}{}:
+		case sem <- struct{}{}:
 		case <-p.ctx.Done():
 			return
 		}
 		began := time.Now()
 		o := p.attempt(s)
 		o.took = time.Since(began)
-		<-p.sem
+		<-sem
 		again := p.settle(s, o)
 		p.deliver()
 		if !again {
@@ -563,12 +620,13 @@ func (p *Prober) attempt(s *server) outcome {
 	cl, guid := s.cl, s.guid
 	p.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(p.ctx, p.opt.ProbeTimeout)
+	tm := p.tm.Load()
+	ctx, cancel := context.WithTimeout(p.ctx, tm.probeTimeout)
 	defer cancel()
 	pinged := false
 	if cl == nil {
 		cl = newClient(p, s)
-		conn, err := p.opt.Dial(ctx, s.ep, p.opt.Conn, cl)
+		conn, err := p.opt.Dial(ctx, s.ep, tm.conn, cl)
 		if err != nil {
 			return outcome{connErr: err}
 		}
@@ -690,8 +748,8 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		p.stats.Listed++
 		names, info := o.names, o.info
 		p.report(func(k Sink) { k.Listed(guid, ep, names, info) })
-		if p.opt.Reprobe > 0 {
-			p.schedule(s, jitter(p.opt.Reprobe, reprobeJitter, p.rnd.Float64()))
+		if re := p.tm.Load().reprobe; re > 0 {
+			p.schedule(s, jitter(re, reprobeJitter, p.rnd.Float64()))
 		} else {
 			p.stopTimer(s)
 		}

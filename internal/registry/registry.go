@@ -98,10 +98,12 @@ type server struct {
 
 // Registry is safe for concurrent use.
 type Registry struct {
-	opts Options
-	log  *zap.Logger
-	clk  clock.Clock
-	db   *memdb.MemDB
+	opts Options // MaxServers, MaxNames and UnverifiedTTL: read and set with wmu held
+	// fieldNames is Options.FieldNames, read lock-free by lookups.
+	fieldNames atomic.Bool
+	log        *zap.Logger
+	clk        clock.Clock
+	db         *memdb.MemDB
 
 	// wmu serializes every mutation and owns the fields below it.
 	wmu      sync.Mutex
@@ -112,6 +114,7 @@ type Registry struct {
 	seq      uint64
 	dupNames map[string]int // name -> non-holding claimants; avoids a memdb read per release
 	expiry   clock.Timer
+	loadedAt time.Time // when the snapshot was loaded (expiry runs from it)
 	limitLog map[string]time.Time
 
 	// imu publishes idx and holders to readers; written only with wmu held.
@@ -152,13 +155,49 @@ func New(o Options) *Registry {
 	if err != nil {
 		panic(err) // the schema is a constant
 	}
-	return &Registry{
+	r := &Registry{
 		opts: o, log: o.Logger, clk: o.Clock, db: db,
 		byGUID:   make(map[pva.GUID]*server),
 		dupNames: make(map[string]int),
 		limitLog: make(map[string]time.Time),
 		idx:      newNameIndex(),
 	}
+	r.fieldNames.Store(o.FieldNames)
+	return r
+}
+
+// Limits are the options a running registry can change (a configuration
+// reload). Zero MaxServers, MaxNames or UnverifiedTTL keep the current one.
+type Limits struct {
+	MaxServers    int
+	MaxNames      int
+	UnverifiedTTL time.Duration
+	FieldNames    bool
+}
+
+// SetLimits applies new limits. A raised bound admits more at once. A
+// lowered one removes nothing: registrations beyond it are refused until
+// servers leave the natural way (lost, replaced, expired) and the counts
+// fall below it. A changed UnverifiedTTL re-arms the expiry of servers
+// loaded from a snapshot and not yet confirmed.
+func (r *Registry) SetLimits(l Limits) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if l.MaxServers > 0 {
+		r.opts.MaxServers = l.MaxServers
+	}
+	if l.MaxNames > 0 {
+		r.opts.MaxNames = l.MaxNames
+	}
+	if l.UnverifiedTTL > 0 && l.UnverifiedTTL != r.opts.UnverifiedTTL {
+		r.opts.UnverifiedTTL = l.UnverifiedTTL
+		if r.expiry != nil {
+			r.expiry.Stop()
+			wait := max(r.loadedAt.Add(l.UnverifiedTTL).Sub(r.clk.Now()), 0)
+			r.expiry = r.clk.AfterFunc(wait, func() { r.ExpireUnverified(r.clk.Now()) })
+		}
+	}
+	r.fieldNames.Store(l.FieldNames)
 }
 
 // Subscribe registers f to be called after every commit that makes names
@@ -207,12 +246,12 @@ func (r *Registry) notify(added []string) {
 }
 
 // FieldNames reports whether the record.FIELD rule is on.
-func (r *Registry) FieldNames() bool { return r.opts.FieldNames }
+func (r *Registry) FieldNames() bool { return r.fieldNames.Load() }
 
 // RecordOf returns the record part of a record.FIELD name when the field
 // rule is on; ok is false for other names or when the rule is off.
 func (r *Registry) RecordOf(name []byte) (rec []byte, ok bool) {
-	if !r.opts.FieldNames {
+	if !r.fieldNames.Load() {
 		return nil, false
 	}
 	return recordPart(name)
@@ -256,7 +295,7 @@ func (r *Registry) lookupLocked(name []byte) *Holder {
 	if h := r.lookupHashed(r.idx.hashBytes(name), name); h != nil {
 		return h
 	}
-	if r.opts.FieldNames {
+	if r.fieldNames.Load() {
 		if rec, ok := recordPart(name); ok {
 			return r.lookupHashed(r.idx.hashBytes(rec), rec)
 		}
@@ -275,7 +314,7 @@ func (r *Registry) LookupBatch(q []pva.SearchName, out []*Holder) {
 		for i := range k {
 			names[i] = q[i].Name
 		}
-		r.lookupMany(&names, k, out, r.opts.FieldNames)
+		r.lookupMany(&names, k, out, r.fieldNames.Load())
 		q, out = q[k:], out[k:]
 	}
 	r.imu.RUnlock()
@@ -288,7 +327,7 @@ func (r *Registry) LookupNames(names [][]byte, out []*Holder) {
 	r.imu.RLock()
 	for len(names) > 0 {
 		k := copy(chunk[:], names)
-		r.lookupMany(&chunk, k, out, r.opts.FieldNames)
+		r.lookupMany(&chunk, k, out, r.fieldNames.Load())
 		names, out = names[k:], out[k:]
 	}
 	r.imu.RUnlock()

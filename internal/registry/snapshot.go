@@ -412,6 +412,7 @@ func (r *Registry) LoadSnapshot(path string) error {
 	if r.expiry != nil {
 		r.expiry.Stop()
 	}
+	r.loadedAt = r.clk.Now()
 	r.expiry = r.clk.AfterFunc(r.opts.UnverifiedTTL, func() { r.ExpireUnverified(r.clk.Now()) })
 	r.log.Info("registry snapshot loaded", zap.String("path", path),
 		zap.Int("servers", len(r.byGUID)), zap.Int("claims", r.claims))

@@ -135,10 +135,38 @@ type Stats struct {
 	Pushed          uint64 // waiters answered by push
 }
 
+// Policy is the part of the Options a running resolver can change (a
+// configuration reload). One batch or Wait uses one Policy throughout: the
+// old one or the new one, never a mix.
+type Policy struct {
+	MaxWaitsPerClient int
+	MaxWaitsPerSource int
+	MaxWaiters        int
+	MaxNameBytes      int
+	NameAllowed       func(name []byte) bool
+}
+
+func (o *Options) policy() Policy {
+	return Policy{MaxWaitsPerClient: o.MaxWaitsPerClient, MaxWaitsPerSource: o.MaxWaitsPerSource,
+		MaxWaiters: o.MaxWaiters, MaxNameBytes: o.MaxNameBytes, NameAllowed: o.NameAllowed}
+}
+
+// SetPolicy applies a new policy to the next lookups and waits. Lowered
+// waiter bounds remove no waiter: they refuse new ones until waiters leave
+// the natural way (answered, expired, connection closed). A name the new
+// name policy refuses is no longer answered; its existing waiters expire.
+func (r *Resolver) SetPolicy(p Policy) {
+	if p.MaxWaitsPerClient <= 0 {
+		p.MaxWaitsPerClient = DefaultMaxWaitsPerClient
+	}
+	r.pol.Store(&p)
+}
+
 // Resolver is safe for concurrent use.
 type Resolver struct {
 	reg  *registry.Registry
-	opts Options
+	opts Options // the Policy fields are read from pol instead
+	pol  atomic.Pointer[Policy]
 	log  *zap.Logger
 
 	mu       sync.Mutex
@@ -183,6 +211,7 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
 		bySource: make(map[netip.Addr]int),
 		byName:   make(map[string]map[waitKey]struct{}), byRecord: make(map[string]map[string]struct{})}
+	r.SetPolicy(o.policy())
 	reg.Subscribe(r.onNames)
 	r.mu.Lock()
 	r.armSweepLocked()
@@ -241,13 +270,14 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	}
 	hs := b.holders[:len(q)]
 	r.reg.LookupBatch(q, hs)
+	pol := r.pol.Load()
 	denied := 0
 	for i, h := range hs {
-		if m := r.opts.MaxNameBytes; m > 0 && len(q[i].Name) > m {
-			r.tooLong(len(q[i].Name))
+		if m := pol.MaxNameBytes; m > 0 && len(q[i].Name) > m {
+			r.tooLong(len(q[i].Name), m)
 			continue
 		}
-		if allow := r.opts.NameAllowed; allow != nil && !allow(q[i].Name) {
+		if allow := pol.NameAllowed; allow != nil && !allow(q[i].Name) {
 			denied++
 			r.logDenied(q[i].Name)
 			continue
@@ -286,15 +316,10 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 }
 
 // tooLong counts (and logs once per interval) a name over MaxNameBytes.
-func (r *Resolver) tooLong(n int) {
+func (r *Resolver) tooLong(n, max int) {
 	r.st.tooLong.Add(1)
 	r.ll.Hit("name_length", "name longer than the bound refused (not answered, waited for or searched through)",
-		zap.Int("bytes", n), zap.Int("max_name_bytes", r.opts.MaxNameBytes))
-}
-
-// allowed applies the name policy.
-func (r *Resolver) allowed(name []byte) bool {
-	return r.opts.NameAllowed == nil || r.opts.NameAllowed(name)
+		zap.Int("bytes", n), zap.Int("max_name_bytes", max))
 }
 
 func (r *Resolver) logDenied(name []byte) {
@@ -364,13 +389,14 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 		return
 	}
 	var now []nowClaim
+	pol := r.pol.Load()
 	for _, i := range missing {
 		sn := q[i]
-		if m := r.opts.MaxNameBytes; m > 0 && len(sn.Name) > m {
-			r.tooLong(len(sn.Name))
+		if m := pol.MaxNameBytes; m > 0 && len(sn.Name) > m {
+			r.tooLong(len(sn.Name), m)
 			continue
 		}
-		if !r.allowed(sn.Name) {
+		if pol.NameAllowed != nil && !pol.NameAllowed(sn.Name) {
 			r.st.denied.Add(1)
 			continue
 		}
@@ -387,7 +413,7 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 			now = addClaim(now, h, sn.CID)
 			continue
 		}
-		if !r.roomLocked(c) {
+		if !r.roomLocked(c, pol) {
 			continue
 		}
 		name := string(sn.Name)
@@ -420,18 +446,18 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 
 // roomLocked reports whether c may add a waiter, counting (and logging
 // once per interval) the bound that refused it.
-func (r *Resolver) roomLocked(c *Client) bool {
+func (r *Resolver) roomLocked(c *Client, pol *Policy) bool {
 	switch {
-	case len(c.waits) >= r.opts.MaxWaitsPerClient:
+	case len(c.waits) >= pol.MaxWaitsPerClient:
 		r.st.drops.Add(1)
-	case r.opts.MaxWaitsPerSource > 0 && r.bySource[c.src] >= r.opts.MaxWaitsPerSource:
+	case pol.MaxWaitsPerSource > 0 && r.bySource[c.src] >= pol.MaxWaitsPerSource:
 		r.st.dropsSource.Add(1)
 		r.ll.Hit("waiters_per_source", "waiters per source address limit reached; names not remembered for push",
-			zap.Stringer("client", c.src), zap.Int("max_waiters_per_source", r.opts.MaxWaitsPerSource))
-	case r.opts.MaxWaiters > 0 && r.waiting.Load() >= int64(r.opts.MaxWaiters):
+			zap.Stringer("client", c.src), zap.Int("max_waiters_per_source", pol.MaxWaitsPerSource))
+	case pol.MaxWaiters > 0 && r.waiting.Load() >= int64(pol.MaxWaiters):
 		r.st.dropsTotal.Add(1)
 		r.ll.Hit("waiters_total", "waiter limit reached; names not remembered for push",
-			zap.Int("max_waiters", r.opts.MaxWaiters))
+			zap.Int("max_waiters", pol.MaxWaiters))
 	default:
 		return true
 	}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -141,15 +142,87 @@ type counters struct {
 	active atomic.Int64
 }
 
+// Policy is the part of the Options a running listener can change (a
+// configuration reload): who may connect, how many, how fast, and the
+// limits of connections accepted from then on.
+type Policy struct {
+	ClientAllowed     func(netip.Addr) bool
+	MaxConns          int
+	MaxConnsPerSource int
+	Conn              pvaconn.Options // IdleTimeout, MaxMessage, SendQueueBytes, HandshakeTimeout, MessageTimeout
+	MessageRate       float64
+	MessageBurst      int
+	RateSources       int
+	RateExempt        []netip.Prefix
+	MaxNamesPerSearch int
+}
+
+func (o *Options) policy() Policy {
+	return Policy{ClientAllowed: o.ClientAllowed, MaxConns: o.MaxConns, MaxConnsPerSource: o.MaxConnsPerSource,
+		Conn: o.Conn, MessageRate: o.MessageRate, MessageBurst: o.MessageBurst, RateSources: o.RateSources,
+		RateExempt: o.RateExempt, MaxNamesPerSearch: o.MaxNamesPerSearch}
+}
+
+// policy is a Policy in force, with its limiter. A message or an accepted
+// connection is handled under one policy throughout.
+type policy struct {
+	Policy
+	limit *ratelimit.Limiter // nil: unlimited
+}
+
+// SetPolicy applies a new policy. Connections open from clients it
+// refuses are closed now; the connection bounds and limits apply from the
+// next accepted connection (open ones keep theirs, and none is closed to
+// get under a lowered bound). A changed rate, burst or exemption list
+// starts a new limiter: every source begins with a full burst.
+func (s *Server) SetPolicy(p Policy) {
+	if p.MaxConns <= 0 {
+		p.MaxConns = DefaultMaxConns
+	}
+	if p.Conn.MaxMessage <= 0 {
+		p.Conn.MaxMessage = DefaultMaxMessage
+	}
+	if p.Conn.SendQueueBytes <= 0 {
+		p.Conn.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if p.MaxNamesPerSearch == 0 {
+		p.MaxNamesPerSearch = DefaultMaxNamesPerSearch
+	}
+	p.Conn.Role = pvaconn.Server
+	p.Conn.Counters = &s.conn
+	p.Conn.Logger = s.log
+	next := &policy{Policy: p}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.pol.Load(); cur != nil && cur.MessageRate == p.MessageRate && cur.MessageBurst == p.MessageBurst &&
+		cur.RateSources == p.RateSources && slices.Equal(cur.RateExempt, p.RateExempt) {
+		next.limit = cur.limit
+	} else {
+		next.limit = ratelimit.New(ratelimit.Options{Rate: p.MessageRate, Burst: p.MessageBurst,
+			Sources: p.RateSources, Exempt: p.RateExempt, Clock: s.opt.Clock})
+	}
+	s.pol.Store(next)
+	if p.ClientAllowed == nil {
+		return
+	}
+	for c := range s.conns {
+		if !p.ClientAllowed(c.Remote().Addr().Unmap()) {
+			s.cnt.denied.Add(1)
+			s.log.Info("TCP client closed: refused by the new client access list", zap.Stringer("client", c.Remote()))
+			_ = c.Close()
+		}
+	}
+}
+
 // Server is the name-server listener.
 type Server struct {
-	opt   Options
-	res   Resolver
-	log   *zap.Logger
-	cnt   counters
-	conn  pvaconn.Counters
-	limit *ratelimit.Limiter // nil: unlimited
-	ll    *limitlog.Log
+	opt  Options // the Policy fields are read from pol instead
+	pol  atomic.Pointer[policy]
+	res  Resolver
+	log  *zap.Logger
+	cnt  counters
+	conn pvaconn.Counters
+	ll   *limitlog.Log
 
 	mu       sync.Mutex
 	lns      []*net.TCPListener
@@ -162,28 +235,12 @@ type Server struct {
 
 // New returns a listener answering from r. Start opens the sockets.
 func New(opt Options, r Resolver) *Server {
-	if opt.MaxConns <= 0 {
-		opt.MaxConns = DefaultMaxConns
-	}
-	if opt.Conn.MaxMessage <= 0 {
-		opt.Conn.MaxMessage = DefaultMaxMessage
-	}
-	if opt.Conn.SendQueueBytes <= 0 {
-		opt.Conn.SendQueueBytes = DefaultSendQueueBytes
-	}
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
-	if opt.MaxNamesPerSearch == 0 {
-		opt.MaxNamesPerSearch = DefaultMaxNamesPerSearch
-	}
 	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]struct{}),
 		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil)}
-	s.limit = ratelimit.New(ratelimit.Options{Rate: opt.MessageRate, Burst: opt.MessageBurst,
-		Sources: opt.RateSources, Exempt: opt.RateExempt, Clock: opt.Clock})
-	s.opt.Conn.Role = pvaconn.Server
-	s.opt.Conn.Counters = &s.conn
-	s.opt.Conn.Logger = opt.Logger
+	s.SetPolicy(opt.policy())
 	return s
 }
 
@@ -273,7 +330,7 @@ func (s *Server) Close() error {
 }
 
 // RateStats are the per-source message limiter's counters.
-func (s *Server) RateStats() ratelimit.LimiterStats { return s.limit.Stats() }
+func (s *Server) RateStats() ratelimit.LimiterStats { return s.pol.Load().limit.Stats() }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
@@ -317,24 +374,34 @@ func (s *Server) acceptLoop(ln acceptor) {
 		if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
 			src = ta.AddrPort().Addr().Unmap()
 		}
-		if allow := s.opt.ClientAllowed; allow != nil && !allow(src) {
+		pol := s.pol.Load()
+		if allow := pol.ClientAllowed; allow != nil && !allow(src) {
 			s.cnt.denied.Add(1)
 			s.log.Debug("TCP client refused by the client access list", zap.Stringer("client", nc.RemoteAddr()))
 			nc.Close()
 			continue
 		}
 		s.mu.Lock()
-		if s.closed || s.cnt.active.Load() >= int64(s.opt.MaxConns) {
+		if cur := s.pol.Load(); cur != pol { // SetPolicy ran since the check above (it stores under mu)
+			pol = cur
+			if allow := pol.ClientAllowed; allow != nil && !allow(src) {
+				s.mu.Unlock()
+				s.cnt.denied.Add(1)
+				nc.Close()
+				continue
+			}
+		}
+		if s.closed || s.cnt.active.Load() >= int64(pol.MaxConns) {
 			s.mu.Unlock()
 			if !s.closed {
 				s.cnt.rejected.Add(1)
 				s.ll.Hit("tcp_max_connections", "TCP connection limit reached; new connections closed",
-					zap.Int("max_connections", s.opt.MaxConns), zap.Stringer("client", nc.RemoteAddr()))
+					zap.Int("max_connections", pol.MaxConns), zap.Stringer("client", nc.RemoteAddr()))
 			}
 			nc.Close()
 			continue
 		}
-		if m := s.opt.MaxConnsPerSource; m > 0 && s.bySource[src] >= m && !s.exempt(src) {
+		if m := pol.MaxConnsPerSource; m > 0 && s.bySource[src] >= m && !pol.exempt(src) {
 			s.mu.Unlock()
 			s.cnt.perSource.Add(1)
 			s.ll.Hit("tcp_connections_per_source", "TCP connections per source limit reached; new connections from it closed",
@@ -347,14 +414,14 @@ func (s *Server) acceptLoop(ln acceptor) {
 		s.cnt.accepted.Add(1)
 		// Serve under mu: Closed (which deletes) cannot run before the add.
 		ss := &session{s: s, src: src}
-		c := pvaconn.Serve(nc, s.opt.Conn, ss)
+		c := pvaconn.Serve(nc, pol.Conn, ss)
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 	}
 }
 
-func (s *Server) exempt(a netip.Addr) bool {
-	for _, p := range s.opt.RateExempt {
+func (p *policy) exempt(a netip.Addr) bool {
+	for _, p := range p.RateExempt {
 		if p.Contains(a) {
 			return true
 		}

@@ -37,7 +37,7 @@ type session struct {
 }
 
 func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
-	if !ss.s.limit.Allow(c.Remote().Addr()) {
+	if !ss.s.pol.Load().limit.Allow(c.Remote().Addr()) {
 		ss.s.cnt.rateLimited.Add(1)
 		return
 	}
@@ -77,7 +77,7 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		c.Close() // PVXS disconnects on a malformed search
 		return
 	}
-	if m := ss.s.opt.MaxNamesPerSearch; m > 0 && len(q.Names) > m {
+	if m := ss.s.pol.Load().MaxNamesPerSearch; m > 0 && len(q.Names) > m {
 		cnt.namesDropped.Add(uint64(len(q.Names) - m))
 		q.Names = q.Names[:m]
 	}

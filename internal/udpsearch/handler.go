@@ -8,7 +8,6 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/pva"
-	"github.com/pvans-project/pvans/internal/ratelimit"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
@@ -62,8 +61,11 @@ type handler struct {
 
 	allowed map[netip.Addr]bool // nil: answer from any local address
 
-	limit *ratelimit.Limiter    // searches per client; nil: unlimited
-	refl  *ratelimit.Reflection // reply bytes per destination; nil: no cap
+	// pol is the policy in force (shared with the Server, which replaces
+	// it on SetPolicy); p is the one loaded for the datagram being handled,
+	// so one datagram sees one policy throughout.
+	pol *atomic.Pointer[policy]
+	p   *policy
 
 	search pva.Search
 	resp   pva.SearchResponse
@@ -73,11 +75,8 @@ type handler struct {
 }
 
 func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out sender) *handler {
-	h := &handler{o: o, st: st, ifs: ifs, out: out, buf: make([]byte, 0, 2048)}
-	h.limit = ratelimit.New(ratelimit.Options{Rate: o.SearchRate, Burst: o.SearchBurst,
-		Sources: o.RateSources, Exempt: o.LimitExempt, Clock: o.Clock})
-	h.refl = ratelimit.NewReflection(ratelimit.ReflectionOptions{Ratio: o.ReflectionRatio,
-		Window: o.ReflectionWindow, Sources: o.RateSources, Exempt: o.LimitExempt, Clock: o.Clock})
+	h := &handler{o: o, st: st, ifs: ifs, out: out, buf: make([]byte, 0, 2048), pol: &atomic.Pointer[policy]{}}
+	h.pol.Store(newPolicy(o.policy(), nil, o.Clock))
 	if len(o.Interfaces) > 0 {
 		h.allowed = map[netip.Addr]bool{}
 		for _, a := range o.Interfaces {
@@ -89,6 +88,7 @@ func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out s
 
 // handle processes one datagram from the search port.
 func (h *handler) handle(d *datagram) {
+	h.p = h.pol.Load()
 	h.st.datagrams.Add(1)
 	if d.src.Addr().IsMulticast() {
 		h.st.dropMulticastSource.Add(1)
@@ -235,7 +235,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		h.st.dropNotOurInterface.Add(1)
 		return
 	}
-	if allow := h.o.ClientAllowed; allow != nil && (!allow(client.Addr()) || (to != client.Addr() && !allow(to))) {
+	if allow := h.p.ClientAllowed; allow != nil && (!allow(client.Addr()) || (to != client.Addr() && !allow(to))) {
 		h.st.dropDenied.Add(1)
 		if ce := h.o.Logger.Check(zap.DebugLevel, "UDP search refused by the client access list"); ce != nil {
 			ce.Write(zap.Stringer("client", client), zap.Stringer("reply_to", to))
@@ -245,12 +245,12 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	// Credited to where the replies go, whoever sent it: a spoofed source
 	// or reply address can then get at most ReflectionRatio × its own
 	// bytes sent to its victim.
-	h.refl.Received(to, len(msg))
-	if !h.limit.Allow(client.Addr()) {
+	h.p.refl.Received(to, len(msg))
+	if !h.p.limit.Allow(client.Addr()) {
 		h.st.dropRateLimited.Add(1)
 		return
 	}
-	if m := h.o.MaxNamesPerSearch; m > 0 && len(s.Names) > m {
+	if m := h.p.MaxNamesPerSearch; m > 0 && len(s.Names) > m {
 		h.st.namesDropped.Add(uint64(len(s.Names) - m))
 		s.Names = s.Names[:m]
 	}
@@ -263,7 +263,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		return
 	}
 	answered := false
-	if len(s.Names) > 0 && h.o.AnswerNames && h.o.Resolver != nil {
+	if len(s.Names) > 0 && h.p.AnswerNames && h.o.Resolver != nil {
 		if !s.HasProtocol(protoTCP) && !s.HasProtocol("tls") {
 			h.st.dropNoTCP.Add(1)
 		} else {
@@ -304,7 +304,7 @@ func (h *handler) replyable(to netip.Addr, port uint16) bool {
 }
 
 func (h *handler) ignored(src netip.AddrPort) bool {
-	for _, ig := range h.o.IgnoreAddrs {
+	for _, ig := range h.p.IgnoreAddrs {
 		if ig.Addr().Unmap() == src.Addr() && (ig.Port() == 0 || ig.Port() == src.Port()) {
 			return true
 		}
@@ -318,7 +318,7 @@ func (h *handler) sendNegative(dest netip.AddrPort, from netip.Addr, pin int) {
 }
 
 func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin int) {
-	if !h.refl.Reply(dest.Addr(), len(h.buf)) {
+	if !h.p.refl.Reply(dest.Addr(), len(h.buf)) {
 		h.st.reflectionCapped.Add(1)
 		return
 	}
@@ -392,6 +392,7 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte)
 // handleClient processes one datagram from the client socket: only
 // search responses are expected there.
 func (h *handler) handleClient(d *datagram) {
+	h.p = h.pol.Load()
 	hdr, payload, _, err := pva.SplitMessage(d.b)
 	switch {
 	case err != nil:

@@ -2,6 +2,7 @@ package udpsearch
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -9,6 +10,7 @@ import (
 	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/ratelimit"
 )
 
 // Defaults.
@@ -115,6 +117,59 @@ type Options struct {
 	// Logger receives debug lines for refused clients, and warnings for
 	// multicast destinations naming an unknown interface; nil = none.
 	Logger *zap.Logger
+}
+
+// Policy is the part of the Options a running server can change (a
+// configuration reload): who is answered, how much, and with what.
+type Policy struct {
+	ClientAllowed     func(netip.Addr) bool
+	IgnoreAddrs       []netip.AddrPort
+	AnswerNames       bool
+	SearchRate        float64
+	SearchBurst       int
+	ReflectionRatio   float64
+	ReflectionWindow  time.Duration
+	LimitExempt       []netip.Prefix
+	RateSources       int
+	MaxNamesPerSearch int
+}
+
+func (o *Options) policy() Policy {
+	return Policy{ClientAllowed: o.ClientAllowed, IgnoreAddrs: o.IgnoreAddrs, AnswerNames: o.AnswerNames,
+		SearchRate: o.SearchRate, SearchBurst: o.SearchBurst, ReflectionRatio: o.ReflectionRatio,
+		ReflectionWindow: o.ReflectionWindow, LimitExempt: o.LimitExempt, RateSources: o.RateSources,
+		MaxNamesPerSearch: o.MaxNamesPerSearch}
+}
+
+// policy is a Policy in force with its limiters.
+type policy struct {
+	Policy
+	limit *ratelimit.Limiter    // searches per client; nil: unlimited
+	refl  *ratelimit.Reflection // reply bytes per destination; nil: no cap
+}
+
+// newPolicy builds p's limiters, keeping cur's when their settings did
+// not change (so a reload of something else does not refill every
+// source's burst).
+func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
+	if p.MaxNamesPerSearch == 0 {
+		p.MaxNamesPerSearch = DefaultMaxNamesPerSearch
+	}
+	n := &policy{Policy: p}
+	sameSources := cur != nil && cur.RateSources == p.RateSources && slices.Equal(cur.LimitExempt, p.LimitExempt)
+	if sameSources && cur.SearchRate == p.SearchRate && cur.SearchBurst == p.SearchBurst {
+		n.limit = cur.limit
+	} else {
+		n.limit = ratelimit.New(ratelimit.Options{Rate: p.SearchRate, Burst: p.SearchBurst,
+			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
+	}
+	if sameSources && cur.ReflectionRatio == p.ReflectionRatio && cur.ReflectionWindow == p.ReflectionWindow {
+		n.refl = cur.refl
+	} else {
+		n.refl = ratelimit.NewReflection(ratelimit.ReflectionOptions{Ratio: p.ReflectionRatio,
+			Window: p.ReflectionWindow, Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
+	}
+	return n
 }
 
 func (o *Options) setDefaults() {

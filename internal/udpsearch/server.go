@@ -18,7 +18,8 @@ import (
 // Server is pvans on the search port: one shared wildcard socket, a client
 // socket for its own searches, and (optionally) a beacon socket.
 type Server struct {
-	o   Options
+	o   Options // the Policy fields are read from pol instead
+	pol atomic.Pointer[policy]
 	st  counters
 	ifs atomic.Pointer[ifaceTable]
 
@@ -61,10 +62,36 @@ func Build(o Options) *Server {
 		s.bq = newBeaconQueue(o.Beacons, o.BeaconQueue, &s.st)
 		s.o.Beacons = s.bq
 	}
+	s.pol.Store(newPolicy(o.policy(), nil, o.Clock))
 	s.h = newHandler(&s.o, &s.st, &s.ifs, nil)
 	s.h.reload = s.reloadLimited
 	s.ch = newHandler(&s.o, &s.st, &s.ifs, nil)
+	s.h.pol, s.ch.pol = &s.pol, &s.pol
 	return s
+}
+
+// SetPolicy applies a new policy from the next datagram on. A changed
+// rate, burst, ratio, window or exemption list starts new limiters (every
+// source begins with a full burst); otherwise they are kept.
+func (s *Server) SetPolicy(p Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pol.Store(newPolicy(p, s.pol.Load(), s.o.Clock))
+}
+
+// SetDestinations replaces where SendSearch and the beacons go, from the
+// next send on (after Listen; interface names are looked up in the
+// calling thread's network namespace, as Listen does).
+func (s *Server) SetDestinations(addrList, beaconAddrList []Destination) {
+	dests, beaconDests := resolveDests(addrList, s.warnDest), resolveDests(beaconAddrList, s.warnDest)
+	s.sendMu.Lock()
+	s.dests, s.beaconDests = dests, beaconDests
+	s.sendMu.Unlock()
+}
+
+func (s *Server) warnDest(d Destination) {
+	s.o.Logger.Warn("multicast destination names an unknown interface; the routing table decides",
+		zap.Stringer("destination", d))
 }
 
 // SetTCPPort sets the name-server port that discovery answers and beacons
@@ -82,12 +109,10 @@ func (s *Server) Listen() error {
 	}
 	s.ifs.Store(newIfaceTable(ifs))
 	s.lastReload = o.Clock.Now()
-	warn := func(d Destination) {
-		o.Logger.Warn("multicast destination names an unknown interface; the routing table decides",
-			zap.Stringer("destination", d))
-	}
-	s.dests = resolveDests(o.AddrList, warn)
-	s.beaconDests = resolveDests(o.BeaconAddrList, warn)
+	s.sendMu.Lock()
+	s.dests = resolveDests(o.AddrList, s.warnDest)
+	s.beaconDests = resolveDests(o.BeaconAddrList, s.warnDest)
+	s.sendMu.Unlock()
 
 	if s.main, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
 		return err
@@ -185,7 +210,8 @@ func (s *Server) Stats() Stats { return s.st.snapshot() }
 // LimitStats are the search-rate limiter's and the reflection cap's own
 // counters (sources remembered, evictions); zero when they are off.
 func (s *Server) LimitStats() (ratelimit.LimiterStats, ratelimit.ReflectionStats) {
-	return s.h.limit.Stats(), s.h.refl.Stats()
+	p := s.pol.Load()
+	return p.limit.Stats(), p.refl.Stats()
 }
 
 // SendSearch sends one finished CMD_SEARCH datagram (a discovery ping or a

@@ -46,7 +46,8 @@ type Pool struct {
 	o      Options
 	ctx    context.Context
 	cancel context.CancelFunc
-	ups    []*Conn
+	ups    atomic.Pointer[[]*Conn]         // replaced whole by SetServers
+	conn   atomic.Pointer[pvaconn.Options] // template for new connections
 	timer  clock.Timer
 	mu     sync.Mutex
 	closed bool
@@ -57,6 +58,7 @@ type Pool struct {
 type Conn struct {
 	p       *Pool
 	addr    netip.AddrPort
+	gone    atomic.Bool // removed by SetServers: do not reconnect
 	cur     atomic.Pointer[pvaconn.Conn]
 	dialing atomic.Bool
 	ready   atomic.Bool
@@ -80,10 +82,50 @@ func New(o Options) *Pool {
 	o.Conn.Role = pvaconn.Client
 	p := &Pool{o: o}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	ups := make([]*Conn, 0, len(o.Servers))
 	for _, a := range o.Servers {
-		p.ups = append(p.ups, &Conn{p: p, addr: a})
+		ups = append(ups, &Conn{p: p, addr: a})
 	}
+	p.ups.Store(&ups)
+	conn := o.Conn
+	p.conn.Store(&conn)
 	return p
+}
+
+// SetServers changes the name servers and the connection template (a
+// configuration reload). Connections to servers still listed are kept; a
+// removed server's connection is closed; a new server is connected at once
+// (once Start has run).
+func (p *Pool) SetServers(servers []netip.AddrPort, conn pvaconn.Options) {
+	conn.Role = pvaconn.Client
+	p.conn.Store(&conn)
+	p.mu.Lock()
+	old := *p.ups.Load()
+	keep := make(map[netip.AddrPort]*Conn, len(old))
+	for _, u := range old {
+		keep[u.addr] = u
+	}
+	ups := make([]*Conn, 0, len(servers))
+	for _, a := range servers {
+		if u, ok := keep[a]; ok {
+			ups = append(ups, u)
+			delete(keep, a)
+			continue
+		}
+		ups = append(ups, &Conn{p: p, addr: a})
+	}
+	p.ups.Store(&ups)
+	started := p.timer != nil
+	p.mu.Unlock()
+	for _, u := range keep {
+		u.gone.Store(true)
+		if c := u.cur.Load(); c != nil {
+			_ = c.Close()
+		}
+	}
+	if started {
+		p.check()
+	}
 }
 
 // Start connects to every server at once, then rebuilds lost connections
@@ -91,16 +133,19 @@ func New(o Options) *Pool {
 func (p *Pool) Start() { p.check() }
 
 // Conns lists the upstream connections, ready or not.
-func (p *Pool) Conns() []*Conn { return p.ups }
+func (p *Pool) Conns() []*Conn { return *p.ups.Load() }
 
 // check rebuilds every connection that is down, then re-arms itself.
 func (p *Pool) check() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.ups) == 0 {
+	if p.closed {
 		return
 	}
-	for _, u := range p.ups {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	for _, u := range *p.ups.Load() {
 		if u.cur.Load() == nil && u.dialing.CompareAndSwap(false, true) {
 			p.wg.Add(1)
 			go u.dial()
@@ -112,9 +157,13 @@ func (p *Pool) check() {
 func (u *Conn) dial() {
 	defer u.p.wg.Done()
 	defer u.dialing.Store(false)
-	c, err := u.p.o.Dial(u.p.ctx, u.addr, u.p.o.Conn, u)
+	c, err := u.p.o.Dial(u.p.ctx, u.addr, *u.p.conn.Load(), u)
 	if err != nil {
 		u.p.o.Logger.Debug("upstream name server unreachable", zap.Stringer("endpoint", u.addr), zap.Error(err))
+		return
+	}
+	if u.gone.Load() { // removed while dialing
+		_ = c.Close()
 		return
 	}
 	u.cur.Store(c)
@@ -181,7 +230,7 @@ func (p *Pool) Close() {
 	}
 	p.mu.Unlock()
 	p.cancel()
-	for _, u := range p.ups {
+	for _, u := range p.Conns() {
 		if c := u.cur.Load(); c != nil {
 			_ = c.Close()
 		}

@@ -1,0 +1,46 @@
+package config
+
+// restartOnly is the one list of settings a reload cannot apply: the
+// sockets they describe are opened once, at start. Every other setting is
+// applied by a reload (SIGHUP, systemctl reload); the daemon logs each of
+// these that changed as needing a restart, `pvans check-config` marks them,
+// and the reference table in docs/configuration.md says so.
+//
+// To add a setting: leave it out of this list and have the daemon apply it
+// (see internal/daemon/reload.go), or put it here when the part that uses
+// it cannot change it while running.
+var restartOnly = map[string]string{
+	"pva.interfaces":                      "the listening sockets are bound at start",
+	"pva.server_port":                     "the TCP listener is bound at start",
+	"pva.broadcast_port":                  "the UDP search socket is bound at start",
+	"http.listen":                         "the HTTP listener is bound at start",
+	"snapshot.path":                       "the snapshot is loaded at start; a new path would lose the loaded registry's file",
+	"udp.receive_buffer_bytes":            "the socket buffer is set when the socket opens",
+	"udp.send_beacons":                    "the beacon socket is opened at start",
+	"search.discovery_at_start":           "it only means something at start",
+	"udp.beacon_queue":                    "the queue is allocated when the UDP side is built",
+	"search.through_max_names":            "the search ring takes its bounds when it is built",
+	"search.through_datagrams_per_second": "the search ring takes its bounds when it is built",
+	"map.rules":                           "the listeners take the address map when they are built",
+}
+
+// NeedsRestart reports whether a changed value of the setting key takes
+// effect only at the next start, and why.
+func NeedsRestart(key string) (bool, string) {
+	why, ok := restartOnly[key]
+	return ok, why
+}
+
+// RestartChanges splits the settings that differ between a running and a
+// reloaded configuration into those the reload applies and those that wait
+// for the next start.
+func RestartChanges(prev, next *Config) (applied, needRestart []string) {
+	for _, k := range Changed(prev, next) {
+		if _, ok := restartOnly[k]; ok {
+			needRestart = append(needRestart, k)
+		} else {
+			applied = append(applied, k)
+		}
+	}
+	return applied, needRestart
+}

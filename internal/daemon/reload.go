@@ -1,0 +1,308 @@
+package daemon
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/httpapi"
+	"github.com/pvans-project/pvans/internal/probe"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/registry"
+	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/tcpsearch"
+	"github.com/pvans-project/pvans/internal/udpsearch"
+)
+
+// This file is where settings reach the parts. New builds each part with
+// what can never change (sockets, identity, callbacks) and then calls
+// apply, as Reload does with a new configuration, so a setting is applied
+// the same way at start and on reload.
+//
+// Each part takes its reloadable settings as one immutable value (a
+// Policy, Limits or Timings) stored in an atomic pointer, so one search,
+// datagram, probe or accept sees the old value or the new one, never a
+// mix. To make a new setting reloadable, read it in the builder of its
+// part below (tcpPolicy, udpPolicy, resolverPolicy, ...), add the field to
+// that part's value, and read the field from the value the part loaded.
+// A setting the running part cannot change goes in config's restartOnly
+// list instead and is read from d.boot.
+
+// appliedBy says, for every setting a reload applies, which part takes it
+// and from when. A new setting goes here (and into the part's builder
+// below) or into config's restart-only list; TestEverySettingClassified
+// fails until it is in one of them.
+var appliedBy = map[string]string{
+	"pva.addr_list":                      "UDP search destinations, next send; a discovery ping goes to them at once",
+	"pva.auto_addr_list":                 "UDP search destinations (interfaces read again)",
+	"pva.ignore_addr_list":               "UDP policy, next datagram",
+	"pva.beacon_addr_list":               "beacon destinations, next beacon",
+	"pva.auto_beacon_addr_list":          "beacon destinations (interfaces read again)",
+	"pva.name_servers":                   "upstream pool: removed servers disconnected, new ones connected",
+	"pva.conn_tmo":                       "client idle timeout (auto) and upstream timers, for new connections",
+	"http.max_connections":               "HTTP service, next accepted connection",
+	"http.max_connections_per_source":    "HTTP service, next accepted connection",
+	"http.discover_interval":             "HTTP service, next POST /v1/discover",
+	"log.level":                          "cmd/pvans: the logger",
+	"log.format":                         "cmd/pvans: the logger",
+	"snapshot.interval":                  "next snapshot save",
+	"snapshot.unverified_window":         "registry: the expiry of unconfirmed snapshot servers is re-armed",
+	"registry.max_servers":               "registry and beacon tracker: raised now, lowered at the next natural eviction",
+	"registry.max_names":                 "registry: raised now, lowered at the next natural eviction",
+	"registry.field_names":               "registry, next lookup",
+	"tcp.max_connections":                "TCP policy, next accepted connection",
+	"tcp.max_connections_per_source":     "TCP policy, next accepted connection",
+	"tcp.send_queue_bytes":               "TCP policy, connections accepted from then on",
+	"tcp.waiters_per_connection":         "resolver policy: raised now, lowered as waiters leave",
+	"tcp.waiters_per_source":             "resolver policy: raised now, lowered as waiters leave",
+	"tcp.waiters_total":                  "resolver policy: raised now, lowered as waiters leave",
+	"tcp.idle_timeout":                   "TCP policy, connections accepted from then on",
+	"tcp.read_timeout":                   "TCP policy, connections accepted from then on",
+	"tcp.max_message_bytes":              "TCP policy, connections accepted from then on",
+	"udp.answer_searches":                "UDP policy, next datagram",
+	"probe.concurrency":                  "prober, probes started from then on",
+	"probe.reprobe_interval":             "prober, next schedule",
+	"probe.backoff_min":                  "prober, next schedule",
+	"probe.backoff_max":                  "prober, next schedule",
+	"probe.echo_interval":                "prober, watch connections opened from then on",
+	"probe.timeout":                      "prober, next attempt",
+	"beacon.expiry":                      "beacon tracker, next expiry check",
+	"beacon.check_interval":              "beacon tracker, after the next check",
+	"static.servers":                     "prober: new ones probed at once, removed ones forgotten",
+	"static.names_dir":                   "static name files: old directory's servers lost, new one scanned at once",
+	"search.through":                     "resolver: waited names handed to (or taken from) the search ring",
+	"search.max_name_bytes":              "resolver policy, next lookup",
+	"access.tcp_client_allow":            "TCP policy: refused clients' open connections closed, next accept checked",
+	"access.tcp_client_deny":             "TCP policy: refused clients' open connections closed, next accept checked",
+	"access.udp_client_allow":            "UDP policy, next datagram",
+	"access.udp_client_deny":             "UDP policy, next datagram",
+	"access.name_allow":                  "resolver policy, next lookup",
+	"access.name_deny":                   "resolver policy, next lookup",
+	"access.server_allow":                "servers no longer admitted dropped and no longer probed; next sighting checked",
+	"rate_limit.udp_searches_per_second": "UDP policy: a new limiter, every source with a full burst",
+	"rate_limit.udp_search_burst":        "UDP policy: a new limiter, every source with a full burst",
+	"rate_limit.tcp_messages_per_second": "TCP policy: a new limiter, every source with a full burst",
+	"rate_limit.tcp_message_burst":       "TCP policy: a new limiter, every source with a full burst",
+	"rate_limit.reflection_ratio":        "UDP policy: a new reflection account",
+	"rate_limit.reflection_window":       "UDP policy: a new reflection account",
+	"rate_limit.exempt":                  "TCP and UDP policies: new limiters",
+}
+
+// conf is the configuration in force.
+func (d *Daemon) conf() *config.Config { return d.cur.Load() }
+
+// Reload applies next, the configuration loaded again from the same
+// sources, to the running daemon. It returns the settings it applied and
+// those that differ from the running daemon's but take effect only at the
+// next start (config.NeedsRestart), each of which it logs as needing a
+// restart. next must be valid (config.Reload refuses an invalid file, and
+// the daemon keeps its last good configuration).
+func (d *Daemon) Reload(next *config.Config) (applied, needRestart []string) {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	prev := d.conf()
+	for _, k := range config.Changed(prev, next) {
+		if restart, _ := config.NeedsRestart(k); !restart {
+			applied = append(applied, k)
+		}
+	}
+	// Compared with what runs (d.boot), so every reload repeats the warning
+	// until the daemon is restarted.
+	for _, k := range config.Changed(d.boot, next) {
+		if restart, why := config.NeedsRestart(k); restart {
+			needRestart = append(needRestart, k)
+			d.log.Warn("setting changed; needs restart", zap.String("setting", k), zap.String("why", why))
+		}
+	}
+	d.cur.Store(next)
+	d.apply(prev, next)
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "reload", Detail: reloadDetail(applied, needRestart)})
+	return applied, needRestart
+}
+
+func reloadDetail(applied, restart []string) string {
+	s := "configuration reloaded"
+	if len(applied) > 0 {
+		s += "; applied: " + joinKeys(applied)
+	}
+	if len(restart) > 0 {
+		s += "; needs restart: " + joinKeys(restart)
+	}
+	return s
+}
+
+func joinKeys(k []string) string { return strings.Join(k, ", ") }
+
+// apply gives every part its reloadable settings from next. prev is the
+// configuration in force before (nil in New, before anything started).
+func (d *Daemon) apply(prev, next *config.Config) {
+	d.Registry.SetLimits(registry.Limits{
+		MaxServers:    next.Registry.MaxServers,
+		MaxNames:      next.Registry.MaxNames,
+		UnverifiedTTL: next.Snapshot.UnverifiedWindow,
+		FieldNames:    next.Registry.FieldNames,
+	})
+	d.Resolver.SetPolicy(resolverPolicy(next))
+	d.Tracker.SetTimings(beacon.Timings{Expiry: next.Beacon.Expiry, CheckInterval: next.Beacon.CheckInterval,
+		Limit: next.Registry.MaxServers})
+	d.Prober.SetTimings(probe.Timings{
+		Concurrency:  next.Probe.Concurrency,
+		EchoInterval: next.Probe.EchoInterval,
+		ProbeTimeout: next.Probe.Timeout,
+		Reprobe:      next.Probe.ReprobeInterval,
+		Backoff:      probeBackoff(next),
+	})
+	d.TCP.SetPolicy(tcpPolicy(next))
+	d.UDP.SetPolicy(udpPolicy(next))
+	d.Upstream.SetServers(next.PVA.NameServers, upstreamConnOptions(next))
+	d.httpSrv.SetLimits(httpLimits(next))
+	if prev == nil || prev.Search.Through != next.Search.Through {
+		if next.Search.Through {
+			d.Resolver.SetSearcher(d.Ring)
+		} else {
+			d.Resolver.SetSearcher(nil)
+		}
+	}
+	if prev == nil {
+		d.nameFiles.Dir = next.Static.NamesDir // scanned from Start
+		return
+	}
+
+	// Only on reload: parts already running.
+	if !slices.Equal(prev.Access.ServerAllow, next.Access.ServerAllow) {
+		d.dropDeniedServers(&next.Access, "server outside the new access.server_allow: dropped")
+	}
+	if !slices.Equal(prev.Static.Servers, next.Static.Servers) || !slices.Equal(prev.Access.ServerAllow, next.Access.ServerAllow) {
+		d.Prober.SetStatic(d.allowedStatic(next.Static.Servers))
+	}
+	if prev.Static.NamesDir != next.Static.NamesDir {
+		d.nameFiles.SetDir(next.Static.NamesDir)
+	}
+	if prev.Snapshot.Interval != next.Snapshot.Interval {
+		d.armSnapshot()
+	}
+	addrList, beaconList := d.destinations(next)
+	d.mu.Lock()
+	changed := !slices.Equal(d.addrList, addrList)
+	d.addrList = addrList
+	d.mu.Unlock()
+	d.UDP.SetDestinations(addrList, beaconList)
+	if changed && len(addrList) > 0 {
+		// New destinations are asked at once which servers they have,
+		// rather than at the next beacon.
+		if err := d.Discover(); err != nil {
+			d.log.Warn("discovery ping after reload failed", zap.Error(err))
+		}
+	}
+}
+
+// destinations are the search destinations (addr_list, plus the interface
+// broadcast addresses with auto_addr_list) and the beacon destinations.
+// The interface list is read again each time: a reload also picks up
+// interfaces added since the start.
+func (d *Daemon) destinations(cfg *config.Config) (addrList, beaconList []udpsearch.Destination) {
+	var auto []netip.AddrPort
+	if cfg.PVA.AutoAddrList || (d.boot.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList) {
+		var err error
+		if auto, err = udpsearch.AutoAddrList(d.boot.PVA.BroadcastPort); err != nil {
+			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(err))
+		}
+	}
+	addrList = endpoints(cfg.PVA.AddrList)
+	if cfg.PVA.AutoAddrList {
+		addrList = append(addrList, udpsearch.Unicast(auto...)...)
+	}
+	beaconList = endpoints(cfg.PVA.BeaconAddrList)
+	if d.boot.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
+		beaconList = append(beaconList, udpsearch.Unicast(auto...)...)
+	}
+	return addrList, beaconList
+}
+
+// endpoints carries the address lists' multicast TTLs and interfaces to
+// the UDP participant.
+func endpoints(l []config.Endpoint) []udpsearch.Destination {
+	out := make([]udpsearch.Destination, len(l))
+	for i, e := range l {
+		out[i] = udpsearch.Destination{Addr: e.AddrPort, TTL: e.TTL, Iface: e.Iface}
+	}
+	return out
+}
+
+func httpLimits(c *config.Config) httpapi.Limits {
+	return httpapi.Limits{
+		MaxConns:          c.HTTP.MaxConnections,
+		MaxConnsPerSource: c.HTTP.MaxConnectionsPerSource,
+		DiscoverInterval:  c.HTTP.DiscoverInterval,
+	}
+}
+
+func resolverPolicy(c *config.Config) resolver.Policy {
+	return resolver.Policy{
+		MaxWaitsPerClient: c.TCP.WaitersPerConnection,
+		MaxWaitsPerSource: c.TCP.WaitersPerSource,
+		MaxWaiters:        c.TCP.WaitersTotal,
+		MaxNameBytes:      c.Search.MaxNameBytes,
+		NameAllowed:       nameFilter(&c.Access),
+	}
+}
+
+func tcpPolicy(c *config.Config) tcpsearch.Policy {
+	return tcpsearch.Policy{
+		ClientAllowed:     tcpClientFilter(&c.Access),
+		MaxConns:          c.TCP.MaxConnections,
+		MaxConnsPerSource: c.TCP.MaxConnectionsPerSource, // one address cannot fill MaxConns
+		Conn:              clientConnOptions(c),
+		MessageRate:       c.RateLimit.TCPMessagesPerSecond,
+		MessageBurst:      c.RateLimit.TCPMessageBurst,
+		RateExempt:        c.RateLimit.Exempt,
+	}
+}
+
+func udpPolicy(c *config.Config) udpsearch.Policy {
+	return udpsearch.Policy{
+		ClientAllowed:    udpClientFilter(&c.Access),
+		IgnoreAddrs:      c.PVA.IgnoreAddrList,
+		AnswerNames:      c.UDP.AnswerSearches,
+		SearchRate:       c.RateLimit.UDPSearchesPerSecond,
+		SearchBurst:      c.RateLimit.UDPSearchBurst,
+		ReflectionRatio:  c.RateLimit.ReflectionRatio,
+		ReflectionWindow: c.RateLimit.ReflectionWindow,
+		LimitExempt:      c.RateLimit.Exempt,
+	}
+}
+
+// connOptions turns a config connection profile into connection options.
+func connOptions(p config.ConnProfile) pvaconn.Options {
+	return pvaconn.Options{MaxMessage: int(p.MaxMessageBytes), SendQueueBytes: int(p.SendQueueBytes),
+		HandshakeTimeout: p.HandshakeTimeout, MessageTimeout: p.MessageTimeout}
+}
+
+// clientConnOptions: the clients profile, closed after tcp.idle_timeout of
+// silence (clients echo; the listener does not).
+func clientConnOptions(cfg *config.Config) pvaconn.Options {
+	o := connOptions(cfg.ClientConn())
+	o.IdleTimeout = cfg.TCP.IdleTimeout
+	return o
+}
+
+// upstreamConnOptions: the probes profile with PVXS's client timers, as a
+// PVXS client keeps its name-server connections.
+func upstreamConnOptions(cfg *config.Config) pvaconn.Options {
+	o := connOptions(cfg.Probe.Conn)
+	o.IdleTimeout, o.EchoInterval = cfg.PVA.TCPTimeout(), cfg.PVA.EchoInterval()
+	return o
+}
+
+// probeBackoff: the bounds are settings, the shape (doubling, ±20 %) is
+// the prober's.
+func probeBackoff(cfg *config.Config) probe.Backoff {
+	b := probe.DefaultBackoff
+	b.Min, b.Max = cfg.Probe.BackoffMin, cfg.Probe.BackoffMax
+	return b
+}

@@ -1,0 +1,50 @@
+package registry
+
+import (
+	"errors"
+	"testing"
+)
+
+// SetLimits: a raised server bound admits more at once; a lowered one
+// removes nothing and refuses new servers until the count falls below it.
+func TestSetLimitsRaiseNowLowerAtEviction(t *testing.T) {
+	r := New(Options{MaxServers: 2})
+	mustUpsert(t, r, 1)
+	mustUpsert(t, r, 2)
+	if _, err := r.UpsertServer(ServerInfo{GUID: guid(3), Addr: addr(3)}); !errors.Is(err, ErrServerLimit) {
+		t.Fatalf("third server at bound 2: %v", err)
+	}
+	r.SetLimits(Limits{MaxServers: 4})
+	mustUpsert(t, r, 3)
+	mustUpsert(t, r, 4)
+
+	r.SetLimits(Limits{MaxServers: 2})
+	if n := r.Counts().Servers; n != 4 {
+		t.Fatalf("lowering the bound removed servers: %d left", n)
+	}
+	if _, err := r.UpsertServer(ServerInfo{GUID: guid(5), Addr: addr(5)}); !errors.Is(err, ErrServerLimit) {
+		t.Fatalf("new server above a lowered bound: %v", err)
+	}
+	for _, i := range []int{1, 2, 3} {
+		_ = r.RemoveServer(guid(i))
+	}
+	mustUpsert(t, r, 5) // 1 left: below the bound again
+	if _, err := r.UpsertServer(ServerInfo{GUID: guid(6), Addr: addr(6)}); !errors.Is(err, ErrServerLimit) {
+		t.Fatalf("bound 2 with 2 servers: %v", err)
+	}
+}
+
+func TestSetLimitsFieldNames(t *testing.T) {
+	r := New(Options{FieldNames: true})
+	mustUpsert(t, r, 1)
+	if err := r.ReplaceNames(guid(1), []string{"rec"}, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := r.LookupName("rec.VAL"); h == nil {
+		t.Fatal("field name not answered with the rule on")
+	}
+	r.SetLimits(Limits{FieldNames: false})
+	if h, _ := r.LookupName("rec.VAL"); h != nil {
+		t.Fatal("field name answered after the rule was turned off")
+	}
+}
