@@ -67,7 +67,7 @@ func init() {
 	// EPICS settings. Environment names and fallbacks follow PVXS
 	// server::Config::fromEnv (and client::Config for the name servers).
 	add(spec{key: "pva.interfaces", env: []string{"EPICS_PVAS_INTF_ADDR_LIST"}, isList: true,
-		usage: "local interface addresses the UDP and TCP listeners bind; ports are ignored; empty means 0.0.0.0",
+		usage: "local interface addresses pvans serves: the TCP listener binds each; the UDP search port binds 0.0.0.0 and answers only searches that reached one of these addresses (see UDP binding); ports are ignored; empty means 0.0.0.0",
 		set: func(c *Config, x *loadCtx, v raw) error {
 			l, err := parseInterfaceList(v.items, x.resolve)
 			if err != nil {

@@ -113,6 +113,7 @@ func (s probeSink) Unlistable(guid pva.GUID, ep netip.AddrPort, err error) {
 	d := s.d
 	_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, err)
 	d.Events.Add(events.Event{At: time.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: errString(err)})
+	d.askUnlistable(ep, err)
 }
 
 func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {

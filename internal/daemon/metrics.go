@@ -1,5 +1,7 @@
 package daemon
 
+import "net/netip"
+
 // registerMetrics has every part expose its own counters (each part's
 // metrics.go); the daemon owns only the server allow list's refusals.
 func (d *Daemon) registerMetrics() {
@@ -11,6 +13,9 @@ func (d *Daemon) registerMetrics() {
 	d.Tracker.RegisterMetrics(m)
 	d.Ring.RegisterMetrics(m)
 	d.httpSrv.RegisterMetrics(m)
-	d.Ring.RegisterDestinationMetrics(m, d.UDP.SearchDestinations(), d.conf().PVA.NameServers)
+	d.Ring.RegisterDestinationMetrics(m, func() (udp, upstream []netip.AddrPort) {
+		return d.UDP.SearchDestinations(), d.conf().PVA.NameServers
+	})
+	d.Upstream.RegisterMetrics(m)
 	m.AccessDenied("server", d.deniedServers.Load)
 }

@@ -17,8 +17,8 @@ import (
 
 // Simulated PVA servers on real sockets for the search-through and
 // neighbour tests: the TCP side is a one-server sim site (listable, or
-// refusing every channel, the `server` PV included, like a server that
-// only answers searches), the UDP side a peerUDP socket that answers
+// serving its names but refusing to list them: its `server` RPC fails, as
+// on a server that does not offer the listing), the UDP side a peerUDP socket that answers
 // searches for every server added to it, as that server would.
 
 // peerServer is one simulated server: its TCP listener and its names.
@@ -31,7 +31,11 @@ type peerServer struct {
 
 func startPeerServer(t *testing.T, listable bool, names ...string) *peerServer {
 	t.Helper()
-	site := startSite(t, sim.Options{Names: [][]string{names}, Host: lo, RefuseChannels: !listable, UpdateInterval: -1})
+	o := sim.Options{Names: [][]string{names}, Host: lo, UpdateInterval: -1}
+	if !listable {
+		o.RPCError = "Not implemented"
+	}
+	site := startSite(t, o)
 	p := &peerServer{site: site, info: site.Server(0), names: map[string]bool{}}
 	for _, n := range names {
 		p.names[n] = true

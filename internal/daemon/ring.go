@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"errors"
 	"net/netip"
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/searchring"
 )
@@ -31,6 +33,26 @@ func (d *Daemon) operatorDiscover() error {
 func (d *Daemon) serverGone(guid pva.GUID) {
 	if n := d.Ring.ReenterServer(guid, searchring.ReenterLost); n > 0 {
 		d.log.Info("names resolved to a lost server searched again", zap.Stringer("guid", guid), zap.Int("names", n))
+	}
+}
+
+// askUnlistable puts the names clients are waiting for to a server that
+// answered the probe but refused the listing (err is a *probe.ListError):
+// it answers for its own names over TCP at once, where the ring would
+// reach them within a fast revolution (6 s) after the server's beacon
+// hurried it up, or a full one (30 s) otherwise. The answers go through
+// the ring like any other (correlated by CID).
+func (d *Daemon) askUnlistable(ep netip.AddrPort, err error) {
+	var le *probe.ListError
+	if !errors.As(err, &le) {
+		return // not reachable: nothing to ask
+	}
+	names := d.Ring.Searching()
+	if len(names) == 0 {
+		return
+	}
+	if !d.Upstream.Ask(ep, names, d.UDP.ClientAddr().Port()) {
+		d.log.Debug("unlistable server not asked: too many asks running", zap.Stringer("endpoint", ep))
 	}
 }
 

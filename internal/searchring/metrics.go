@@ -34,42 +34,54 @@ func (r *Ring) RegisterMetrics(m *metrics.Metrics) {
 		nil, metrics.U64(func() uint64 { return st().Reentered }))
 }
 
-// RegisterDestinationMetrics exports the per-destination counters. udp are
-// the search destinations and upstream the name servers the daemon was
-// configured with: each gets its series (at zero) from the start, so
-// rate() works before the first send.
-func (r *Ring) RegisterDestinationMetrics(m *metrics.Metrics, udp, upstream []netip.AddrPort) {
-	u := metrics.U64
-	for _, to := range dedup(udp) {
-		lbl := func(result string) prometheus.Labels {
-			return prometheus.Labels{"destination": to.String(), "result": result}
-		}
-		m.Counter("searchring", "destination_datagrams_total", "Search-through datagrams sent to each UDP search destination, by result: sent or error.",
-			lbl("sent"), u(func() uint64 { return r.UDPDestination(to).Sent }))
-		m.Counter("searchring", "destination_datagrams_total", "Search-through datagrams sent to each UDP search destination, by result: sent or error.",
-			lbl("error"), u(func() uint64 { return r.UDPDestination(to).Errors }))
-	}
-	for _, to := range dedup(upstream) {
-		lbl := func(result string) prometheus.Labels {
-			return prometheus.Labels{"server": to.String(), "result": result}
-		}
-		m.Counter("searchring", "upstream_searches_total", "Search messages for each upstream name server, by result: sent, or skipped because more than 64 KiB was still waiting to be written to it.",
-			lbl("sent"), u(func() uint64 { return r.UpstreamDestination(to).Sent }))
-		m.Counter("searchring", "upstream_searches_total", "Search messages for each upstream name server, by result: sent, or skipped because more than 64 KiB was still waiting to be written to it.",
-			lbl("skipped"), u(func() uint64 { return r.UpstreamDestination(to).Skipped }))
-	}
+// RegisterDestinationMetrics exports the per-destination counters.
+// current returns the search destinations and name servers configured now
+// (they change on reload): each has its series, at zero until the first
+// send; a destination dropped by a reload keeps its series.
+func (r *Ring) RegisterDestinationMetrics(m *metrics.Metrics, current func() (udp, upstream []netip.AddrPort)) {
+	m.Reg.MustRegister(&destCollector{r: r, current: current})
 }
 
-// dedup drops repeated destinations (a list may name one twice; two
-// series with the same labels cannot be registered).
-func dedup(in []netip.AddrPort) []netip.AddrPort {
-	seen := make(map[netip.AddrPort]bool, len(in))
-	var out []netip.AddrPort
-	for _, a := range in {
-		if !seen[a] {
-			seen[a] = true
-			out = append(out, a)
+var (
+	descDestination = prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "searchring", "destination_datagrams_total"),
+		"Search-through datagrams sent to each UDP search destination, by result: sent or error.",
+		[]string{"destination", "result"}, nil)
+	descUpstream = prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "searchring", "upstream_searches_total"),
+		"Search messages for each upstream name server, by result: sent, or skipped because more than 64 KiB was still waiting to be written to it.",
+		[]string{"server", "result"}, nil)
+)
+
+type destCollector struct {
+	r       *Ring
+	current func() (udp, upstream []netip.AddrPort)
+}
+
+func (c *destCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descDestination
+	ch <- descUpstream
+}
+
+func (c *destCollector) Collect(ch chan<- prometheus.Metric) {
+	udp, up := c.current()
+	all := map[destKey]DestinationStats{}
+	for _, a := range udp {
+		all[destKey{ap: a}] = DestinationStats{}
+	}
+	for _, a := range up {
+		all[destKey{ap: a, upstream: true}] = DestinationStats{}
+	}
+	c.r.dests.mu.Lock()
+	for k, s := range c.r.dests.m {
+		all[k] = *s
+	}
+	c.r.dests.mu.Unlock()
+	for k, s := range all {
+		if k.upstream {
+			ch <- prometheus.MustNewConstMetric(descUpstream, prometheus.CounterValue, float64(s.Sent), k.ap.String(), "sent")
+			ch <- prometheus.MustNewConstMetric(descUpstream, prometheus.CounterValue, float64(s.Skipped), k.ap.String(), "skipped")
+		} else {
+			ch <- prometheus.MustNewConstMetric(descDestination, prometheus.CounterValue, float64(s.Sent), k.ap.String(), "sent")
+			ch <- prometheus.MustNewConstMetric(descDestination, prometheus.CounterValue, float64(s.Errors), k.ap.String(), "error")
 		}
 	}
-	return out
 }

@@ -160,3 +160,18 @@ func (r *Ring) reenterLocked(ch *channel, why Reason) {
 	r.ctr.reentered.Add(1)
 	r.log.Debug("search re-entered", zap.String("name", ch.name), zap.Stringer("reason", why))
 }
+
+// Searching lists the names being searched, with their CIDs, so a caller
+// can ask one server about all of them directly (a reply correlates by
+// CID through OnReply, as any other). The names are copies.
+func (r *Ring) Searching() []pva.SearchName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]pva.SearchName, 0, r.searching)
+	for _, ch := range r.byName {
+		if ch.state == stSearching {
+			out = append(out, pva.SearchName{CID: ch.cid, Name: []byte(ch.name)})
+		}
+	}
+	return out
+}

@@ -249,10 +249,13 @@ func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err er
 	return first
 }
 
-// SearchDestinations is where SendSearch sends (Options.AddrList).
+// SearchDestinations is where SendSearch sends now (Options.AddrList, or
+// the last SetDestinations).
 func (s *Server) SearchDestinations() []netip.AddrPort {
-	out := make([]netip.AddrPort, len(s.o.AddrList))
-	for i, d := range s.o.AddrList {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	out := make([]netip.AddrPort, len(s.dests))
+	for i, d := range s.dests {
 		out[i] = d.Addr
 	}
 	return out

@@ -52,6 +52,7 @@ type Pool struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
+	asks   asks
 }
 
 // Conn is one upstream name server; it implements searchring.Upstream.

@@ -1,0 +1,431 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/searchring"
+	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
+)
+
+// udpRx is a loopback socket standing for a search destination.
+func udpRx(t *testing.T, addr string) *net.UDPConn {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc.(*net.UDPConn)
+}
+
+func rxAddr(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+// readSearches reads the CMD_SEARCH datagrams arriving at c within wait
+// (after the first, until quiet for quiet).
+func readSearches(c *net.UDPConn, wait, quiet time.Duration) [][]byte {
+	var out [][]byte
+	buf := make([]byte, 65536)
+	deadline := time.Now().Add(wait)
+	for {
+		c.SetReadDeadline(deadline)
+		n, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return out
+		}
+		if n >= pva.HeaderSize && pva.Command(buf[3]) == pva.CmdSearch {
+			out = append(out, bytes.Clone(buf[:n]))
+		}
+		deadline = time.Now().Add(quiet)
+	}
+}
+
+func searchNames(t *testing.T, d []byte) (flags uint8, names []string) {
+	t.Helper()
+	h, p, _, err := pva.SplitMessage(d)
+	var m pva.Search
+	if err != nil || m.Decode(p, h.BigEndian()) != nil {
+		t.Fatalf("undecodable search %x", d)
+	}
+	for _, n := range m.Names {
+		names = append(names, string(n.Name))
+	}
+	return m.Flags, names
+}
+
+func hasName(t *testing.T, ds [][]byte, name string) bool {
+	for _, d := range ds {
+		_, ns := searchNames(t, d)
+		for _, n := range ns {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The discovery ping and the search-through search pvans sends to a
+// unicast destination are byte for byte what pvxlist and pvxget sent in
+// the capture (blocks #39 and #3), but for the client's own reply port and
+// CIDs: flags 0x81 and 0x80, zero reply address, the constant "find"
+// sequence, big endian, version 2.
+func TestClientDatagramsAsPVXSBuildsThem(t *testing.T) {
+	blocks := testutil.CaptureBlocks(t)
+	rx := udpRx(t, "127.0.0.1:0")
+	d := startDaemon(t, testConfig(t, rxAddr(rx))) // pings at start
+	port := d.UDP.ClientAddr().Port()
+
+	got := readSearches(rx, 5*time.Second, 200*time.Millisecond)
+	if len(got) != 1 {
+		t.Fatalf("%d datagrams after start, want the discovery ping", len(got))
+	}
+	want := bytes.Clone(blocks[39])
+	binary.BigEndian.PutUint16(want[32:], port)
+	if !bytes.Equal(got[0], want) {
+		t.Fatalf("discovery ping\n got %x\nwant %x (capture #39, reply port %d)", got[0], want, port)
+	}
+
+	cl := query(t, d)
+	if err := cl.Search([]string{"cap:b:mbox3", "cap:a:mbox1"}); err != nil {
+		t.Fatal(err)
+	}
+	got = readSearches(rx, 5*time.Second, 200*time.Millisecond)
+	if len(got) == 0 {
+		t.Fatal("no search-through search")
+	}
+	want = bytes.Clone(blocks[3])
+	binary.BigEndian.PutUint16(want[32:], port)
+	// The ring's own CIDs (offsets of the two (CID, name) pairs).
+	copy(want[41:45], got[0][41:45])
+	copy(want[57:61], got[0][57:61])
+	if !bytes.Equal(got[0], want) {
+		t.Fatalf("search-through search\n got %x\nwant %x (capture #3, reply port %d, the ring's CIDs)", got[0], want, port)
+	}
+}
+
+// hurryDaemon is a daemon on a fake clock whose only search destination
+// is rx, with a TCP client waiting for name.
+func hurryDaemon(t *testing.T, rx netip.AddrPort, name string) (*Daemon, *clock.Fake, *nsclient.Client) {
+	t.Helper()
+	c := testConfig(t, rx)
+	c.Search.DiscoveryAtStart = false
+	c.HTTP.DiscoverInterval = time.Nanosecond // the endpoint's own rate limit is not under test
+	clk := clock.NewFake(time.Time{})
+	d, err := New(c, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	cl := query(t, d)
+	if err := cl.Search([]string{name}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "ring wants the name", func() bool { return d.Ring.Stats().Initial == 1 })
+	// 40 s of searching: the name is now searched every ~9 s, and the
+	// clock stands still from here unless the test moves it.
+	for range 40 * 5 {
+		clk.Advance(200 * time.Millisecond)
+	}
+	return d, clk, cl
+}
+
+// fireDue runs the timers due now (a hurry-up's tick is due at once).
+func fireDue(clk *clock.Fake) { clk.Advance(0) }
+
+func postDiscover(t *testing.T, d *Daemon) {
+	t.Helper()
+	resp, err := http.Post("http://"+d.HTTPAddr()+"/v1/discover", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/discover: %s", resp.Status)
+	}
+}
+
+// offsetOf is how many ticks away the only searching name is: a hurry-up
+// searches it at the offset-th fast tick (0 = the immediate one, then one
+// every 200 ms), the ordinary schedule at the offset-th second.
+func offsetOf(t *testing.T, d *Daemon) int {
+	t.Helper()
+	for i, n := range d.Ring.Occupancy() {
+		if n > 0 {
+			return i
+		}
+	}
+	t.Fatal("nothing in the ring")
+	return 0
+}
+
+// stepUntilSearched moves the fake clock in 200 ms steps (after running
+// what is due now) until name is searched at rx; it returns the fake time
+// that took.
+func stepUntilSearched(t *testing.T, clk *clock.Fake, rx *net.UDPConn, name string) time.Duration {
+	t.Helper()
+	start := clk.Now()
+	fireDue(clk)
+	for {
+		if hasName(t, readSearches(rx, 20*time.Millisecond, 10*time.Millisecond), name) {
+			return clk.Now().Sub(start)
+		}
+		if clk.Now().Sub(start) > searchring.Buckets*time.Second {
+			t.Fatalf("%q not searched within a revolution", name)
+		}
+		clk.Advance(searchring.FastTick)
+	}
+}
+
+// settleOffset moves the clock by whole ticks until the name is at least
+// two ticks away, so a hurry-up (offset × 200 ms) and the ordinary
+// schedule (offset × 1 s) cannot be confused.
+func settleOffset(t *testing.T, d *Daemon, clk *clock.Fake, rx *net.UDPConn) int {
+	t.Helper()
+	for {
+		if k := offsetOf(t, d); k >= 2 {
+			readSearches(rx, 50*time.Millisecond, 20*time.Millisecond) // drain
+			return k
+		}
+		clk.Advance(time.Second)
+	}
+}
+
+// POST /v1/discover hurries the ring up as Context::hurryUp() does: the
+// waiting name is searched at once or at its fast tick (offset × 200 ms,
+// where its ordinary search is offset seconds away) — but not within 30 s
+// of the last accepted hurry-up, whatever its cause.
+func TestOperatorHurryUpWithHoldOff(t *testing.T) {
+	rx := udpRx(t, "127.0.0.1:0")
+	d, clk, _ := hurryDaemon(t, rxAddr(rx), "nobody:has:it")
+	first := clk.Now()
+
+	k := settleOffset(t, d, clk, rx)
+	postDiscover(t, d)
+	if took := stepUntilSearched(t, clk, rx, "nobody:has:it"); took != time.Duration(k)*searchring.FastTick {
+		t.Fatalf("searched %s after POST /v1/discover, want its fast tick %s (offset %d)", took, time.Duration(k)*searchring.FastTick, k)
+	}
+	if s := d.Ring.Stats(); s.Pokes != 1 || s.PokesIgnored != 0 {
+		t.Fatalf("ring stats %+v", s)
+	}
+
+	// 10 s later (the fast revolution is over): held off, the ordinary
+	// schedule goes on.
+	clk.Set(first.Add(10 * time.Second))
+	k = settleOffset(t, d, clk, rx)
+	postDiscover(t, d)
+	if took := stepUntilSearched(t, clk, rx, "nobody:has:it"); took < time.Duration(k)*time.Second-searchring.Tick {
+		t.Fatalf("searched %s after a held-off POST /v1/discover; offset %d means about %d s", took, k, k)
+	}
+	if s := d.Ring.Stats(); s.Pokes != 1 || s.PokesIgnored != 1 {
+		t.Fatalf("ring stats %+v, want the second hurry-up ignored", s)
+	}
+
+	// 30 s after the first: accepted again.
+	clk.Set(first.Add(searchring.PokeHoldoff))
+	k = settleOffset(t, d, clk, rx)
+	postDiscover(t, d)
+	if took := stepUntilSearched(t, clk, rx, "nobody:has:it"); took != time.Duration(k)*searchring.FastTick {
+		t.Fatalf("searched %s after the hold-off ended, want %s", took, time.Duration(k)*searchring.FastTick)
+	}
+	if s := d.Ring.Stats(); s.Pokes != 2 {
+		t.Fatalf("ring stats %+v", s)
+	}
+}
+
+// End to end through the daemon: a client waits for a name no listed
+// server holds; a server that serves its names but refuses to list them
+// appears and beacons; the client is pushed the answer within 1 s of that
+// first beacon, with the daemon's clock standing still (so no tick of the
+// ring's schedule did it): the beacon's probe finds the server unlistable
+// and pvans asks it directly for the waiting names (upstream.Ask).
+func TestRingPushesWithinOneSecondOfFirstBeacon(t *testing.T) {
+	port := testutil.FreeUDPPort(t) // where the server will answer searches
+	d, clk, cl := hurryDaemon(t, netip.AddrPortFrom(lo, port), "late:search:only")
+	if s := d.Ring.Stats(); s.Searching != 1 || s.Resolved != 0 {
+		t.Fatalf("ring stats %+v", s)
+	}
+	frozen := clk.Now()
+
+	srv := startPeerServer(t, false, "late:search:only")
+	u := newPeerUDP(t, udpRx(t, netip.AddrPortFrom(lo, port).String()))
+	u.add(srv)
+	u.start()
+	first := time.Now()
+	if err := srv.beacon(u.conn, d.udpAddr(), 0); err != nil {
+		t.Fatal(err)
+	}
+	ans := waitAnswers(t, cl, 5*time.Second)
+	took := time.Since(first)
+	if len(ans) != 1 || ans[0].Endpoint != srv.Endpoint() || ans[0].GUID != srv.GUID() {
+		t.Fatalf("answers %+v, want %v", ans, srv.Endpoint())
+	}
+	t.Logf("pushed %s after the server's first beacon", took)
+	if took > time.Second {
+		t.Errorf("push took %s, want under 1 s after the first beacon", took)
+	}
+	if !clk.Now().Equal(frozen) {
+		t.Fatal("the daemon's clock moved")
+	}
+	if s, a := d.Ring.Stats(), d.Upstream.AskStats(); s.Pokes != 1 || s.Resolved != 1 || a.Asked != 1 {
+		t.Fatalf("ring stats %+v, asks %+v: want one hurry-up, one ask, one resolution", s, a)
+	}
+}
+
+// The same through the ring's hurry-up alone (the server's TCP port is
+// closed, so there is nothing to ask): the beacon's hurry-up searches the
+// waiting name at its fast tick (offset × 200 ms, not offset seconds) and
+// the client is pushed the server's answer.
+func TestRingHurryUpOnFirstBeacon(t *testing.T) {
+	port := testutil.FreeUDPPort(t)
+	d, clk, cl := hurryDaemon(t, netip.AddrPortFrom(lo, port), "late:udp:only")
+	// A server known only by UDP: its TCP port refuses connections.
+	srv := &peerServer{info: sim.ServerInfo{GUID: pva.GUID{0x5E, 1}, TCP: netip.AddrPortFrom(lo, testutil.FreeTCPPort(t))},
+		names: map[string]bool{"late:udp:only": true}}
+	u := newPeerUDP(t, udpRx(t, netip.AddrPortFrom(lo, port).String()))
+	u.add(srv)
+	for {
+		if k := offsetOf(t, d); k >= 2 {
+			break
+		}
+		clk.Advance(time.Second)
+	}
+	k := offsetOf(t, d)
+	u.start()
+	start := clk.Now()
+	if err := srv.beacon(u.conn, d.udpAddr(), 0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "hurry-up", func() bool { return d.Ring.Stats().Pokes == 1 })
+	var ans []nsclient.Answer
+	for len(ans) == 0 {
+		fireDue(clk)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		ans, _, _ = cl.Wait(ctx)
+		cancel()
+		if len(ans) == 0 {
+			if clk.Now().Sub(start) > searchring.Buckets*searchring.FastTick {
+				t.Fatal("not answered within the fast revolution")
+			}
+			clk.Advance(searchring.FastTick)
+		}
+	}
+	took := clk.Now().Sub(start)
+	t.Logf("offset %d: pushed at the fast tick %s after the first beacon (the ordinary schedule: %d s)", k, took, k)
+	if took != time.Duration(k)*searchring.FastTick || ans[0].Endpoint != srv.Endpoint() {
+		t.Fatalf("answered %+v at %s, want %v at %s", ans, took, srv.Endpoint(), time.Duration(k)*searchring.FastTick)
+	}
+}
+
+// Re-entry (spec §3.6): a name the ring resolved and pushed is searched
+// again as soon as its server is lost, so when the client comes back
+// (its connection to the dead endpoint failed) another server's answer is
+// already there.
+func TestReenteredWhenPushedServerIsLost(t *testing.T) {
+	u := newPeerUDP(t, udpRx(t, "127.0.0.1:0"))
+	u.start()
+	old := startPeerServer(t, false, "moving:pv")
+	u.add(old)
+	d := startDaemon(t, testConfig(t, u.addr()))
+	cl := query(t, d)
+	if err := cl.Search([]string{"moving:pv"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := waitAnswers(t, cl, 5*time.Second); a[0].Endpoint != old.Endpoint() {
+		t.Fatalf("answered %v, want %v", a[0].Endpoint, old.Endpoint())
+	}
+	// The prober keeps watch on the server it heard of through the reply.
+	testutil.WaitFor(t, 5*time.Second, "watch connection to the old server", func() bool {
+		return old.site.Server(0).Accepted > 0
+	})
+	testutil.WaitFor(t, 5*time.Second, "old server probed", func() bool {
+		s, ok := d.Registry.Server(old.GUID())
+		return ok && s.ProbeState != 0
+	})
+
+	// The name moves: the old server stops (its claims with it), a new
+	// one that only answers searches holds it.
+	moved := startPeerServer(t, false, "moving:pv")
+	u.add(moved)
+	u.remove(old)
+	old.stop(t)
+	took := testutil.WaitFor(t, 10*time.Second, "re-searched and registered at the new server", func() bool {
+		h, ok := d.Registry.LookupName("moving:pv")
+		return ok && h.Addr == moved.Endpoint()
+	})
+	t.Logf("name found at its new server %s after the old one stopped", took)
+	if s := d.Ring.Stats(); s.Reentered != 1 {
+		t.Fatalf("ring stats %+v, want one re-entry", s)
+	}
+	// The client searches again (its pushed endpoint failed it): answered
+	// with the new endpoint.
+	again := query(t, d)
+	if err := again.Search([]string{"moving:pv"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := waitAnswers(t, again, 5*time.Second); a[0].Endpoint != moved.Endpoint() || a[0].GUID != moved.GUID() {
+		t.Fatalf("re-answered %+v, want %v", a[0], moved.Endpoint())
+	}
+}
+
+// pvans's own beacons carry a change count that moves when what pvans
+// answers changes (a server listed) and only then.
+func TestOwnBeaconChangeCountFollowsAnswers(t *testing.T) {
+	rx := udpRx(t, "127.0.0.1:0")
+	c := testConfig(t)
+	c.UDP.SendBeacons = true
+	c.PVA.BeaconAddrList = []config.Endpoint{config.EndpointOf(rxAddr(rx))}
+	clk := clock.NewFake(time.Time{})
+	d, err := New(c, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	count := func() uint16 {
+		t.Helper()
+		buf := make([]byte, 2048)
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			n, _, err := rx.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				t.Fatal("no beacon")
+			}
+			h, p, _, err := pva.SplitMessage(buf[:n])
+			var b pva.Beacon
+			if err == nil && h.Command == pva.CmdBeacon && b.Decode(p, h.BigEndian()) == nil && b.GUID == d.GUID() {
+				return b.ChangeCount
+			}
+		}
+	}
+	c0 := count() // the first beacon, at start
+	srv := startPeerServer(t, true, "counted:a", "counted:b")
+	if err := srv.site.Beacon(0, d.udpAddr()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "server listed", func() bool { return d.Registry.Counts().Names == 2 })
+	clk.Advance(searchring.PokeHoldoff / 2) // the next beacon (15 s)
+	c1 := count()
+	clk.Advance(searchring.PokeHoldoff / 2)
+	c2 := count()
+	if c1 == c0 || c2 != c1 {
+		t.Fatalf("change counts %d, %d, %d: want a move when the server was listed, then none", c0, c1, c2)
+	}
+}

@@ -1,0 +1,138 @@
+package upstream
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+// Asking one server directly. Every PVXS server answers CMD_SEARCH on any
+// TCP connection (it is its own name server, wire-notes §4.2), so when a
+// new server cannot be listed, the names clients are waiting for can be
+// put to it at once instead of waiting for the search ring to come round
+// to them (up to 6 s even after a hurry-up). A pvAccessCPP server answers
+// a TCP search over UDP, to the body's reply port: the search carries the
+// client socket's port for it, and is written in the byte order the
+// server announced, since pvAccessCPP reads a whole connection in one
+// order (wire-notes §1.2).
+const (
+	// MaxAsks bounds the servers asked at once; more are refused.
+	MaxAsks = 16
+	// AskWait is how long an asked server has to answer before the
+	// connection is closed (negative answers are never sent).
+	AskWait = 2 * time.Second
+	// askChunk bounds one search message's names, in bytes.
+	askChunk = 16 << 10
+)
+
+type asks struct {
+	mu      sync.Mutex
+	running int
+	sent    uint64 // servers asked
+	refused uint64 // not asked: MaxAsks were running
+}
+
+// Ask puts names to server over a connection of its own, hands each answer
+// to OnReply (a pvAccessCPP server's UDP answers arrive at replyPort
+// instead) and closes the connection after AskWait. It returns false,
+// asking nothing, when MaxAsks servers are being asked already or the pool
+// is closed.
+func (p *Pool) Ask(server netip.AddrPort, names []pva.SearchName, replyPort uint16) bool {
+	if len(names) == 0 {
+		return false
+	}
+	// The WaitGroup is added to under p.mu, where Close marks the pool
+	// closed before it waits.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.asks.mu.Lock()
+	if p.asks.running >= MaxAsks {
+		p.asks.refused++
+		p.asks.mu.Unlock()
+		return false
+	}
+	p.asks.running++
+	p.asks.sent++
+	p.asks.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.asks.mu.Lock()
+			p.asks.running--
+			p.asks.mu.Unlock()
+		}()
+		p.ask(server, names, replyPort)
+	}()
+	return true
+}
+
+func (p *Pool) ask(server netip.AddrPort, names []pva.SearchName, replyPort uint16) {
+	ctx, cancel := context.WithTimeout(p.ctx, AskWait)
+	defer cancel()
+	h := &askHandler{p: p, server: server}
+	c, err := p.o.Dial(ctx, server, p.o.Conn, h)
+	if err != nil {
+		p.o.Logger.Debug("server not asked: unreachable", zap.Stringer("endpoint", server), zap.Error(err))
+		return
+	}
+	defer c.Close()
+	proto := [][]byte{[]byte("tcp")}
+	for len(names) > 0 {
+		n, size := 0, 0
+		for n < len(names) && n < 0xFFFF && (n == 0 || size+pva.SearchNameCost(len(names[n].Name)) <= askChunk) {
+			size += pva.SearchNameCost(len(names[n].Name))
+			n++
+		}
+		msg := pva.AppendSearch(nil, c.Flags(), &pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchUnicast,
+			ReplyPort: replyPort, Protocols: proto, Names: names[:n]})
+		if c.Send(msg) != nil {
+			return
+		}
+		names = names[n:]
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.Done():
+	}
+}
+
+// AskStats are the counts of Ask.
+type AskStats struct{ Asked, Refused uint64 }
+
+// AskStats returns the counts of Ask.
+func (p *Pool) AskStats() AskStats {
+	p.asks.mu.Lock()
+	defer p.asks.mu.Unlock()
+	return AskStats{Asked: p.asks.sent, Refused: p.asks.refused}
+}
+
+// askHandler hands an asked server's answers to OnReply.
+type askHandler struct {
+	p      *Pool
+	server netip.AddrPort
+	mu     sync.Mutex
+	reply  pva.SearchResponse
+}
+
+func (h *askHandler) Message(c *pvaconn.Conn, hd pva.Header, payload []byte) {
+	if hd.Command != pva.CmdSearchResponse || h.p.o.OnReply == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.reply.Decode(payload, hd.BigEndian()); err != nil {
+		_ = c.Close()
+		return
+	}
+	h.p.o.OnReply(c.Remote(), &h.reply)
+}
