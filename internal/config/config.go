@@ -187,6 +187,13 @@ type TCP struct {
 	// messages do not restart it.
 	ReadTimeout     time.Duration
 	MaxMessageBytes int64
+	// MaxCachedTypes and MaxCachedTypeBytes bound the pvData types one
+	// client may have the `server` PV cache (0xFD definitions in its RPC
+	// requests) and their expanded size; MaxCachedTypeBytesTotal bounds the
+	// size over all connections.
+	MaxCachedTypes          int
+	MaxCachedTypeBytes      int64
+	MaxCachedTypeBytesTotal int64
 }
 
 // UDP is the port-5076 side.
@@ -363,6 +370,11 @@ func Defaults() Config {
 			WaitersTotal:     100_000,
 			ReadTimeout:      10 * time.Second,
 			MaxMessageBytes:  128 << 10,
+			// pvlist and pvxlist cache a handful of descriptors of a few
+			// hundred bytes.
+			MaxCachedTypes:          64,
+			MaxCachedTypeBytes:      64 << 10,
+			MaxCachedTypeBytesTotal: 16 << 20,
 		},
 		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true, BeaconQueue: 4096},
 		Probe: Probe{

@@ -22,6 +22,9 @@ var restartOnly = map[string]string{
 	"search.through_max_names":            "the search ring takes its bounds when it is built",
 	"search.through_datagrams_per_second": "the search ring takes its bounds when it is built",
 	"map.rules":                           "the listeners take the address map when they are built",
+	"tcp.max_cached_types":                "the server PV takes its type-cache bounds when it is built",
+	"tcp.max_cached_type_bytes":           "the server PV takes its type-cache bounds when it is built",
+	"tcp.max_cached_type_bytes_total":     "the server PV takes its type-cache bounds when it is built",
 }
 
 // NeedsRestart reports whether a changed value of the setting key takes

@@ -216,6 +216,12 @@ func init() {
 		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }))
 	add(bytesSpec("tcp.max_message_bytes", "largest PVA message accepted from a client", 16<<10, 64<<20,
 		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }))
+	add(intSpec("tcp.max_cached_types", "pvData types one client may have the server PV cache (0xFD definitions)", 1, 65536,
+		func(c *Config) *int { return &c.TCP.MaxCachedTypes }))
+	add(bytesSpec("tcp.max_cached_type_bytes", "expanded size of the types one client may have cached", 1<<10, 1<<30,
+		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytes }))
+	add(bytesSpec("tcp.max_cached_type_bytes_total", "expanded size of the types cached over all connections", 1<<10, 1<<34,
+		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytesTotal }))
 
 	add(bytesSpec("udp.receive_buffer_bytes", "SO_RCVBUF of the UDP socket; 0 keeps the OS default", 0, 1<<30,
 		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }))

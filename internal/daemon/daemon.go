@@ -63,6 +63,7 @@ type Daemon struct {
 	Ring     *searchring.Ring
 	UDP      *udpsearch.Server
 	TCP      *tcpsearch.Server
+	ServerPV *serverpv.Provider // the `server` PV on the TCP port
 	Upstream *upstream.Pool
 	Events   *events.Log
 	Metrics  *metrics.Metrics
@@ -123,11 +124,16 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.nameFiles = &probe.NameFiles{Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
+	d.ServerPV = serverpv.NewWithLimits("pvans "+buildinfo.Get(), serverpv.Limits{
+		TypesPerConn:     cfg.TCP.MaxCachedTypes,
+		TypeBytesPerConn: int(cfg.TCP.MaxCachedTypeBytes),
+		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
+	})
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:     d.tcpListen(),
 		GUID:       d.guid,
 		AddressMap: cfg.Map.Rules,
-		Channels:   serverpv.New("pvans " + buildinfo.Get()),
+		Channels:   d.ServerPV,
 		Logger:     d.log.Named("tcp"),
 		Clock:      d.clk,
 	}, tcpsearch.FromResolver(d.Resolver))

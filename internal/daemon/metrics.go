@@ -7,6 +7,7 @@ import "net/netip"
 func (d *Daemon) registerMetrics() {
 	m := d.Metrics
 	d.TCP.RegisterMetrics(m)
+	d.ServerPV.RegisterMetrics(m)
 	d.UDP.RegisterMetrics(m)
 	d.Resolver.RegisterMetrics(m)
 	d.Registry.RegisterMetrics(m)

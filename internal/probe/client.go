@@ -67,6 +67,12 @@ type result struct {
 // sends. Decoding happens on the connection's read goroutine (the payload
 // is only valid there, and the 0xFD/0xFE type cache must see the server's
 // messages in order).
+// Bounds of the descriptor cache a probed server fills.
+const (
+	probeMaxCachedTypes     = 64
+	probeMaxCachedTypeBytes = 256 << 10
+)
+
 type client struct {
 	p   *Prober
 	s   *server
@@ -91,7 +97,10 @@ type client struct {
 }
 
 func newClient(p *Prober, s *server) *client {
-	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1)}
+	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1),
+		// A listing reply's type is a few descriptors; a server may not
+		// make pvans keep more (issue 14).
+		tc: pva.TypeCache{MaxEntries: probeMaxCachedTypes, MaxBytes: probeMaxCachedTypeBytes}}
 }
 
 func (cl *client) id() uint32 {

@@ -110,6 +110,34 @@ type FieldDesc struct {
 	Elem    *FieldDesc // struct[] and union[]: the struct or union element type
 	bits    int        // NumBits, set when decoded (bounded by MaxValueNodes)
 	nodes   int        // expanded descriptor size, set when decoded (bounded by MaxValueNodes)
+	size    int        // expanded size in bytes (estimate), set when decoded
+}
+
+// Estimated memory of one descriptor and of one member entry, for the
+// expanded size (descSize) that bounds a TypeCache.
+const (
+	descOverhead   = 96
+	memberOverhead = 24
+)
+
+// descSize is the memory d would take written out in plain form: every
+// descriptor, member entry, name and ID, shared ones counted each time they
+// are used (so it bounds what any walk of the type can cost, too).
+func descSize(d *FieldDesc) int {
+	if d == nil {
+		return 0
+	}
+	if d.size > 0 {
+		return d.size
+	}
+	n := descOverhead + len(d.ID)
+	for _, m := range d.Members {
+		n += memberOverhead + len(m.Name) + descSize(m.Type)
+	}
+	if d.Elem != nil {
+		n += descSize(d.Elem)
+	}
+	return n
 }
 
 // descNodes is the size of d written out in plain form, in descriptors.
@@ -159,12 +187,33 @@ func (d *FieldDesc) Index(name string) int {
 // keeps one TypeCache for what it receives and feeds every message of that
 // direction through it in order. The zero value is ready; nil means "no
 // cache" (0xFD still decodes, 0xFE fails). Not safe for concurrent use.
+//
+// The wire lets a peer define 65,536 keys, each up to MaxValueNodes
+// descriptors when expanded, so a long-lived cache is bounded: a
+// definition that would exceed MaxEntries or MaxBytes (the expanded size
+// of every entry, names included), or that Admit refuses, fails the
+// decode with "type cache full" and is not stored.
 type TypeCache struct {
-	m map[uint16]*FieldDesc
+	m       map[uint16]*FieldDesc
+	bytes   int
+	refused int
+
+	MaxEntries int // 0 = no bound
+	MaxBytes   int // 0 = no bound
+	// Admit, if set, is asked before a definition grows the cache by n
+	// bytes (n < 0 when a redefinition shrinks it); it may apply a bound
+	// shared by many caches. A refusal fails the decode.
+	Admit func(n int) bool
 }
 
 // Len is the number of cached descriptors.
 func (c *TypeCache) Len() int { return len(c.m) }
+
+// Bytes is the expanded size of every cached descriptor together.
+func (c *TypeCache) Bytes() int { return c.bytes }
+
+// Refused counts the definitions a bound refused.
+func (c *TypeCache) Refused() int { return c.refused }
 
 // Get returns the descriptor stored under key.
 func (c *TypeCache) Get(key uint16) (*FieldDesc, bool) {
@@ -172,11 +221,25 @@ func (c *TypeCache) Get(key uint16) (*FieldDesc, bool) {
 	return d, ok
 }
 
-func (c *TypeCache) put(key uint16, d *FieldDesc) {
+// put stores d under key, unless a bound refuses it.
+func (c *TypeCache) put(key uint16, d *FieldDesc) bool {
+	grow := descSize(d)
+	old, redefined := c.m[key]
+	if redefined {
+		grow -= descSize(old)
+	}
+	if c.MaxEntries > 0 && !redefined && len(c.m) >= c.MaxEntries ||
+		c.MaxBytes > 0 && c.bytes+grow > c.MaxBytes ||
+		c.Admit != nil && !c.Admit(grow) {
+		c.refused++
+		return false
+	}
 	if c.m == nil {
 		c.m = make(map[uint16]*FieldDesc)
 	}
 	c.m[key] = d
+	c.bytes += grow
+	return true
 }
 
 // ReadFieldDesc reads a descriptor, resolving cache forms through tc. The
@@ -208,8 +271,9 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 			r.Fail(field, "null type in cache definition")
 			return nil
 		}
-		if tc != nil {
-			tc.put(key, d)
+		if tc != nil && !tc.put(key, d) {
+			r.Fail(field, "type cache full: key "+strconv.Itoa(int(key))+" not stored")
+			return nil
 		}
 		return d
 	case typeCacheUse:
@@ -231,9 +295,9 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 	c := TypeCode(code)
 	switch {
 	case c.IsScalar(), c.IsScalarArray():
-		return &FieldDesc{Code: c, nodes: 1}
+		return &FieldDesc{Code: c, nodes: 1, size: descOverhead}
 	case c == TypeAny, c == TypeAnyArray:
-		return &FieldDesc{Code: c, nodes: 1}
+		return &FieldDesc{Code: c, nodes: 1, size: descOverhead}
 	case c == TypeStruct, c == TypeUnion:
 		d := &FieldDesc{Code: c, ID: r.String(field)}
 		n := r.Size(field)
@@ -268,6 +332,7 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 				return nil
 			}
 		}
+		d.size = descSize(d)
 		d.bits = 1
 		if c == TypeStruct {
 			for _, m := range d.Members {
@@ -288,7 +353,7 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 			r.Fail(field, c.String()+" element is not a "+(c&^TypeArray).String())
 			return nil
 		}
-		d := &FieldDesc{Code: c, Elem: e, nodes: 1 + descNodes(e)}
+		d := &FieldDesc{Code: c, Elem: e, nodes: 1 + descNodes(e), size: descOverhead + descSize(e)}
 		if d.nodes > MaxValueNodes {
 			r.Fail(field, "type has more than "+strconv.Itoa(MaxValueNodes)+" nodes when expanded")
 			return nil

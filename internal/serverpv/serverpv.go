@@ -10,6 +10,7 @@ package serverpv
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
@@ -21,13 +22,40 @@ const Name = "server"
 // maxChannelsPerConn bounds the `server` channels one connection may hold.
 const maxChannelsPerConn = 16
 
+// Limits bound the descriptor caches clients fill (0xFD definitions in
+// their RPC pvRequests). pvlist and pvxlist define a handful of small
+// types; without a bound one connection could keep 65,536 types of up to
+// 16,384 descriptors each (issue 14: +2.8 GB from 115 MB sent).
+type Limits struct {
+	TypesPerConn     int // cached types per connection
+	TypeBytesPerConn int // their expanded size per connection
+	TypeBytesTotal   int // their expanded size over all connections
+}
+
+// Default limits.
+const (
+	DefaultTypesPerConn     = 64
+	DefaultTypeBytesPerConn = 64 << 10
+	DefaultTypeBytesTotal   = 16 << 20
+)
+
+// Stats counts the provider's work and refusals.
+type Stats struct {
+	CachedTypes     int    // types cached now, over all connections
+	CachedTypeBytes int64  // their expanded size
+	TypesRefused    uint64 // definitions refused at a bound (the request is ignored)
+}
+
 // Provider implements tcpsearch.ChannelProvider.
 type Provider struct {
 	// Version is reported by op=info, e.g. "pvans 0.1.0".
 	Version string
+	lim     Limits
 
-	mu    sync.Mutex
-	conns map[*pvaconn.Conn]*connState
+	mu      sync.Mutex
+	conns   map[*pvaconn.Conn]*connState
+	bytes   int64 // cached type bytes over all connections, under mu
+	refused atomic.Uint64
 }
 
 type connState struct {
@@ -36,15 +64,47 @@ type connState struct {
 	types   pva.TypeCache     // the client's 0xFD/0xFE cache (pvlist uses it)
 }
 
-// New returns a provider.
-func New(version string) *Provider {
-	return &Provider{Version: version, conns: map[*pvaconn.Conn]*connState{}}
+// New returns a provider with the default limits.
+func New(version string) *Provider { return NewWithLimits(version, Limits{}) }
+
+// NewWithLimits returns a provider; zero limits take the defaults.
+func NewWithLimits(version string, l Limits) *Provider {
+	if l.TypesPerConn <= 0 {
+		l.TypesPerConn = DefaultTypesPerConn
+	}
+	if l.TypeBytesPerConn <= 0 {
+		l.TypeBytesPerConn = DefaultTypeBytesPerConn
+	}
+	if l.TypeBytesTotal <= 0 {
+		l.TypeBytesTotal = DefaultTypeBytesTotal
+	}
+	return &Provider{Version: version, lim: l, conns: map[*pvaconn.Conn]*connState{}}
+}
+
+// Stats returns the counters.
+func (p *Provider) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{CachedTypeBytes: p.bytes, TypesRefused: p.refused.Load()}
+	for _, st := range p.conns {
+		s.CachedTypes += st.types.Len()
+	}
+	return s
 }
 
 func (p *Provider) state(c *pvaconn.Conn) *connState {
 	st := p.conns[c]
 	if st == nil {
 		st = &connState{nextSID: 1, sids: map[uint32]uint32{}}
+		st.types = pva.TypeCache{MaxEntries: p.lim.TypesPerConn, MaxBytes: p.lim.TypeBytesPerConn,
+			// Called during Message, under p.mu.
+			Admit: func(n int) bool {
+				if p.bytes+int64(n) > int64(p.lim.TypeBytesTotal) {
+					return false
+				}
+				p.bytes += int64(n)
+				return true
+			}}
 		p.conns[c] = st
 	}
 	return st
@@ -90,7 +150,9 @@ func (p *Provider) Message(c *pvaconn.Conn, h pva.Header, payload []byte) bool {
 		}
 		var req pva.RPCRequest
 		// Decode the INIT pvRequest too: it keeps the type cache in step.
+		before := st.types.Refused()
 		if req.Decode(payload, be, &st.types) != nil {
+			p.refused.Add(uint64(st.types.Refused() - before))
 			return false
 		}
 		if _, ok := st.sids[req.SID]; !ok {
@@ -118,9 +180,12 @@ func (p *Provider) Message(c *pvaconn.Conn, h pva.Header, payload []byte) bool {
 	return false
 }
 
-// Closed forgets a connection.
+// Closed forgets a connection and gives its cached types' share back.
 func (p *Provider) Closed(c *pvaconn.Conn) {
 	p.mu.Lock()
-	delete(p.conns, c)
+	if st := p.conns[c]; st != nil {
+		p.bytes -= int64(st.types.Bytes())
+		delete(p.conns, c)
+	}
 	p.mu.Unlock()
 }
