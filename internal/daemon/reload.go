@@ -119,6 +119,9 @@ func (d *Daemon) Reload(next *config.Config) (applied, needRestart []string) {
 			d.log.Warn("setting changed; needs restart", zap.String("setting", k), zap.String("why", why))
 		}
 	}
+	for _, k := range applied {
+		d.log.Debug("setting applied", zap.String("setting", k), zap.String("by", appliedBy[k]))
+	}
 	d.cur.Store(next)
 	d.apply(prev, next)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "reload", Detail: reloadDetail(applied, needRestart)})
@@ -179,6 +182,7 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	}
 	if !slices.Equal(prev.Static.Servers, next.Static.Servers) || !slices.Equal(prev.Access.ServerAllow, next.Access.ServerAllow) {
 		d.Prober.SetStatic(d.allowedStatic(next.Static.Servers))
+		d.forgetUnlisted(prev.Static.Servers, next.Static.Servers)
 	}
 	if prev.Static.NamesDir != next.Static.NamesDir {
 		d.nameFiles.SetDir(next.Static.NamesDir)
@@ -197,6 +201,27 @@ func (d *Daemon) apply(prev, next *config.Config) {
 		// rather than at the next beacon.
 		if err := d.Discover(); err != nil {
 			d.log.Warn("discovery ping after reload failed", zap.Error(err))
+		}
+	}
+}
+
+// forgetUnlisted drops the servers taken off the static list that nothing
+// else announces (no beacon or discovery reply is tracked for them): the
+// operator removed the only reason pvans knew them.
+func (d *Daemon) forgetUnlisted(before, after []netip.AddrPort) {
+	for _, ep := range before {
+		if slices.Contains(after, ep) {
+			continue
+		}
+		if _, seen := d.Tracker.Lookup(ep, "tcp"); seen {
+			continue
+		}
+		d.Prober.Forget(ep)
+		for _, s := range d.Registry.Servers() {
+			if s.Addr == ep {
+				d.log.Info("server removed from static.servers: forgotten", zap.Stringer("guid", s.GUID), zap.Stringer("endpoint", ep))
+				_ = d.Registry.RemoveServer(s.GUID)
+			}
 		}
 	}
 }

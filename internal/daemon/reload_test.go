@@ -2,13 +2,17 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
@@ -82,4 +86,100 @@ func TestReloadInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 5*time.Second, "name handed to the search ring", func() bool { return d.Ring.Stats().Searching > 0 })
+}
+
+// TestReloadUnderLoad: 100 TCP clients search (names held, names nobody
+// has, names a reload denies) while the configuration is reloaded 20
+// times, alternating every group of reloadable settings. Run with -race:
+// each part's settings are swapped while its goroutines read them.
+func TestReloadUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100 clients")
+	}
+	site := startSite(t, sim.Options{Servers: 2, NamesPerServer: 20, Host: lo})
+	c := testConfig(t, site.UDPAddr())
+	c.Static.Servers = []netip.AddrPort{site.Server(0).TCP}
+	d := startDaemon(t, c)
+	testutil.WaitFor(t, 10*time.Second, "static server listed", func() bool {
+		return d.Registry.Lookup([]byte(site.Server(0).Names[0])) != nil
+	})
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var searches atomic.Int64
+	for i := range 100 {
+		cl := query(t, d)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names := []string{site.Server(0).Names[i%20], site.Server(1).Names[i%20], fmt.Sprintf("load:none:%d", i)}
+			for {
+				select {
+				case <-stop:
+					return
+				case <-cl.Done():
+					return
+				default:
+				}
+				if cl.Search(names) != nil {
+					return
+				}
+				searches.Add(1)
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+
+	variants := []func(n *config.Config){
+		func(n *config.Config) { n.Access.NameDeny = mustPatterns(t, "sim:s1:*") },
+		func(n *config.Config) { n.RateLimit.TCPMessagesPerSecond, n.RateLimit.TCPMessageBurst = 50, 10 },
+		func(n *config.Config) { n.RateLimit.Exempt = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} },
+		func(n *config.Config) { n.Search.Through = false },
+		func(n *config.Config) { n.Static.Servers = []netip.AddrPort{site.Server(0).TCP, site.Server(1).TCP} },
+		func(n *config.Config) { n.PVA.AddrList = nil },
+		func(n *config.Config) { n.Registry.MaxNames, n.TCP.WaitersPerConnection = 10, 1 },
+		func(n *config.Config) { n.Probe.ReprobeInterval, n.Beacon.Expiry = time.Second, 30 * time.Second },
+		func(n *config.Config) { n.RateLimit.UDPSearchesPerSecond, n.Access.UDPClientDeny = 1, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")} },
+		func(n *config.Config) { n.HTTP.DiscoverInterval = time.Second },
+	}
+	for i := range 20 {
+		n := *c
+		variants[i%len(variants)](&n)
+		if i%2 == 1 {
+			variants[(i+3)%len(variants)](&n)
+		}
+		d.Reload(&n)
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.Reload(c)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d searches during 20 reloads", searches.Load())
+	if searches.Load() < 100 {
+		t.Fatalf("only %d searches: the clients did not run during the reloads", searches.Load())
+	}
+	name := site.Server(1).Names[3]
+	testutil.WaitFor(t, 10*time.Second, "answers after the reloads", func() bool {
+		cl := query(t, d)
+		if cl.Search([]string{name}) != nil {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		a, _, _ := cl.Wait(ctx)
+		return len(a) == 1 && a[0].GUID == site.Server(1).GUID
+	})
+}
+
+func mustPatterns(t *testing.T, globs ...string) []config.NamePattern {
+	t.Helper()
+	var out []config.NamePattern
+	for _, g := range globs {
+		p, err := config.ParseNamePattern(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -305,8 +305,10 @@ type Timings struct {
 
 // SetTimings applies new timings from the next attempt on: its timeout and
 // connection (echo, idle timeout) are the new ones, and so is the schedule
-// it sets (re-listing, backoff). Watch connections already open keep
-// theirs. A new concurrency bound counts only probes started after it.
+// it sets (re-listing, backoff); a shortened re-listing period also pulls
+// in re-listings already scheduled later than it. Watch connections
+// already open keep theirs. A new concurrency bound counts only probes
+// started after it.
 func (p *Prober) SetTimings(t Timings) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -332,6 +334,16 @@ func (p *Prober) SetTimings(t Timings) {
 		next.concurrency, next.sem = t.Concurrency, make(chan struct{}, t.Concurrency)
 	}
 	p.tm.Store(&next)
+	if next.reprobe > 0 && next.reprobe < cur.reprobe {
+		// A shorter re-listing period applies to re-listings already
+		// scheduled, not only to the ones after them.
+		now := p.opt.Clock.Now()
+		for _, s := range p.servers {
+			if s.timer != nil && s.failures == 0 && s.next.Sub(now) > next.reprobe {
+				p.schedule(s, jitter(next.reprobe, reprobeJitter, p.rnd.Float64()))
+			}
+		}
+	}
 }
 
 // StaticGUID is the identity reported for a server whose GUID is unknown
