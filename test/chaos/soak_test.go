@@ -90,6 +90,7 @@ func TestSoak(t *testing.T) {
 	c.Probe.EchoInterval = time.Second
 	c.Probe.BackoffMin = 100 * time.Millisecond
 	c.RateLimit.TCPMessagesPerSecond = 0 // every client is 127.0.0.1
+	c.TCP.WaitersPerSource = 0           // likewise: 100 clients × 1,000 names wait from one address
 	c.RateLimit.UDPSearchesPerSecond = 0
 	d, err := daemon.New(&c, daemon.Options{Logger: zap.NewNop()})
 	if err != nil {
@@ -192,7 +193,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak %s: %d server restarts, %d client rounds, %d names resolved, %d unresolved, %d failed rounds",
 		dur, restarts.Load(), rounds.Load(), resolved.Load(), unresolved.Load(), failures.Load())
 	if unresolved.Load() != 0 || failures.Load() != 0 {
-		t.Errorf("%d names unresolved in %d failed rounds; first: %v\n%v", unresolved.Load(), failures.Load(), firstErr.Load(), diag.Load())
+		rs := d.Resolver.Stats()
+		t.Errorf("%d names unresolved in %d failed rounds; first: %v\n%v\nwaiters refused at a bound: per connection %d, per source %d, total %d",
+			unresolved.Load(), failures.Load(), firstErr.Load(), diag.Load(), rs.WaitDrops, rs.WaitDropsSource, rs.WaitDropsTotal)
 	}
 	if rounds.Load() < clients {
 		t.Errorf("only %d rounds completed", rounds.Load())
