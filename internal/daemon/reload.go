@@ -76,7 +76,7 @@ var appliedBy = map[string]string{
 	"static.servers":                     "prober: new ones probed at once, removed ones forgotten",
 	"static.names_dir":                   "static name files: old directory's servers lost, new one scanned at once",
 	"search.through":                     "resolver: waited names handed to (or taken from) the search ring",
-	"search.max_name_bytes":              "resolver policy, next lookup",
+	"search.max_name_bytes":              "resolver policy, next lookup; registry, next listing",
 	"access.tcp_client_allow":            "TCP policy: refused clients' open connections closed, next accept checked",
 	"access.tcp_client_deny":             "TCP policy: refused clients' open connections closed, next accept checked",
 	"access.udp_client_allow":            "UDP policy, next datagram",
@@ -149,6 +149,7 @@ func (d *Daemon) apply(prev, next *config.Config) {
 		MaxNames:      next.Registry.MaxNames,
 		UnverifiedTTL: next.Snapshot.UnverifiedWindow,
 		FieldNames:    next.Registry.FieldNames,
+		MaxNameBytes:  next.Search.MaxNameBytes,
 	})
 	d.Resolver.SetPolicy(resolverPolicy(next))
 	d.Tracker.SetTimings(beacon.Timings{Expiry: next.Beacon.Expiry, CheckInterval: next.Beacon.CheckInterval,

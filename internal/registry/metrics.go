@@ -9,7 +9,8 @@ func (r *Registry) RegisterMetrics(m *metrics.Metrics) {
 	m.Gauge("registry", "duplicate_names", "Names claimed by more than one server.", nil, func() float64 { return float64(r.Counts().DuplicateNames) })
 	m.Gauge("registry", "unverified_servers", "Servers loaded from the snapshot and not yet confirmed.", nil, func() float64 { return float64(r.Counts().Unverified) })
 	m.Counters("registry", "limit_drops_total", "Registrations refused at a bound.", "what", map[string]func() uint64{
-		"servers": func() uint64 { return r.Stats().ServerLimitDrops },
-		"names":   func() uint64 { return r.Stats().NameLimitDrops },
+		"servers":     func() uint64 { return r.Stats().ServerLimitDrops },
+		"names":       func() uint64 { return r.Stats().NameLimitDrops },
+		"name_length": func() uint64 { return r.Stats().NameLengthDrops },
 	})
 }

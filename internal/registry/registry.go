@@ -26,6 +26,9 @@ type Options struct {
 	MaxNames int
 	// FieldNames answers record.FIELD from the claimant of record.
 	FieldNames bool
+	// MaxNameBytes: a listed or learned name longer than this is dropped
+	// (counted): no client could search for it. 0 = no bound.
+	MaxNameBytes int
 	// UnverifiedTTL is how long servers loaded from a snapshot are kept
 	// without confirmation; default 2 minutes.
 	UnverifiedTTL time.Duration
@@ -130,7 +133,7 @@ type Registry struct {
 	gen, notifiedGen atomic.Uint64
 
 	st struct {
-		serverLimit, nameLimit, dups, takeovers, expired, replaced atomic.Uint64
+		serverLimit, nameLimit, dups, takeovers, expired, replaced, nameLength atomic.Uint64
 	}
 }
 
@@ -173,6 +176,7 @@ type Limits struct {
 	MaxNames      int
 	UnverifiedTTL time.Duration
 	FieldNames    bool
+	MaxNameBytes  int // applied as given: 0 = no bound
 }
 
 // SetLimits applies new limits. A raised bound admits more at once. A
@@ -198,6 +202,7 @@ func (r *Registry) SetLimits(l Limits) {
 		}
 	}
 	r.fieldNames.Store(l.FieldNames)
+	r.opts.MaxNameBytes = l.MaxNameBytes
 }
 
 // Subscribe registers f to be called after every commit that makes names
@@ -349,6 +354,21 @@ func (r *Registry) LookupName(name string) (*Holder, bool) {
 	return h, h != nil
 }
 
+// maxProbeError is the most of a probe error kept per server: it can carry
+// a server's status message, of any length.
+const maxProbeError = 256
+
+// nameFits applies MaxNameBytes (counting and logging a refusal); wmu held.
+func (r *Registry) nameFits(n string) bool {
+	if r.opts.MaxNameBytes <= 0 || len(n) <= r.opts.MaxNameBytes {
+		return true
+	}
+	r.st.nameLength.Add(1)
+	r.limited("name_length", "name longer than the bound dropped",
+		zap.Int("bytes", len(n)), zap.Int("max_name_bytes", r.opts.MaxNameBytes))
+	return false
+}
+
 // limited logs msg at most once a minute per kind; the counters carry the
 // full story.
 func (r *Registry) limited(kind, msg string, fields ...zap.Field) {
@@ -490,6 +510,10 @@ func (r *Registry) SetProbeState(g pva.GUID, st ProbeState, probeErr error) erro
 	info.ProbeState, info.ProbedAt, info.ProbeError = st, r.clk.Now(), ""
 	if probeErr != nil {
 		info.ProbeError = probeErr.Error()
+		if len(info.ProbeError) > maxProbeError {
+			// It can carry the server's own status message.
+			info.ProbeError = strings.ToValidUTF8(info.ProbeError[:maxProbeError], "") + "…"
+		}
 	}
 	if st == ProbeConnected || st == ProbeListed {
 		info.Verified = true
@@ -518,7 +542,7 @@ func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
 
 	fresh := make(map[string]struct{}, len(names))
 	for _, n := range names {
-		if n != "" {
+		if n != "" && r.nameFits(n) {
 			fresh[n] = struct{}{}
 		}
 	}
@@ -607,7 +631,7 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 	r.reserveIndex(len(names))
 	r.imu.Lock()
 	for _, n := range names {
-		if n == "" {
+		if n == "" || !r.nameFits(n) {
 			continue
 		}
 		if _, ok := s.extra[n]; ok || r.claimsLocked(txn, s, n) {
@@ -1049,6 +1073,7 @@ func (r *Registry) Stats() Stats {
 	return Stats{
 		ServerLimitDrops:  r.st.serverLimit.Load(),
 		NameLimitDrops:    r.st.nameLimit.Load(),
+		NameLengthDrops:   r.st.nameLength.Load(),
 		DuplicateClaims:   r.st.dups.Load(),
 		Takeovers:         r.st.takeovers.Load(),
 		UnverifiedExpired: r.st.expired.Load(),

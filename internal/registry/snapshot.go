@@ -376,6 +376,9 @@ func (r *Registry) LoadSnapshot(path string) error {
 			if e.fl&1 == 0 {
 				continue // a duplicate claim: after every holder is in place
 			}
+			if !r.nameFits(e.name) {
+				continue
+			}
 			if r.claims >= r.opts.MaxNames {
 				r.st.nameLimit.Add(1)
 				continue
@@ -393,7 +396,7 @@ func (r *Registry) LoadSnapshot(path string) error {
 	}
 	for _, d := range dups {
 		s := byGUID[d.g]
-		if s == nil || r.claims >= r.opts.MaxNames || r.claimsLocked(txn, s, d.name) {
+		if s == nil || r.claims >= r.opts.MaxNames || !r.nameFits(d.name) || r.claimsLocked(txn, s, d.name) {
 			continue
 		}
 		h := r.claimLocked(txn, s, d.name, s.row.Info.ListedHow, now, &dl)

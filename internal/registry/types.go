@@ -127,6 +127,7 @@ type Counts struct {
 type Stats struct {
 	ServerLimitDrops  uint64 // servers refused at MaxServers
 	NameLimitDrops    uint64 // claims refused at MaxNames
+	NameLengthDrops   uint64 // names longer than MaxNameBytes, dropped
 	DuplicateClaims   uint64 // claims recorded as duplicates
 	Takeovers         uint64 // names passed to another claimant when the holder let go
 	UnverifiedExpired uint64 // snapshot servers dropped unconfirmed
