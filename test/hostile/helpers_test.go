@@ -266,4 +266,3 @@ func closeAll(cs []net.Conn) {
 		c.Close()
 	}
 }
-
