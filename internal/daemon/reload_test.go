@@ -185,3 +185,56 @@ func mustPatterns(t *testing.T, globs ...string) []config.NamePattern {
 	}
 	return out
 }
+
+// A lowered tcp.max_connections closes no open connection and refuses the
+// next one; raised again, the next one is served.
+func TestReloadTCPLimitsApplyToNewConnections(t *testing.T) {
+	c := testConfig(t)
+	d := startDaemon(t, c)
+	a, b := query(t, d), query(t, d)
+	next := *c
+	next.TCP.MaxConnections = 1
+	d.Reload(&next)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if extra, err := nsclient.Dial(ctx, d.tcpAddr()); err == nil {
+		select {
+		case <-extra.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("connection beyond a lowered max_connections served")
+		}
+	}
+	for _, cl := range []*nsclient.Client{a, b} {
+		select {
+		case <-cl.Done():
+			t.Fatal("open connection closed by a lowered max_connections")
+		default:
+		}
+		if err := cl.Search([]string{"x:y"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.Reload(c)
+	cl := query(t, d)
+	if err := cl.Search([]string{"x:y"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "searches counted", func() bool { return d.TCP.Stats().Searches >= 3 })
+}
+
+// A server taken off static.servers stays when beacons also announce it.
+func TestReloadStaticRemovalKeepsBeaconedServer(t *testing.T) {
+	c := testConfig(t)
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{Servers: 1, Names: [][]string{{"both:pv"}}, Host: lo,
+		BeaconDests: []netip.AddrPort{d.udpAddr()}, BeaconInterval: 200 * time.Millisecond})
+	with := *c
+	with.Static.Servers = []netip.AddrPort{site.Server(0).TCP}
+	d.Reload(&with)
+	testutil.WaitFor(t, 5*time.Second, "listed", func() bool { return d.Registry.Lookup([]byte("both:pv")) != nil })
+	d.Reload(c)
+	time.Sleep(time.Second)
+	if d.Registry.Lookup([]byte("both:pv")) == nil {
+		t.Fatal("a beaconing server was forgotten when taken off static.servers")
+	}
+}

@@ -103,3 +103,46 @@ func TestChainSearchAndReconnect(t *testing.T) {
 		t.Fatalf("connects = %d, want 2", n)
 	}
 }
+
+// SetServers (a reload): a server still listed keeps its connection, a
+// removed one is disconnected, a new one is connected at once.
+func TestSetServers(t *testing.T) {
+	srvA, _, _ := startNameServer(t, netip.MustParseAddrPort("127.0.0.1:0"))
+	defer srvA.Close()
+	srvB, _, _ := startNameServer(t, netip.MustParseAddrPort("127.0.0.1:0"))
+	defer srvB.Close()
+	a, b := srvA.Addrs()[0], srvB.Addrs()[0]
+	ready := make(chan netip.AddrPort, 4)
+	p := New(Options{Servers: []netip.AddrPort{a}, Clock: clock.NewFake(time.Time{}), OnReady: func(x netip.AddrPort) { ready <- x }})
+	p.Start()
+	defer p.Close()
+	ca := p.Conns()[0]
+	waitReady(t, ready, ca)
+
+	p.SetServers([]netip.AddrPort{a, b}, p.o.Conn)
+	if cs := p.Conns(); len(cs) != 2 || cs[0] != ca || cs[1].Addr() != b {
+		t.Fatalf("conns after adding b: %v", cs)
+	}
+	waitReady(t, ready, p.Conns()[1])
+	if ca.Connects.Load() != 1 {
+		t.Fatal("the kept server was reconnected")
+	}
+
+	p.SetServers([]netip.AddrPort{b}, p.o.Conn)
+	deadline := time.Now().Add(5 * time.Second)
+	for ca.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("removed server still connected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if cs := p.Conns(); len(cs) != 1 || cs[0].Addr() != b || !cs[0].Ready() {
+		t.Fatalf("conns after removing a: %v", cs)
+	}
+	for srvA.Stats().Active != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("server a still has %d connections", srvA.Stats().Active)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
