@@ -10,21 +10,19 @@ package config
 // (see internal/daemon/reload.go), or put it here when the part that uses
 // it cannot change it while running.
 var restartOnly = map[string]string{
-	"pva.interfaces":                      "the listening sockets are bound at start",
-	"pva.server_port":                     "the TCP listener is bound at start",
-	"pva.broadcast_port":                  "the UDP search socket is bound at start",
-	"http.listen":                         "the HTTP listener is bound at start",
-	"snapshot.path":                       "the snapshot is loaded at start; a new path would lose the loaded registry's file",
-	"udp.receive_buffer_bytes":            "the socket buffer is set when the socket opens",
-	"udp.send_beacons":                    "the beacon socket is opened at start",
-	"search.discovery_at_start":           "it only means something at start",
-	"udp.beacon_queue":                    "the queue is allocated when the UDP side is built",
-	"search.through_max_names":            "the search ring takes its bounds when it is built",
-	"search.through_datagrams_per_second": "the search ring takes its bounds when it is built",
-	"map.rules":                           "the listeners take the address map when they are built",
-	"tcp.max_cached_types":                "the server PV takes its type-cache bounds when it is built",
-	"tcp.max_cached_type_bytes":           "the server PV takes its type-cache bounds when it is built",
-	"tcp.max_cached_type_bytes_total":     "the server PV takes its type-cache bounds when it is built",
+	"pva.interfaces":                  "the listening sockets are bound at start",
+	"pva.server_port":                 "the TCP listener is bound at start",
+	"pva.broadcast_port":              "the UDP search socket is bound at start",
+	"http.listen":                     "the HTTP listener is bound at start",
+	"snapshot.path":                   "the snapshot is loaded at start; a new path would lose the loaded registry's file",
+	"udp.receive_buffer_bytes":        "the socket buffer is set when the socket opens",
+	"udp.send_beacons":                "the beacon socket is opened at start",
+	"search.discovery_at_start":       "it only means something at start",
+	"udp.beacon_queue":                "the queue is allocated when the UDP side is built",
+	"map.rules":                       "the listeners take the address map when they are built",
+	"tcp.max_cached_types":            "the server PV takes its type-cache bounds when it is built",
+	"tcp.max_cached_type_bytes":       "the server PV takes its type-cache bounds when it is built",
+	"tcp.max_cached_type_bytes_total": "the server PV takes its type-cache bounds when it is built",
 }
 
 // NeedsRestart reports whether a changed value of the setting key takes

@@ -171,9 +171,6 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Resolved:    d.onSearchResolved,
 		Duplicate:   d.onSearchDuplicate,
 		Logger:      d.log.Named("searchring"),
-		// issue 14: bounded however many names clients wait for.
-		MaxChannels:        cfg.Search.ThroughMaxNames,
-		DatagramsPerSecond: cfg.Search.ThroughDatagramsPerSecond,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("search ring: %w", err)

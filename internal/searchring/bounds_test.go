@@ -50,3 +50,43 @@ func TestBoundedChannelsAndDatagramRate(t *testing.T) {
 		t.Fatalf("room freed by the sweep not reused: %+v", st)
 	}
 }
+
+// SetLimits (a reload): a raised name bound takes new names at once, a
+// lowered one drops none being searched; a lowered datagram rate holds.
+func TestSetLimits(t *testing.T) {
+	for _, rate := range []float64{0, 2} {
+		r, clk, rc := newTestRing(t, Options{MaxChannels: 10})
+		rc.countOnly = true
+		for i := range 20 {
+			r.Want(pvName(i, 1000)) // about one name per datagram
+		}
+		if st := r.Stats(); st.Channels != 10 || st.ChannelsRefused != 10 {
+			t.Fatalf("at bound 10: %+v", st)
+		}
+		r.SetLimits(30, 0)
+		for i := 10; i < 20; i++ {
+			r.Want(pvName(i, 1000))
+		}
+		if st := r.Stats(); st.Channels != 20 {
+			t.Fatalf("after raising the bound: %d channels", st.Channels)
+		}
+		r.SetLimits(5, rate)
+		r.Want("n:new")
+		if st := r.Stats(); st.Channels != 20 || st.ChannelsRefused != 11 {
+			t.Fatalf("after lowering the bound: %+v", st)
+		}
+		before := rc.sent()
+		r.Poke(PokeOperator)
+		for range 25 {
+			clk.Advance(200 * time.Millisecond)
+		}
+		sent := rc.sent() - before
+		t.Logf("rate %v: %d datagrams in 5 s", rate, sent)
+		if rate > 0 && sent > int(rate)*5+int(rate) {
+			t.Fatalf("%d datagrams in 5 s at %v/s", sent, rate)
+		}
+		if rate == 0 && sent <= 12 {
+			t.Fatalf("only %d datagrams unlimited: the case does not exercise the rate", sent)
+		}
+	}
+}

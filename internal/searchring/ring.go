@@ -295,6 +295,21 @@ func (r *Ring) SetReplyPort(port uint16) {
 	r.sendMu.Unlock()
 }
 
+// SetLimits changes the bounds (a configuration reload): MaxChannels from
+// the next new name (a lowered bound drops no name being searched; new
+// ones are refused until searches end), DatagramsPerSecond from the next
+// datagram, starting with a full one-second burst.
+func (r *Ring) SetLimits(maxChannels int, datagramsPerSecond float64) {
+	r.mu.Lock()
+	r.maxCh = maxChannels
+	r.mu.Unlock()
+	r.sendMu.Lock()
+	if r.rate != datagramsPerSecond {
+		r.rate, r.tokens, r.tokensAt = datagramsPerSecond, datagramsPerSecond, r.clk.Now()
+	}
+	r.sendMu.Unlock()
+}
+
 // Close stops every timer. Later calls do nothing.
 func (r *Ring) Close() {
 	r.mu.Lock()
