@@ -19,7 +19,6 @@ var restartOnly = map[string]string{
 	"udp.send_beacons":                "the beacon socket is opened at start",
 	"search.discovery_at_start":       "it only means something at start",
 	"udp.beacon_queue":                "the queue is allocated when the UDP side is built",
-	"map.rules":                       "the listeners take the address map when they are built",
 	"tcp.max_cached_types":            "the server PV takes its type-cache bounds when it is built",
 	"tcp.max_cached_type_bytes":       "the server PV takes its type-cache bounds when it is built",
 	"tcp.max_cached_type_bytes_total": "the server PV takes its type-cache bounds when it is built",

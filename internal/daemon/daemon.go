@@ -130,12 +130,11 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
 	})
 	d.TCP = tcpsearch.New(tcpsearch.Options{
-		Listen:     d.tcpListen(),
-		GUID:       d.guid,
-		AddressMap: cfg.Map.Rules,
-		Channels:   d.ServerPV,
-		Logger:     d.log.Named("tcp"),
-		Clock:      d.clk,
+		Listen:   d.tcpListen(),
+		GUID:     d.guid,
+		Channels: d.ServerPV,
+		Logger:   d.log.Named("tcp"),
+		Clock:    d.clk,
 	}, tcpsearch.FromResolver(d.Resolver))
 
 	var ifaces []netip.Addr
@@ -150,7 +149,6 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Port:             cfg.PVA.BroadcastPort,
 		Interfaces:       ifaces,
 		GUID:             d.guid,
-		AddressMap:       cfg.Map.Rules,
 		TCPPort:          cfg.PVA.ServerPort, // the bound port, if 0 was asked, is set in Start
 		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
 		AddrList:         addrList,
@@ -191,7 +189,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Version:  buildinfo.Get(),
 		Started:  d.started,
 		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
-			return resolver.Endpoint{Addr: server}.Wire(client, cfg.Map.Rules)
+			return resolver.Endpoint{Addr: server}.Wire(client, d.conf().Map.Rules)
 		},
 		// Connection limits, timeouts, bounded bodies and patterns,
 		// discovery rate limit.

@@ -93,6 +93,7 @@ var appliedBy = map[string]string{
 	"rate_limit.reflection_ratio":         "UDP policy: a new reflection account",
 	"rate_limit.reflection_window":        "UDP policy: a new reflection account",
 	"rate_limit.exempt":                   "TCP and UDP policies: new limiters",
+	"map.rules":                           "TCP and UDP policies and the API's ?client= view: next answer",
 }
 
 // conf is the configuration in force.
@@ -290,6 +291,7 @@ func tcpPolicy(c *config.Config) tcpsearch.Policy {
 		MessageRate:       c.RateLimit.TCPMessagesPerSecond,
 		MessageBurst:      c.RateLimit.TCPMessageBurst,
 		RateExempt:        c.RateLimit.Exempt,
+		AddressMap:        c.Map.Rules,
 	}
 }
 
@@ -303,6 +305,7 @@ func udpPolicy(c *config.Config) udpsearch.Policy {
 		ReflectionRatio:  c.RateLimit.ReflectionRatio,
 		ReflectionWindow: c.RateLimit.ReflectionWindow,
 		LimitExempt:      c.RateLimit.Exempt,
+		AddressMap:       c.Map.Rules,
 	}
 }
 

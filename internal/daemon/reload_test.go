@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/sim"
@@ -236,5 +237,35 @@ func TestReloadStaticRemovalKeepsBeaconedServer(t *testing.T) {
 	time.Sleep(time.Second)
 	if d.Registry.Lookup([]byte("both:pv")) == nil {
 		t.Fatal("a beaconing server was forgotten when taken off static.servers")
+	}
+}
+
+// map.rules on reload: the next answer names the mapped endpoint.
+func TestReloadAddressMap(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{Servers: 1, Names: [][]string{{"map:pv"}}, Host: lo,
+		BeaconDests: []netip.AddrPort{d.udpAddr()}})
+	ask := func() netip.AddrPort {
+		cl := query(t, d)
+		if err := cl.Search([]string{"map:pv"}); err != nil {
+			t.Fatal(err)
+		}
+		return waitAnswers(t, cl, 5*time.Second)[0].Endpoint
+	}
+	testutil.WaitFor(t, 5*time.Second, "listed", func() bool { return d.Registry.Lookup([]byte("map:pv")) != nil })
+	if ep := ask(); ep != site.Server(0).TCP {
+		t.Fatalf("before: %v", ep)
+	}
+	m, err := addrmap.ParseMap([]string{"servers=" + site.Server(0).TCP.String() + " to=127.0.0.9:15075"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := *c
+	next.Map.Rules = m
+	d.Reload(&next)
+	if ep := ask(); ep != netip.MustParseAddrPort("127.0.0.9:15075") {
+		t.Fatalf("after reloading map.rules: %v", ep)
 	}
 }

@@ -155,12 +155,13 @@ type Policy struct {
 	RateSources       int
 	RateExempt        []netip.Prefix
 	MaxNamesPerSearch int
+	AddressMap        addrmap.Map
 }
 
 func (o *Options) policy() Policy {
 	return Policy{ClientAllowed: o.ClientAllowed, MaxConns: o.MaxConns, MaxConnsPerSource: o.MaxConnsPerSource,
 		Conn: o.Conn, MessageRate: o.MessageRate, MessageBurst: o.MessageBurst, RateSources: o.RateSources,
-		RateExempt: o.RateExempt, MaxNamesPerSearch: o.MaxNamesPerSearch}
+		RateExempt: o.RateExempt, MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap}
 }
 
 // policy is a Policy in force, with its limiter. A message or an accepted

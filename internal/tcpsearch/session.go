@@ -179,7 +179,7 @@ func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq
 		s.cnt.zeroEndpoint.Add(1)
 		return out, false
 	}
-	addr, port := ep.Wire(client, s.opt.AddressMap)
+	addr, port := ep.Wire(client, s.pol.Load().AddressMap)
 	if addr == pva.AnyIPv4 {
 		s.cnt.loopbackRewritten.Add(1)
 	}

@@ -274,7 +274,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				if len(g.CIDs) == 0 || !s.HasProtocol(g.Server.Protocol) || !g.Server.Addr.Addr().Is4() {
 					continue
 				}
-				addr, port := g.Server.Wire(dest.Addr(), h.o.AddressMap)
+				addr, port := g.Server.Wire(dest.Addr(), h.p.AddressMap)
 				h.buf = appendResponse(h.buf[:0], g.Server.GUID, s.Seq, addr, port, g.Server.Protocol, g.CIDs)
 				h.st.claims.Add(uint64(len(g.CIDs)))
 				h.send(dest, from, pin)

@@ -132,13 +132,14 @@ type Policy struct {
 	LimitExempt       []netip.Prefix
 	RateSources       int
 	MaxNamesPerSearch int
+	AddressMap        addrmap.Map
 }
 
 func (o *Options) policy() Policy {
 	return Policy{ClientAllowed: o.ClientAllowed, IgnoreAddrs: o.IgnoreAddrs, AnswerNames: o.AnswerNames,
 		SearchRate: o.SearchRate, SearchBurst: o.SearchBurst, ReflectionRatio: o.ReflectionRatio,
 		ReflectionWindow: o.ReflectionWindow, LimitExempt: o.LimitExempt, RateSources: o.RateSources,
-		MaxNamesPerSearch: o.MaxNamesPerSearch}
+		MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap}
 }
 
 // policy is a Policy in force with its limiters.
