@@ -65,6 +65,7 @@ var appliedBy = map[string]string{
 	"tcp.read_timeout":                    "TCP policy, connections accepted from then on",
 	"tcp.max_message_bytes":               "TCP policy, connections accepted from then on",
 	"udp.answer_searches":                 "UDP policy, next datagram",
+	"udp.receive_buffer_bytes":            "UDP sockets, at once (0 leaves the current buffer until a restart)",
 	"probe.concurrency":                   "prober, probes started from then on",
 	"probe.reprobe_interval":              "prober, next schedule",
 	"probe.backoff_min":                   "prober, next schedule",
@@ -191,6 +192,11 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	}
 	if prev.Static.NamesDir != next.Static.NamesDir {
 		d.nameFiles.SetDir(next.Static.NamesDir)
+	}
+	if prev.UDP.ReceiveBufferBytes != next.UDP.ReceiveBufferBytes {
+		if err := d.UDP.SetReceiveBuffer(int(next.UDP.ReceiveBufferBytes)); err != nil {
+			d.log.Warn("UDP receive buffer not changed", zap.Error(err))
+		}
 	}
 	if prev.Snapshot.Interval != next.Snapshot.Interval {
 		d.armSnapshot()

@@ -79,6 +79,23 @@ func (s *Server) SetPolicy(p Policy) {
 	s.pol.Store(newPolicy(p, s.pol.Load(), s.o.Clock))
 }
 
+// SetReceiveBuffer sets SO_RCVBUF of the search port and client sockets
+// (a reload of udp.receive_buffer_bytes). n <= 0 changes nothing: the OS
+// default a socket was opened with cannot be asked back. Before Listen it
+// only changes what Listen will ask.
+func (s *Server) SetReceiveBuffer(n int) error {
+	if n <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.main == nil || s.closed {
+		s.o.ReceiveBuffer = n
+		return nil
+	}
+	return errors.Join(setReceiveBuffer(s.main, n), setReceiveBuffer(s.client, n))
+}
+
 // SetDestinations replaces where SendSearch and the beacons go, from the
 // next send on (after Listen; interface names are looked up in the
 // calling thread's network namespace, as Listen does).

@@ -298,3 +298,21 @@ func prepMulticast(conn *net.UDPConn, d *sendDest) error {
 	}
 	return serr
 }
+
+// setReceiveBuffer sets SO_RCVBUF on an open socket (SO_RCVBUFFORCE when
+// privileged, as at open).
+func setReceiveBuffer(c *net.UDPConn, n int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) != nil {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
+}

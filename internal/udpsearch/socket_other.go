@@ -28,3 +28,5 @@ func (*sockSender) reply([]byte, netip.AddrPort, netip.Addr, int) {}
 func (*sockSender) forward([]byte)                                {}
 
 func prepMulticast(*net.UDPConn, *sendDest) error { return errors.ErrUnsupported }
+
+func setReceiveBuffer(*net.UDPConn, int) error { return errors.ErrUnsupported }
