@@ -15,7 +15,6 @@ var restartOnly = map[string]string{
 	"pva.broadcast_port":              "the UDP search socket is bound at start",
 	"http.listen":                     "the HTTP listener is bound at start",
 	"snapshot.path":                   "the snapshot is loaded at start; a new path would lose the loaded registry's file",
-	"udp.send_beacons":                "the beacon socket is opened at start",
 	"search.discovery_at_start":       "it only means something at start",
 	"udp.beacon_queue":                "the queue is allocated when the UDP side is built",
 	"tcp.max_cached_types":            "the server PV takes its type-cache bounds when it is built",

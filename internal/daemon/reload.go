@@ -65,6 +65,7 @@ var appliedBy = map[string]string{
 	"tcp.read_timeout":                    "TCP policy, connections accepted from then on",
 	"tcp.max_message_bytes":               "TCP policy, connections accepted from then on",
 	"udp.answer_searches":                 "UDP policy, next datagram",
+	"udp.send_beacons":                    "pvans's own beacons start (a beacon at once) or stop",
 	"udp.receive_buffer_bytes":            "UDP sockets, at once (0 leaves the current buffer until a restart)",
 	"probe.concurrency":                   "prober, probes started from then on",
 	"probe.reprobe_interval":              "prober, next schedule",
@@ -207,6 +208,11 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	d.addrList = addrList
 	d.mu.Unlock()
 	d.UDP.SetDestinations(addrList, beaconList)
+	if prev.UDP.SendBeacons != next.UDP.SendBeacons {
+		if err := d.UDP.SetSendBeacons(next.UDP.SendBeacons); err != nil {
+			d.log.Warn("beacons not switched", zap.Error(err))
+		}
+	}
 	if changed && len(addrList) > 0 {
 		// New destinations are asked at once which servers they have,
 		// rather than at the next beacon.
@@ -243,7 +249,7 @@ func (d *Daemon) forgetUnlisted(before, after []netip.AddrPort) {
 // interfaces added since the start.
 func (d *Daemon) destinations(cfg *config.Config) (addrList, beaconList []udpsearch.Destination) {
 	var auto []netip.AddrPort
-	if cfg.PVA.AutoAddrList || (d.boot.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList) {
+	if cfg.PVA.AutoAddrList || (cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList) {
 		var err error
 		if auto, err = udpsearch.AutoAddrList(d.boot.PVA.BroadcastPort); err != nil {
 			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(err))
@@ -254,7 +260,7 @@ func (d *Daemon) destinations(cfg *config.Config) (addrList, beaconList []udpsea
 		addrList = append(addrList, udpsearch.Unicast(auto...)...)
 	}
 	beaconList = endpoints(cfg.PVA.BeaconAddrList)
-	if d.boot.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
+	if cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
 		beaconList = append(beaconList, udpsearch.Unicast(auto...)...)
 	}
 	return addrList, beaconList

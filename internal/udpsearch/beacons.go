@@ -68,6 +68,20 @@ func (b *beaconer) bump() {
 	b.mu.Unlock()
 }
 
+// resume starts a stopped schedule again from its beginning.
+func (b *beaconer) resume() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.stopped && b.timer != nil {
+		return // running
+	}
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.stopped, b.sent = false, 0
+	b.fireLocked()
+}
+
 func (b *beaconer) stop() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

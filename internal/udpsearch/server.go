@@ -23,10 +23,12 @@ type Server struct {
 	st  counters
 	ifs atomic.Pointer[ifaceTable]
 
-	main, client, beaconConn *net.UDPConn
+	main, client, beaconConn *net.UDPConn // beaconConn: sendMu
 	h, ch                    *handler
-	beacons                  *beaconer
-	bq                       *beaconQueue // nil without a BeaconSink
+	// beacons exists from Start on; it beacons while SendBeacons is on
+	// (SetSendBeacons switches it).
+	beacons atomic.Pointer[beaconer]
+	bq      *beaconQueue // nil without a BeaconSink
 
 	// sendMu serialises sends from the client socket: a multicast
 	// destination sets the socket's TTL and interface for its send.
@@ -139,7 +141,10 @@ func (s *Server) Listen() error {
 		return err
 	}
 	if o.SendBeacons {
-		if s.beaconConn, err = listenEphemeral(0); err != nil {
+		s.sendMu.Lock()
+		s.beaconConn, err = listenEphemeral(0)
+		s.sendMu.Unlock()
+		if err != nil {
 			s.main.Close()
 			s.client.Close()
 			return err
@@ -169,10 +174,41 @@ func (s *Server) Start() {
 	if o.InterfaceRefresh > 0 {
 		s.refresh = o.Clock.AfterFunc(o.InterfaceRefresh, s.periodicRefresh)
 	}
+	b := newBeaconer(o.Clock, o.GUID, o.TCPPort, s.sendBeacon)
+	s.beacons.Store(b)
 	if o.SendBeacons {
-		s.beacons = newBeaconer(o.Clock, o.GUID, o.TCPPort, s.sendBeacon)
-		s.beacons.start()
+		b.start()
 	}
+}
+
+// SetSendBeacons starts or stops pvans's own beacons (a reload of
+// udp.send_beacons). Started again, the schedule begins anew (a beacon at
+// once, then the fast ones); the change count carries on. Before Start it
+// only changes what Start does.
+func (s *Server) SetSendBeacons(on bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.beacons.Load()
+	if b == nil || s.closed {
+		s.o.SendBeacons = on
+		return nil
+	}
+	if !on {
+		b.stop()
+		return nil
+	}
+	s.sendMu.Lock()
+	if s.beaconConn == nil {
+		c, err := listenEphemeral(0)
+		if err != nil {
+			s.sendMu.Unlock()
+			return err
+		}
+		s.beaconConn = c
+	}
+	s.sendMu.Unlock()
+	b.resume()
+	return nil
 }
 
 func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), main bool) {
@@ -297,8 +333,8 @@ func (s *Server) UnicastDestination(a netip.Addr) bool {
 // BumpChangeCount records that pvans's own served set changed; the next
 // beacons carry the new change count.
 func (s *Server) BumpChangeCount() {
-	if s.beacons != nil {
-		s.beacons.bump()
+	if b := s.beacons.Load(); b != nil {
+		b.bump()
 	}
 }
 
@@ -375,8 +411,8 @@ func (s *Server) Close() error {
 		s.refresh.Stop()
 	}
 	s.mu.Unlock()
-	if s.beacons != nil {
-		s.beacons.stop()
+	if b := s.beacons.Load(); b != nil {
+		b.stop()
 	}
 	if s.bq != nil {
 		s.bq.close()
@@ -385,9 +421,11 @@ func (s *Server) Close() error {
 		return nil // never listened
 	}
 	err := errors.Join(s.main.Close(), s.client.Close())
+	s.sendMu.Lock()
 	if s.beaconConn != nil {
 		err = errors.Join(err, s.beaconConn.Close())
 	}
+	s.sendMu.Unlock()
 	s.wg.Wait()
 	return err
 }

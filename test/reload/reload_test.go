@@ -388,10 +388,10 @@ func TestReloadHTTP(t *testing.T) {
 // not applied; an invalid file keeps the last good configuration.
 func TestReloadRestartOnlyAndInvalid(t *testing.T) {
 	d := start(t, "search:\n  through: false\n")
-	d.reload(t, "search:\n  through: false\n  discovery_at_start: false\nudp:\n  send_beacons: true\n")
+	d.reload(t, "search:\n  through: false\n  discovery_at_start: false\nudp:\n  beacon_queue: 100\n")
 	testutil.WaitFor(t, 5*time.Second, "needs restart logged", func() bool {
 		out := d.Output()
-		return strings.Contains(out, "needs restart") && strings.Contains(out, `"setting":"udp.send_beacons"`) &&
+		return strings.Contains(out, "needs restart") && strings.Contains(out, `"setting":"udp.beacon_queue"`) &&
 			strings.Contains(out, `"setting":"search.discovery_at_start"`)
 	})
 
