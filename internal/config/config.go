@@ -194,6 +194,11 @@ type TCP struct {
 	MaxCachedTypes          int
 	MaxCachedTypeBytes      int64
 	MaxCachedTypeBytesTotal int64
+	// BufferBytesTotal bounds what all client connections together make
+	// the daemon buffer beyond their base buffers: replies queued beyond
+	// 64 KiB per connection and large messages being received. A
+	// connection needing more than is left is closed.
+	BufferBytesTotal int64
 }
 
 // UDP is the port-5076 side.
@@ -375,6 +380,9 @@ func Defaults() Config {
 			MaxCachedTypes:          64,
 			MaxCachedTypeBytes:      64 << 10,
 			MaxCachedTypeBytesTotal: 16 << 20,
+			// 1,000 clients each 256 KiB behind; 10,000 × (1 MiB queue +
+			// 256 KiB message buffers) would be 12 GiB without it.
+			BufferBytesTotal: 256 << 20,
 		},
 		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true, BeaconQueue: 4096},
 		Probe: Probe{

@@ -216,6 +216,8 @@ func init() {
 		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }))
 	add(bytesSpec("tcp.max_message_bytes", "largest PVA message accepted from a client", 16<<10, 64<<20,
 		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }))
+	add(bytesSpec("tcp.buffer_bytes_total", "bytes all client connections together may make pvans buffer beyond their base buffers (queued replies beyond 64 KiB each, large messages being received); a connection needing more is closed; 0 = no bound", 0, 1<<40,
+		func(c *Config) *int64 { return &c.TCP.BufferBytesTotal }))
 	add(intSpec("tcp.max_cached_types", "pvData types one client may have the server PV cache (0xFD definitions)", 1, 65536,
 		func(c *Config) *int { return &c.TCP.MaxCachedTypes }))
 	add(bytesSpec("tcp.max_cached_type_bytes", "expanded size of the types one client may have cached", 1<<10, 1<<30,

@@ -7,10 +7,12 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/serverpv"
 	"github.com/pvans-project/pvans/internal/tcpsearch"
 	"github.com/pvans-project/pvans/internal/udpsearch"
 )
@@ -39,6 +41,14 @@ func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
 		{"tcpsearch.DefaultMaxMessage", "tcp.max_message_bytes", int64(tcpsearch.DefaultMaxMessage), c.TCP.MaxMessageBytes},
 		{"tcpsearch.DefaultSendQueueBytes", "tcp.send_queue_bytes", int64(tcpsearch.DefaultSendQueueBytes), c.TCP.SendQueueBytes},
 		{"udpsearch.DefaultPort", "pva.broadcast_port", udpsearch.DefaultPort, int(c.PVA.BroadcastPort)},
+		// issue 14's bounds
+		{"httpapi.DefaultMaxConns", "http.max_connections", httpapi.DefaultMaxConns, c.HTTP.MaxConnections},
+		{"httpapi.DefaultMaxConnsPerSource", "http.max_connections_per_source", httpapi.DefaultMaxConnsPerSource, c.HTTP.MaxConnectionsPerSource},
+		{"httpapi.DefaultDiscoverInterval", "http.discover_interval", dur(httpapi.DefaultDiscoverInterval), c.HTTP.DiscoverInterval},
+		{"serverpv.DefaultTypesPerConn", "tcp.max_cached_types", serverpv.DefaultTypesPerConn, c.TCP.MaxCachedTypes},
+		{"serverpv.DefaultTypeBytesPerConn", "tcp.max_cached_type_bytes", int64(serverpv.DefaultTypeBytesPerConn), c.TCP.MaxCachedTypeBytes},
+		{"serverpv.DefaultTypeBytesTotal", "tcp.max_cached_type_bytes_total", int64(serverpv.DefaultTypeBytesTotal), c.TCP.MaxCachedTypeBytesTotal},
+		{"udpsearch.DefaultBeaconQueue", "udp.beacon_queue", udpsearch.DefaultBeaconQueue, c.UDP.BeaconQueue},
 		{"udpsearch.DefaultReceiveBuffer", "udp.receive_buffer_bytes", int64(udpsearch.DefaultReceiveBuffer), c.UDP.ReceiveBufferBytes},
 		{"probe.DefaultConcurrency", "probe.concurrency", probe.DefaultConcurrency, c.Probe.Concurrency},
 		{"probe.DefaultEchoInterval", "probe.echo_interval", dur(probe.DefaultEchoInterval), c.Probe.EchoInterval},

@@ -64,6 +64,7 @@ var appliedBy = map[string]string{
 	"tcp.idle_timeout":                    "TCP policy, connections accepted from then on",
 	"tcp.read_timeout":                    "TCP policy, connections accepted from then on",
 	"tcp.max_message_bytes":               "TCP policy, connections accepted from then on",
+	"tcp.buffer_bytes_total":              "TCP policy: the shared budget's bound, from the next byte charged",
 	"udp.answer_searches":                 "UDP policy, next datagram",
 	"udp.send_beacons":                    "pvans's own beacons start (a beacon at once) or stop",
 	"udp.receive_buffer_bytes":            "UDP sockets, at once (0 leaves the current buffer until a restart)",
@@ -304,6 +305,7 @@ func tcpPolicy(c *config.Config) tcpsearch.Policy {
 		MessageBurst:      c.RateLimit.TCPMessageBurst,
 		RateExempt:        c.RateLimit.Exempt,
 		AddressMap:        c.Map.Rules,
+		BufferBytesTotal:  c.TCP.BufferBytesTotal,
 	}
 }
 

@@ -131,6 +131,9 @@ type Options struct {
 	// Counters receives limit hits; share one across a listener's
 	// connections. Nil gives the connection its own.
 	Counters *Counters
+	// Budget bounds the bytes all of a listener's connections buffer
+	// together (see Budget); nil: no global bound.
+	Budget *Budget
 	Logger   *zap.Logger
 	// Clock drives the client ECHO timer (tests use clock.Fake). Deadlines
 	// use the wall clock: the kernel enforces them.
@@ -361,6 +364,12 @@ func (c *Conn) Send(msg []byte) error {
 		c.fail(ErrSendQueueFull)
 		return ErrSendQueueFull
 	}
+	if !c.opt.Budget.take(overFree(c.queued+len(msg)) - overFree(c.queued)) {
+		c.mu.Unlock()
+		c.cnt.BudgetExceeded.Add(1)
+		c.fail(ErrBudget)
+		return ErrBudget
+	}
 	c.pending = append(c.pending, msg...)
 	c.queued += len(msg)
 	c.backlog.Store(int64(c.queued))
@@ -420,6 +429,7 @@ func (c *Conn) writeLoop() {
 			return
 		}
 		c.mu.Lock()
+		c.opt.Budget.give(overFree(c.queued) - overFree(c.queued-len(out)))
 		c.queued -= len(out)
 		c.backlog.Store(int64(c.queued))
 		if cap(out) <= keepWriteBuf {
@@ -455,6 +465,7 @@ const (
 )
 
 type reader struct {
+	charged      int64 // bytes of buf and seg charged to the Budget
 	buf          []byte
 	r, w         int       // unread bytes are buf[r:w]
 	partialSince time.Time // when an incomplete message started (zero: none)
@@ -471,6 +482,13 @@ func (c *Conn) readLoop() {
 	err := c.readMessages(rd)
 	c.fail(err)
 	<-c.wdone
+	// Give the budget back: the buffers, and what was queued and never
+	// written (Send refuses once closed, so queued no longer changes).
+	c.opt.Budget.give(rd.charged)
+	c.mu.Lock()
+	c.opt.Budget.give(overFree(c.queued))
+	c.queued = 0
+	c.mu.Unlock()
 	if cl, ok := c.h.(Closer); ok {
 		cl.Closed(c, c.Err())
 	}
@@ -492,6 +510,7 @@ func (c *Conn) readMessages(rd *reader) error {
 			rd.r, rd.w = 0, 0
 			if len(rd.buf) > readBufSize {
 				rd.buf = make([]byte, readBufSize) // drop a buffer grown for one big message
+				c.account(rd)
 			}
 		} else if rd.r > 0 {
 			rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
@@ -575,7 +594,7 @@ func (c *Conn) parse(rd *reader) (completed bool, err error) {
 		total := pva.HeaderSize + int(h.Size)
 		if len(b) < total {
 			rd.grow(total)
-			return completed, nil
+			return completed, c.account(rd)
 		}
 		if err := c.throttle(); err != nil {
 			return completed, err
@@ -648,7 +667,7 @@ func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 		}
 		rd.segActive, rd.segHdr = true, h
 		rd.seg = append(rd.seg[:0], payload...)
-		return nil
+		return c.account(rd)
 	default: // middle or last
 		if !rd.segActive || h.Command != rd.segHdr.Command {
 			c.cnt.ProtocolErrors.Add(1)
@@ -659,6 +678,9 @@ func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 			return ErrMessageTooLarge
 		}
 		rd.seg = append(rd.seg, payload...)
+		if err := c.account(rd); err != nil {
+			return err
+		}
 		if h.Segment() == pva.FlagSegMiddle {
 			return nil
 		}
@@ -670,6 +692,7 @@ func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 		defer func() {
 			if cap(rd.seg) > readBufSize {
 				rd.seg = nil
+				c.account(rd)
 			}
 		}()
 	}

@@ -14,6 +14,7 @@ type Counters struct {
 	MessageTimeouts   atomic.Uint64 // a started message not completed within MessageTimeout
 	WriteTimeouts     atomic.Uint64 // one write blocked for IdleTimeout
 	ReadPauses        atomic.Uint64 // read loop paused: backlog above SendQueueBytes/2
+	BudgetExceeded    atomic.Uint64 // closed: the listener's Budget could not cover its buffers
 }
 
 // Stats is a snapshot of Counters.
@@ -26,6 +27,7 @@ type Stats struct {
 	MessageTimeouts   uint64
 	WriteTimeouts     uint64
 	ReadPauses        uint64
+	BudgetExceeded    uint64
 }
 
 // Stats returns a snapshot.
@@ -39,5 +41,6 @@ func (c *Counters) Stats() Stats {
 		MessageTimeouts:   c.MessageTimeouts.Load(),
 		WriteTimeouts:     c.WriteTimeouts.Load(),
 		ReadPauses:        c.ReadPauses.Load(),
+		BudgetExceeded:    c.BudgetExceeded.Load(),
 	}
 }

@@ -14,6 +14,7 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	m.Counters("tcp", "limit_hits_total", "TCP connections closed or refused by a limit or fault.", "limit", map[string]func() uint64{
 		"max_connections":        func() uint64 { return st().Rejected },
 		"connections_per_source": func() uint64 { return st().PerSourceRejected },
+		"buffer_budget":          func() uint64 { return st().Conn.BudgetExceeded },
 		"send_queue":             func() uint64 { return st().Conn.SendQueueFull },
 		"message_size":           func() uint64 { return st().Conn.Oversize },
 		"idle_timeout":           func() uint64 { return st().Conn.IdleTimeouts },
@@ -25,6 +26,8 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 		"names_per_search":       func() uint64 { return st().NamesDropped },
 	})
 	m.AccessDenied("tcp_client", func() uint64 { return st().Denied })
+	m.Gauge("tcp", "buffered_bytes", "Bytes all TCP clients make pvans buffer beyond each connection's base buffers (queued replies beyond 64 KiB per connection, large messages being received), bounded by tcp.buffer_bytes_total.",
+		nil, func() float64 { return float64(st().BufferedBytes) })
 	m.Counter("tcp", "accept_errors_total", "accept(2) failures on the name-server port (EMFILE, ENFILE…); each is followed by a back-off of 5 ms doubling to 1 s.",
 		nil, metrics.U64(func() uint64 { return st().AcceptErrors }))
 }

@@ -101,6 +101,8 @@ type Options struct {
 	// extras are dropped and counted. 0 = 4096, negative = no bound
 	// beyond the wire's 65535.
 	MaxNamesPerSearch int
+	// BufferBytesTotal: see Policy.
+	BufferBytesTotal int64
 	// Clock drives the rate limiter; nil = the wall clock.
 	Clock clock.Clock
 }
@@ -113,6 +115,7 @@ type Stats struct {
 	// MaxConnsPerSource connections.
 	PerSourceRejected uint64
 	AcceptErrors      uint64 // accept(2) failures (EMFILE…), each followed by a back-off
+	BufferedBytes     int64  // bytes charged to the buffer budget now (gauge)
 	Denied            uint64 // closed at once: client refused by ClientAllowed
 	RateLimited       uint64 // messages dropped: their source was over MessageRate
 	NamesDropped      uint64 // names beyond MaxNamesPerSearch, dropped
@@ -156,12 +159,17 @@ type Policy struct {
 	RateExempt        []netip.Prefix
 	MaxNamesPerSearch int
 	AddressMap        addrmap.Map
+	// BufferBytesTotal bounds what all connections together buffer beyond
+	// their base buffers (pvaconn.Budget): replies queued to clients that
+	// do not read, large messages being received. 0 = no bound.
+	BufferBytesTotal int64
 }
 
 func (o *Options) policy() Policy {
 	return Policy{ClientAllowed: o.ClientAllowed, MaxConns: o.MaxConns, MaxConnsPerSource: o.MaxConnsPerSource,
 		Conn: o.Conn, MessageRate: o.MessageRate, MessageBurst: o.MessageBurst, RateSources: o.RateSources,
-		RateExempt: o.RateExempt, MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap}
+		RateExempt: o.RateExempt, MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap,
+		BufferBytesTotal: o.BufferBytesTotal}
 }
 
 // policy is a Policy in force, with its limiter. A message or an accepted
@@ -191,6 +199,8 @@ func (s *Server) SetPolicy(p Policy) {
 	}
 	p.Conn.Role = pvaconn.Server
 	p.Conn.Counters = &s.conn
+	p.Conn.Budget = &s.budget
+	s.budget.SetMax(p.BufferBytesTotal)
 	p.Conn.Logger = s.log
 	next := &policy{Policy: p}
 	s.mu.Lock()
@@ -217,13 +227,14 @@ func (s *Server) SetPolicy(p Policy) {
 
 // Server is the name-server listener.
 type Server struct {
-	opt  Options // the Policy fields are read from pol instead
-	pol  atomic.Pointer[policy]
-	res  Resolver
-	log  *zap.Logger
-	cnt  counters
-	conn pvaconn.Counters
-	ll   *limitlog.Log
+	opt    Options // the Policy fields are read from pol instead
+	pol    atomic.Pointer[policy]
+	res    Resolver
+	log    *zap.Logger
+	cnt    counters
+	conn   pvaconn.Counters
+	budget pvaconn.Budget
+	ll     *limitlog.Log
 
 	mu       sync.Mutex
 	lns      []*net.TCPListener
@@ -345,7 +356,8 @@ func (s *Server) Stats() Stats {
 		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
 		Denied: c.denied.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
 		PerSourceRejected: c.perSource.Load(), AcceptErrors: c.acceptErrors.Load(),
-		Conn: s.conn.Stats(),
+		BufferedBytes: s.budget.Used(),
+		Conn:          s.conn.Stats(),
 	}
 }
 
