@@ -221,6 +221,16 @@ func (c *TypeCache) Get(key uint16) (*FieldDesc, bool) {
 	return d, ok
 }
 
+// room reports whether a definition of key could be stored at all (the
+// entry bound; the byte bound needs the decoded size).
+func (c *TypeCache) room(key uint16) bool {
+	if c.MaxEntries <= 0 || len(c.m) < c.MaxEntries {
+		return true
+	}
+	_, redefined := c.m[key]
+	return redefined
+}
+
 // put stores d under key, unless a bound refuses it.
 func (c *TypeCache) put(key uint16, d *FieldDesc) bool {
 	grow := descSize(d)
@@ -263,6 +273,12 @@ func readDesc(r *Reader, field string, tc *TypeCache, depth int) *FieldDesc {
 		return nil
 	case typeCacheDef:
 		key := r.U16(field)
+		if tc != nil && !tc.room(key) {
+			// Refused whatever it describes: do not spend the decode on it.
+			tc.refused++
+			r.Fail(field, "type cache full: key "+strconv.Itoa(int(key))+" not stored")
+			return nil
+		}
 		d := readDesc(r, field, tc, depth+1)
 		if r.Failed() {
 			return nil

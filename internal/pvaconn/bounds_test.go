@@ -120,7 +120,18 @@ func TestBufferGrowsWithArrivedBytes(t *testing.T) {
 	if _, err := c.parse(rd); err != nil {
 		t.Fatal(err)
 	}
-	if len(rd.buf) > 2*readBufSize {
-		t.Fatalf("buffer grew to %d after %d bytes; want at most twice what arrived", len(rd.buf), readBufSize)
+	if len(rd.buf) > growFactor*readBufSize {
+		t.Fatalf("buffer grew to %d after %d bytes; want at most %d times what arrived", len(rd.buf), readBufSize, growFactor)
+	}
+	// A message within growFactor × the base buffer is one allocation.
+	rd2 := &reader{buf: make([]byte, readBufSize), isValidated: true}
+	h2 := pva.AppendHeader(nil, pva.Header{Command: pva.CmdRPC, Size: 100 << 10})
+	rd2.w = copy(rd2.buf, h2)
+	rd2.w = len(rd2.buf)
+	if _, err := c.parse(rd2); err != nil {
+		t.Fatal(err)
+	}
+	if len(rd2.buf) != 8+100<<10 {
+		t.Fatalf("a 100 KiB message grew the buffer to %d; want its size in one step", len(rd2.buf))
 	}
 }

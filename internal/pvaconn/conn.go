@@ -613,9 +613,13 @@ func (c *Conn) parse(rd *reader) (completed bool, err error) {
 }
 
 // grow makes room for a message of total bytes whose start is buf[r:w]:
-// never from the header's claim alone, but as bytes arrive — the buffer at
-// most doubles, and only once the bytes already received fill it, so a
-// peer holds at most twice what it actually sent (plus the base buffer).
+// never from the header's claim alone, but as bytes arrive. Only once the
+// bytes received fill the buffer does it grow, to at most growFactor times
+// them (to total directly when that is within reach, so a legitimate
+// large message costs one allocation, not a chain of doublings): a peer
+// makes pvans hold at most growFactor times what it actually sent, and
+// what it holds beyond the base buffer is charged to the listener's
+// Budget.
 func (rd *reader) grow(total int) {
 	if total <= len(rd.buf) || rd.w < len(rd.buf) && rd.r == 0 {
 		return
@@ -627,10 +631,15 @@ func (rd *reader) grow(total int) {
 			return
 		}
 	}
-	nb := make([]byte, min(total, 2*len(rd.buf)))
+	nb := make([]byte, min(total, growFactor*len(rd.buf)))
 	rd.w = copy(nb, rd.buf[:rd.w])
 	rd.buf = nb
 }
+
+// growFactor bounds one growth of the read buffer relative to the bytes
+// already received (which fill it): with the 16 KiB base buffer, any
+// message up to 128 KiB (tcp.max_message_bytes) is one allocation.
+const growFactor = 8
 
 // throttle is backpressure: above half the queue bound the read loop waits
 // for the writer, so a client pipelining faster than it reads is slowed
