@@ -134,7 +134,7 @@ type Options struct {
 	// Budget bounds the bytes all of a listener's connections buffer
 	// together (see Budget); nil: no global bound.
 	Budget *Budget
-	Logger   *zap.Logger
+	Logger *zap.Logger
 	// Clock drives the client ECHO timer (tests use clock.Fake). Deadlines
 	// use the wall clock: the kernel enforces them.
 	Clock clock.Clock

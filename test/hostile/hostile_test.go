@@ -496,4 +496,3 @@ func TestRowBeaconFlood(t *testing.T) {
 		<-stop
 	})
 }
-
