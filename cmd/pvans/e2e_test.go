@@ -234,6 +234,29 @@ func TestCheckConfigAndVersion(t *testing.T) {
 		!strings.Contains(out.String(), "file ../../configs/local.yaml") || !strings.Contains(out.String(), "configuration OK") {
 		t.Fatalf("check-config: %d %s %s", code, out.String(), errb.String())
 	}
+	// Each setting says whether a reload applies it.
+	marked := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "pva.server_port", "snapshot.path", "http.listen":
+			marked++
+			if !strings.HasSuffix(l, "needs restart") {
+				t.Errorf("check-config does not mark %s as needing a restart: %q", f[0], l)
+			}
+		case "access.tcp_client_deny", "static.servers", "log.format":
+			marked++
+			if !strings.HasSuffix(l, "applied") {
+				t.Errorf("check-config does not mark %s as applied on reload: %q", f[0], l)
+			}
+		}
+	}
+	if marked != 6 {
+		t.Errorf("check-config listed %d of the 6 settings checked:\n%s", marked, out.String())
+	}
 	out.Reset()
 	errb.Reset()
 	if code := run([]string{"check-config", "--server-port", "70000"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "70000") {
