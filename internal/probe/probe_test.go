@@ -20,6 +20,7 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // --- recording sink -------------------------------------------------------
@@ -210,6 +211,7 @@ func TestListAndRelist(t *testing.T) {
 	}
 	// Change count moved: re-listed on the same watch connection.
 	srv.SetNames([]string{"c:three"})
+	c.Advance(2 * time.Second) // hints: one probe per backoff step
 	p.Probe(srv.GUID(), srv.Addr(), ReasonSourcesChanged)
 	if r := k.next(t, "listed", 5*time.Second); !slices.Equal(r.names, []string{"c:three"}) {
 		t.Fatalf("relisted %+v", r)
@@ -307,22 +309,153 @@ func TestSilentDeathLostWithinTwoEchoIntervals(t *testing.T) {
 	}
 }
 
-func TestGUIDChangeReportsOldLost(t *testing.T) {
+// swapDial dials whichever test server *cur points at, whatever endpoint
+// the prober asks for: one endpoint whose listener changes, as when a
+// server restarts on its port.
+func swapDial(cur *atomic.Pointer[testServer]) DialFunc {
+	return func(ctx context.Context, _ netip.AddrPort, o pvaconn.Options, h pvaconn.Handler) (*pvaconn.Conn, error) {
+		return pvaconn.Dial(ctx, cur.Load().Addr(), o, h)
+	}
+}
+
+// A hint with a new GUID at a watched endpoint (a forged beacon) is checked
+// over a fresh TCP connection; the endpoint answers with the watched GUID,
+// so nothing is reported and the old watch stays (issue 13).
+func TestRestartClaimRefutedWhileWatched(t *testing.T) {
 	srv := startServer(t, sim.Options{}, "x")
 	k := newSink()
-	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
-	old := pva.GUID{9}
-	p.Probe(old, srv.Addr(), ReasonNew)
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
 	k.next(t, "listed", 5*time.Second)
-	p.Probe(srv.GUID(), srv.Addr(), ReasonChanged)
-	if r := k.next(t, "lost", 2*time.Second); r.guid != old {
-		t.Fatalf("lost %+v", r)
-	}
-	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() {
-		t.Fatalf("listed %+v", r)
+	c.Advance(2 * time.Second) // past the first hint step
+	p.Probe(pva.GUID{0xBA, 0xD}, srv.Addr(), ReasonChanged)
+	testutil.WaitFor(t, 5*time.Second, "the claim to be checked", func() bool { return p.Stats().VerifyRefuted == 1 })
+	k.none(t, 200*time.Millisecond)
+	ss := p.Servers()
+	if len(ss) != 1 || ss[0].GUID != srv.GUID() || !ss[0].Connected || ss[0].State != StateListed || ss[0].NextAttempt.IsZero() {
+		t.Fatalf("prober state after a refuted claim: %+v", ss)
 	}
 	if srv.Accepted() != 2 {
-		t.Fatalf("accepted %d", srv.Accepted())
+		t.Fatalf("accepted %d connections, want the watch and one check", srv.Accepted())
+	}
+	srv.CloseConns() // the old watch is still the one that reports
+	if r := k.next(t, "lost", 5*time.Second); r.guid != srv.GUID() {
+		t.Fatalf("lost %+v", r)
+	}
+}
+
+// A real restart: the endpoint answers with the new GUID over TCP. The new
+// instance is reported listed (the registry replaces the old one from
+// that), with no loss reported in between, and becomes the watch.
+func TestRestartClaimConfirmed(t *testing.T) {
+	a := startServer(t, sim.Options{}, "x", "y")
+	b := startServer(t, sim.Options{}, "x")
+	var cur atomic.Pointer[testServer]
+	cur.Store(&a)
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k, Dial: swapDial(&cur)})
+	ep := netip.MustParseAddrPort("192.0.2.1:5075")
+	p.Probe(a.GUID(), ep, ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+	cur.Store(&b)
+	c.Advance(2 * time.Second)
+	p.Probe(b.GUID(), ep, ReasonChanged)
+	if r := k.next(t, "listed", 5*time.Second); r.guid != b.GUID() || r.ep != ep || !slices.Equal(r.names, []string{"x"}) {
+		t.Fatalf("listed %+v", r)
+	}
+	if st := p.Stats(); st.VerifyConfirmed != 1 || st.Lost != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	b.CloseConns()
+	if r := k.next(t, "lost", 5*time.Second); r.guid != b.GUID() {
+		t.Fatalf("lost %+v", r)
+	}
+}
+
+// A server that does not answer discovery pings over TCP (pvAccessCPP)
+// cannot confirm a claim while the old watch is alive; once the old watch
+// is gone, the next hint is taken.
+func TestRestartClaimWithoutPingNeedsOldWatchGone(t *testing.T) {
+	a := startServer(t, sim.Options{NoPing: true}, "x")
+	b := startServer(t, sim.Options{NoPing: true}, "z")
+	var cur atomic.Pointer[testServer]
+	cur.Store(&a)
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k, Dial: swapDial(&cur), PingWait: 50 * time.Millisecond})
+	ep := netip.MustParseAddrPort("192.0.2.1:5075")
+	ga := a.GUID()
+	p.Probe(ga, ep, ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+	cur.Store(&b)
+	c.Advance(2 * time.Second)
+	p.Probe(b.GUID(), ep, ReasonChanged)
+	testutil.WaitFor(t, 5*time.Second, "the claim to be checked", func() bool { return p.Stats().VerifyRefuted == 1 })
+	a.CloseConns()
+	if r := k.next(t, "lost", 5*time.Second); r.guid != ga {
+		t.Fatalf("lost %+v", r)
+	}
+	c.Advance(10 * time.Second)
+	p.Probe(b.GUID(), ep, ReasonChanged)
+	if r := k.next(t, "listed", 5*time.Second); r.guid != b.GUID() || !slices.Equal(r.names, []string{"z"}) {
+		t.Fatalf("listed %+v", r)
+	}
+}
+
+// A flapping GUID at one endpoint (forged beacons alternating GUIDs as
+// fast as they can be sent) costs one probe per backoff step, not one per
+// datagram.
+func TestFlappingGUIDOneProbePerStep(t *testing.T) {
+	srv := startServer(t, sim.Options{}, "x")
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k, Backoff: Backoff{Min: time.Second, Max: time.Minute, Factor: 2, Jitter: 0.2}})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+	idle := func() bool { ss := p.Servers(); return len(ss) == 1 && ss[0].State != StateProbing }
+	flap := func() {
+		for i := range 200 {
+			g := srv.GUID()
+			if i%2 == 0 {
+				g = pva.GUID{0xF1, byte(i)}
+			}
+			p.Probe(g, srv.Addr(), ReasonChanged)
+		}
+	}
+	flap()
+	if st := p.Stats(); st.Probes != 1 || st.HintsDeferred != 200 {
+		t.Fatalf("within the first step: %+v", st)
+	}
+	for step, want := range []uint64{2, 3, 4} {
+		c.Advance(time.Duration(1.25 * float64(time.Second<<step)))
+		testutil.WaitFor(t, 5*time.Second, "the step's probe", func() bool { return p.Stats().Probes == want && idle() })
+		flap()
+		time.Sleep(20 * time.Millisecond)
+		if st := p.Stats(); st.Probes != want {
+			t.Fatalf("step %d: %d probes, want %d", step, st.Probes, want)
+		}
+	}
+}
+
+// A static server whose connection closes after its listing was read but
+// before the result is settled must not keep those names: nothing watches
+// them and no beacon would ever expire them (issue 13).
+func TestStaticServerClosedBeforeSettle(t *testing.T) {
+	srv := startServer(t, sim.Options{NoPing: true}, "gone")
+	k := newSink()
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k, PingWait: 2 * time.Second})
+	p.SetStatic([]netip.AddrPort{srv.Addr()})
+	testutil.WaitFor(t, 5*time.Second, "the listing to be served", func() bool { return srv.Listings() == 1 })
+	srv.CloseConns() // while the prober waits for a ping answer that never comes
+	r := k.next(t, "unlistable", 5*time.Second)
+	if r.guid != StaticGUID(srv.Addr()) {
+		t.Fatalf("unlistable %+v", r)
+	}
+	k.none(t, 300*time.Millisecond)
+	if ss := p.Servers(); len(ss) != 1 || ss[0].State != StateFailed || ss[0].NextAttempt.IsZero() {
+		t.Fatalf("state %+v", ss)
 	}
 }
 
@@ -497,7 +630,8 @@ func TestReplayedPvAccessCPPServer(t *testing.T) {
 func TestBeaconToProbe(t *testing.T) {
 	srv := startServer(t, sim.Options{}, "bx")
 	k := newSink()
-	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+	pc := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: pc, Sink: k})
 	tr := beacon.New(beacon.Options{Clock: clock.NewFake(time.Time{}), OnEvent: func(ev beacon.Event) {
 		switch ev.Kind {
 		case beacon.EventNew:
@@ -541,6 +675,7 @@ func TestBeaconToProbe(t *testing.T) {
 		t.Fatalf("listed %+v", r)
 	}
 	srv.SetNames([]string{"by"})
+	pc.Advance(2 * time.Second) // hints: one probe per backoff step
 	srv.SendBeacon(to)
 	recv()
 	if r := k.next(t, "listed", 5*time.Second); !slices.Equal(r.names, []string{"by"}) {

@@ -84,7 +84,15 @@ const (
 	ReasonSourcesChanged               // beacon change count moved
 	ReasonStatic                       // configured static server
 	ReasonManual                       // operator request
+	ReasonSearchThrough                // a search-through reply named the server
 )
+
+// hint reports whether a probe request comes from a UDP datagram (a
+// beacon, discovery or search-through reply), which anyone can forge or
+// repeat: such requests are limited to one per backoff step per endpoint.
+func (r Reason) hint() bool {
+	return r == ReasonNew || r == ReasonChanged || r == ReasonSourcesChanged || r == ReasonSearchThrough
+}
 
 // Defaults.
 const (
@@ -178,8 +186,17 @@ type Stats struct {
 	Unlistable      uint64
 	ConnectFailures uint64
 	Lost            uint64
-	Servers         int
-	Watching        int
+	// Verifications are hints of a new GUID at an endpoint whose server
+	// is watched, checked over a fresh TCP connection: confirmed (the
+	// endpoint answers with another GUID, or the old watch died and the
+	// endpoint answers) or refuted (the old server still answers).
+	VerifyConfirmed uint64
+	VerifyRefuted   uint64
+	// HintsDeferred are hint-triggered probe requests folded into the
+	// next backoff step instead of probing at once.
+	HintsDeferred uint64
+	Servers       int
+	Watching      int
 }
 
 type server struct {
@@ -204,6 +221,16 @@ type server struct {
 	reported     bool
 	lostReported bool
 	forgotten    bool
+	// claim is a hint's GUID other than guid while guid's watch is up: it
+	// is verified over a fresh connection before anything changes.
+	claim pva.GUID
+	// Hint-triggered probes: at most one per backoff step (hintSteps
+	// consecutive steps, the next allowed at hintOK).
+	hintOK      time.Time
+	hintSteps   int
+	hintPending bool
+	hintTimer   clock.Timer
+	prev        State // the state before the running probe
 }
 
 // Prober runs probes. It is safe for concurrent use.
@@ -355,9 +382,14 @@ func StaticGUID(ep netip.AddrPort) pva.GUID {
 	return pva.GUID(sum[:12])
 }
 
-// Probe asks for a server to be listed (or re-listed). A GUID different
-// from the one the prober knows means the server restarted: the old watch
-// connection is closed and the old GUID reported lost.
+// Probe asks for a server to be listed (or re-listed). guid is what the
+// request claims; the endpoint's own answer over TCP (the discovery ping
+// on a fresh connection) decides. A GUID different from the one being
+// watched is a restart claim: it is verified over a fresh connection while
+// the old watch stays, and only a confirmed restart replaces the old
+// server (reported as Listed under the new GUID; the registry's Listed
+// drops the old one). Requests from hints (Reason.hint) cost at most one
+// probe per backoff step per endpoint, however many datagrams arrive.
 func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 	p.mu.Lock()
 	if p.closed {
@@ -370,11 +402,11 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 		p.servers[ep] = s
 	}
 	if !guid.IsZero() && guid != s.guid {
-		if !s.guid.IsZero() {
-			p.dropConn(s, "server restarted (new GUID)")
-			s.failures = 0
+		if s.guid.IsZero() {
+			s.guid = guid
+		} else {
+			s.claim = guid
 		}
-		s.guid = guid
 	}
 	if why == ReasonStatic {
 		s.static = true
@@ -382,9 +414,47 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 	// A beacon is a sign of life: connect failures count as news again.
 	s.lostReported = false
 	p.log.Debug("probe requested", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Uint8("reason", uint8(why)))
-	p.kick(s)
+	if why.hint() {
+		p.hintLocked(s)
+	} else {
+		p.kick(s)
+	}
 	p.mu.Unlock()
 	p.deliver()
+}
+
+// hintLocked probes s now if its hint step allows, or once at the end of
+// the step, however many hints arrive meanwhile. A hint after a quiet step
+// starts the steps over.
+func (p *Prober) hintLocked(s *server) {
+	if s.hintPending {
+		p.stats.HintsDeferred++
+		return
+	}
+	now := p.opt.Clock.Now()
+	if now.Before(s.hintOK) {
+		p.stats.HintsDeferred++
+		s.hintPending = true
+		s.hintTimer = p.opt.Clock.AfterFunc(s.hintOK.Sub(now), func() {
+			p.mu.Lock()
+			if s.hintPending && !s.forgotten && !p.closed {
+				s.hintPending = false
+				p.hintKickLocked(s, p.opt.Clock.Now())
+			}
+			p.mu.Unlock()
+		})
+		return
+	}
+	if !s.hintOK.IsZero() && !now.Before(s.hintOK.Add(p.opt.Backoff.Delay(s.hintSteps, 0.5))) {
+		s.hintSteps = 0
+	}
+	p.hintKickLocked(s, now)
+}
+
+func (p *Prober) hintKickLocked(s *server, now time.Time) {
+	s.hintSteps++
+	s.hintOK = now.Add(p.opt.Backoff.Delay(s.hintSteps, p.rnd.Float64()))
+	p.kick(s)
 }
 
 // Forget stops probing and watching ep and closes its connection, without
@@ -401,6 +471,9 @@ func (p *Prober) Forget(ep netip.AddrPort) {
 func (p *Prober) forgetLocked(s *server) {
 	s.forgotten = true
 	p.stopTimer(s)
+	if s.hintTimer != nil {
+		s.hintTimer.Stop()
+	}
 	if s.cl != nil {
 		s.cl.conn.Close()
 		s.cl = nil
@@ -485,6 +558,9 @@ func (p *Prober) kick(s *server) {
 	}
 	p.stopTimer(s)
 	s.running = true
+	if s.state != StateProbing {
+		s.prev = s.state
+	}
 	s.state = StateProbing
 	p.wg.Add(1)
 	go p.run(s)
@@ -597,10 +673,12 @@ func closeReason(err error) string {
 type outcome struct {
 	names      []string
 	info       Info
-	guid       pva.GUID
-	connErr    error // no usable connection
-	listErr    error // connected, listing failed
-	superseded bool  // forgotten or restarted while connecting
+	tcpGUID    pva.GUID // the endpoint's answer to the discovery ping on a fresh connection
+	cl         *client  // the connection the listing ran on
+	verify     bool     // a restart claim checked on a connection of its own
+	connErr    error    // no usable connection
+	listErr    error    // connected, listing failed
+	superseded bool     // forgotten or restarted while connecting
 	took       time.Duration
 }
 
@@ -625,11 +703,19 @@ func (p *Prober) run(s *server) {
 	}
 }
 
-// attempt connects (unless a watch connection is up) and lists s.
+// attempt connects (unless a watch connection is up) and lists s. On a
+// fresh connection it also asks the endpoint for its GUID (discovery ping
+// over TCP): that answer, not the hint that caused the probe, is who the
+// server is. A restart claim against a live watch runs on a connection of
+// its own, so the old watch stays until the claim is confirmed.
 func (p *Prober) attempt(s *server) outcome {
 	p.mu.Lock()
 	p.stats.Probes++
 	cl, guid := s.cl, s.guid
+	verify := !s.claim.IsZero() && cl != nil
+	if verify {
+		cl = nil
+	}
 	p.mu.Unlock()
 
 	tm := p.tm.Load()
@@ -640,7 +726,7 @@ func (p *Prober) attempt(s *server) outcome {
 		cl = newClient(p, s)
 		conn, err := p.opt.Dial(ctx, s.ep, tm.conn, cl)
 		if err != nil {
-			return outcome{connErr: err}
+			return outcome{connErr: err, verify: verify}
 		}
 		cl.mu.Lock()
 		cl.conn = conn
@@ -651,23 +737,23 @@ func (p *Prober) attempt(s *server) outcome {
 			conn.Close()
 			return outcome{superseded: true}
 		}
-		cl.established = true
-		s.cl = cl
 		dead := cl.dead.Load()
-		if dead {
-			s.cl = nil
+		if !verify {
+			cl.established = true
+			s.cl = cl
+			if dead {
+				s.cl = nil
+			}
 		}
 		p.mu.Unlock()
 		if dead {
-			return outcome{connErr: errConnLost}
+			return outcome{connErr: errConnLost, verify: verify, cl: cl}
 		}
-		if guid.IsZero() {
-			cl.ping()
-			pinged = true
-		}
+		cl.ping()
+		pinged = true
 	}
 	names, info, err := cl.list(ctx)
-	o := outcome{names: names, info: info, guid: guid}
+	o := outcome{names: names, info: info, cl: cl, verify: verify}
 	if err != nil {
 		var le *ListError
 		if errors.As(err, &le) {
@@ -680,7 +766,7 @@ func (p *Prober) attempt(s *server) outcome {
 		t := time.NewTimer(p.opt.PingWait)
 		select {
 		case g := <-cl.guid:
-			o.guid = g
+			o.tcpGUID = g
 		case <-t.C:
 		case <-ctx.Done():
 		}
@@ -695,11 +781,32 @@ func (p *Prober) settle(s *server, o outcome) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s.forgotten || p.closed {
+		if o.verify && o.cl != nil && o.cl.conn != nil {
+			o.cl.conn.Close()
+		}
 		s.running = false
 		return false
 	}
-	if s.guid.IsZero() && !o.guid.IsZero() {
-		s.guid = o.guid
+	if o.connErr == nil && o.listErr == nil && o.cl != nil && (o.cl.dead.Load() || !o.verify && s.cl != o.cl) {
+		// The connection closed between the listing and now: nothing
+		// watches the names, so they are not reported (a static server
+		// would otherwise keep them for ever).
+		o.connErr = errConnLost
+	}
+	if o.verify && !o.superseded && !p.settleClaim(s, &o) {
+		return p.finish(s)
+	}
+	if !o.verify && !o.superseded && o.cl != nil {
+		// A fresh connection: the endpoint's own answer names the server;
+		// without one (pvAccessCPP answers pings over UDP only) a pending
+		// claim stands, as nothing alive contradicts it.
+		switch {
+		case !o.tcpGUID.IsZero():
+			s.guid = o.tcpGUID
+		case !s.claim.IsZero():
+			s.guid = s.claim
+		}
+		s.claim = pva.GUID{}
 	}
 	guid, ep := s.reportGUID(), s.ep
 	if obs := p.opt.Observe; obs != nil && !o.superseded {
@@ -767,6 +874,64 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		}
 		p.log.Debug("server listed", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(names)))
 	}
+	return p.finish(s)
+}
+
+// settleClaim decides a restart claim from its verification attempt (o,
+// on a connection of its own): confirmed when the endpoint answers over
+// TCP with a GUID other than the watched one, or when it does not say
+// (pvAccessCPP) but the old watch connection is gone; refuted otherwise.
+// A confirmed claim makes the new connection the watch and lets settle
+// report the outcome under the new GUID; it returns false when there is
+// nothing to report. Called with p.mu held.
+func (p *Prober) settleClaim(s *server, o *outcome) bool {
+	claim, old := s.claim, s.guid
+	s.claim = pva.GUID{}
+	oldAlive := s.cl != nil && !s.cl.dead.Load()
+	proven := o.tcpGUID
+	if proven.IsZero() && o.connErr == nil && !oldAlive {
+		proven = claim
+	}
+	if proven.IsZero() || proven == old {
+		p.stats.VerifyRefuted++
+		if o.cl != nil && o.cl.conn != nil {
+			o.cl.conn.Close()
+		}
+		p.log.Info("restart claim refuted over TCP: the watched server still answers at its endpoint",
+			zap.Stringer("endpoint", s.ep), zap.Stringer("guid", old), zap.Stringer("claimed_guid", claim),
+			zap.Stringer("answered_guid", o.tcpGUID))
+		// Nothing changed: back to where the server was, timers too.
+		s.state = s.prev
+		switch {
+		case s.state == StateListed && p.opt.Reprobe > 0:
+			p.schedule(s, jitter(p.opt.Reprobe, reprobeJitter, p.rnd.Float64()))
+		case s.state == StateFailed || s.state == StateUnlistable:
+			p.retry(s)
+		}
+		return false
+	}
+	p.stats.VerifyConfirmed++
+	p.log.Info("restart confirmed over TCP", zap.Stringer("endpoint", s.ep), zap.Stringer("old_guid", old), zap.Stringer("guid", proven))
+	if s.cl != nil {
+		oldcl := s.cl
+		s.cl = nil // its close is not a loss to report: Listed replaces it
+		oldcl.conn.Close()
+	}
+	if o.connErr != nil || o.listErr != nil {
+		// The new instance cannot be listed: the old one's names go.
+		p.lostLocked(s, "server restarted (new GUID confirmed over TCP)")
+	}
+	s.guid, s.failures = proven, 0
+	if o.cl != nil && !o.cl.dead.Load() {
+		o.cl.established = true
+		s.cl = o.cl
+	}
+	return true
+}
+
+// finish ends a settle: probe again at once if asked meanwhile. Called
+// with p.mu held.
+func (p *Prober) finish(s *server) bool {
 	if s.again {
 		s.again = false
 		p.stopTimer(s)

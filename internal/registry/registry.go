@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -134,6 +135,7 @@ type Registry struct {
 
 	st struct {
 		serverLimit, nameLimit, dups, takeovers, expired, replaced, nameLength atomic.Uint64
+		hintsRefused, guidElsewhere                                            atomic.Uint64
 	}
 }
 
@@ -389,37 +391,35 @@ func addrKey(r *ServerInfo) string {
 	return r.Addr.String()
 }
 
-// UpsertServer records a server seen by a beacon, discovery reply, static
-// configuration or search-through reply, and confirms it if it was loaded
-// from a snapshot. Identity is the GUID. On an existing server it updates
-// endpoint, protocol, version, LastSeen and ChangeCount and keeps the rest.
-// A new GUID at an endpoint another server holds means that server
-// restarted: the old one is removed with its names. It returns whether the
-// server is new, or ErrServerLimit.
+// UpsertServer records a hint: a beacon, discovery reply or search-through
+// reply named the server, or a static name file configured it. It is the
+// UDP side of the trust rule (see the package doc): it may create a server
+// that has no names yet, refresh a known server's LastSeen, change count
+// and version, and confirm a server loaded from a snapshot, but it never
+// removes a server, moves one to another endpoint or touches a name.
+//
+// A GUID unknown to the registry at an endpoint another server holds is a
+// restart claim (or a forgery): nothing is recorded and ErrEndpointHeld is
+// returned; the caller verifies the claim over TCP, and Listed applies it.
+// A known GUID named at another endpoint is refreshed but stays where it
+// is (ErrEndpointHeld too). Servers whose names come from a static name
+// file (ListedHow SourceStatic, or in.Discovered SourceStatic) are claims of
+// their own and share an endpoint with a real server. It returns whether
+// the server is new, or ErrServerLimit.
 func (r *Registry) UpsertServer(in ServerInfo) (created bool, err error) {
 	now := r.clk.Now()
 	if in.Protocol == "" {
 		in.Protocol = "tcp"
 	}
 	r.wmu.Lock()
-	var added []string
-	defer func() { r.wmu.Unlock(); r.notify(added) }()
+	defer r.wmu.Unlock()
 
 	txn := r.db.Txn(true)
 	defer txn.Abort()
 	s := r.byGUID[in.GUID]
-	if s == nil && in.Addr.IsValid() {
-		if o, _ := txn.First(tabServers, "addr", in.Addr.String()); o != nil {
-			old := o.(*serverRow)
-			if os := r.byGUID[old.Info.GUID]; os != nil {
-				r.log.Info("server restarted: new GUID at endpoint",
-					zap.Stringer("old_guid", old.Info.GUID), zap.Stringer("guid", in.GUID),
-					zap.Stringer("endpoint", in.Addr))
-				added = r.removeLocked(txn, os)
-				r.shrinkIndex()
-				r.st.replaced.Add(1)
-			}
-		}
+	if s == nil && in.Addr.IsValid() && in.Discovered != SourceStatic && len(r.othersAtLocked(txn, in.Addr, in.GUID)) > 0 {
+		r.st.hintsRefused.Add(1)
+		return false, ErrEndpointHeld
 	}
 	if s == nil {
 		if len(r.byGUID) >= r.opts.MaxServers {
@@ -427,41 +427,180 @@ func (r *Registry) UpsertServer(in ServerInfo) (created bool, err error) {
 			r.limited("servers", "server limit reached; server not tracked",
 				zap.Int("max_servers", r.opts.MaxServers), zap.Stringer("guid", in.GUID),
 				zap.Stringer("endpoint", in.Addr), zap.Uint64("refused_total", r.st.serverLimit.Load()))
-			txn.Commit() // keep a removal done above
 			return false, ErrServerLimit
 		}
-		info := in
-		if info.FirstSeen.IsZero() {
-			info.FirstSeen = now
-		}
-		if info.LastSeen.IsZero() {
-			info.LastSeen = now
-		}
-		info.Names, info.Held, info.Verified, info.LoadedAt = 0, 0, true, time.Time{}
-		s = r.newServerLocked(in.GUID)
-		r.setHolderLocked(s, &info)
-		r.putRow(txn, s, &info)
+		r.createLocked(txn, in, now)
 		txn.Commit()
 		return true, nil
 	}
 	info := s.row.Info
-	info.LastSeen = now
-	if !in.LastSeen.IsZero() {
-		info.LastSeen = in.LastSeen
+	if in.Addr != info.Addr || in.Protocol != info.Protocol {
+		r.st.hintsRefused.Add(1)
+		err = ErrEndpointHeld
+	} else {
+		info.LastSeen = now
+		if !in.LastSeen.IsZero() {
+			info.LastSeen = in.LastSeen
+		}
+		info.ChangeCount = in.ChangeCount
+		info.Version = in.Version
+		info.Verified = true
 	}
 	if info.Discovered == SourceUnknown {
 		info.Discovered = in.Discovered
 	}
-	info.ChangeCount = in.ChangeCount
-	info.Version = in.Version
-	info.Verified = true
-	if in.Addr != info.Addr || in.Protocol != info.Protocol {
-		info.Addr, info.Protocol = in.Addr, in.Protocol
+	r.putRow(txn, s, &info)
+	txn.Commit()
+	return false, err
+}
+
+// createLocked inserts a new server without names.
+func (r *Registry) createLocked(txn *memdb.Txn, in ServerInfo, now time.Time) *server {
+	info := in
+	if info.FirstSeen.IsZero() {
+		info.FirstSeen = now
+	}
+	if info.LastSeen.IsZero() {
+		info.LastSeen = now
+	}
+	info.Names, info.Held, info.Verified, info.LoadedAt = 0, 0, true, time.Time{}
+	s := r.newServerLocked(in.GUID)
+	r.setHolderLocked(s, &info)
+	r.putRow(txn, s, &info)
+	return s
+}
+
+// othersAtLocked returns the servers other than g registered at ep, except
+// those whose names come from a static name file.
+func (r *Registry) othersAtLocked(txn *memdb.Txn, ep netip.AddrPort, g pva.GUID) []*server {
+	it, _ := txn.Get(tabServers, "addr", ep.String())
+	var out []*server
+	for o := it.Next(); o != nil; o = it.Next() {
+		row := o.(*serverRow)
+		if row.Info.GUID == g || row.Info.ListedHow == SourceStatic {
+			continue
+		}
+		if s := r.byGUID[row.Info.GUID]; s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Listed records what a TCP exchange with in.Addr proved: the server
+// in.GUID listens there and claims exactly names (a probe's listing). It is
+// the only way a server replaces another: every other server registered at
+// in.Addr is gone (one endpoint, one listener), so it is removed, and the
+// names it held that in.GUID lists pass to in.GUID directly — they keep
+// answering and never pass to another claimant in between. Servers whose
+// names come from a static name file at the same endpoint stay.
+//
+// A GUID registered at another endpoint is not moved (ErrGUIDElsewhere):
+// anyone can present any GUID over TCP at an endpoint of their own, so
+// only the loss of the old endpoint's watch connection frees the GUID.
+func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced []pva.GUID, err error) {
+	now := r.clk.Now()
+	if in.Protocol == "" {
+		in.Protocol = "tcp"
+	}
+	r.wmu.Lock()
+	var added []string
+	defer func() { r.wmu.Unlock(); r.notify(added) }()
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	s := r.byGUID[in.GUID]
+	if s != nil && s.row.Info.Addr != in.Addr {
+		r.st.guidElsewhere.Add(1)
+		return nil, ErrGUIDElsewhere
+	}
+	olds := r.othersAtLocked(txn, in.Addr, in.GUID)
+	if s == nil {
+		if len(r.byGUID)-len(olds) >= r.opts.MaxServers {
+			r.st.serverLimit.Add(1)
+			r.limited("servers", "server limit reached; server not tracked",
+				zap.Int("max_servers", r.opts.MaxServers), zap.Stringer("guid", in.GUID),
+				zap.Stringer("endpoint", in.Addr), zap.Uint64("refused_total", r.st.serverLimit.Load()))
+			return nil, ErrServerLimit
+		}
+		s = r.createLocked(txn, in, now)
+	}
+	if len(olds) > 0 {
+		listed := make(map[string]struct{}, len(names))
+		for _, n := range names {
+			listed[n] = struct{}{}
+		}
+		for _, o := range olds {
+			r.log.Info("server restarted: new GUID confirmed over TCP at its endpoint",
+				zap.Stringer("old_guid", o.guid), zap.Stringer("guid", s.guid), zap.Stringer("endpoint", in.Addr))
+			r.handOverLocked(txn, o, s, listed)
+			added = append(added, r.removeLocked(txn, o)...)
+			replaced = append(replaced, o.guid)
+			r.st.replaced.Add(1)
+		}
+	}
+	a, err := r.replaceLocked(txn, s, names, how, now)
+	added = append(added, a...)
+	info := s.row.Info
+	info.LastSeen = now
+	if in.Version != 0 {
+		info.Version = in.Version
+	}
+	if info.Discovered == SourceUnknown {
+		info.Discovered = in.Discovered
+	}
+	if in.Protocol != info.Protocol {
+		info.Protocol = in.Protocol
 		r.setHolderLocked(s, &info)
 	}
 	r.putRow(txn, s, &info)
 	txn.Commit()
-	return false, nil
+	r.shrinkIndex()
+	return replaced, err
+}
+
+// handOverLocked makes s the holder of every name o holds that s lists, in
+// place: the index entry changes server, no reader sees the name missing
+// and no duplicate claimant takes it over.
+func (r *Registry) handOverLocked(txn *memdb.Txn, o, s *server, listed map[string]struct{}) {
+	r.imu.Lock()
+	defer r.imu.Unlock()
+	keep := make([]string, 0, len(o.names))
+	for _, n := range o.names {
+		id, ok := r.idx.get(n)
+		if _, want := listed[n]; !want || !ok || id != o.id {
+			keep = append(keep, n)
+			continue
+		}
+		if r.dupNames[n] > 0 {
+			if c, _ := txn.First(tabConflicts, "id", n, s.key); c != nil {
+				// s claimed it as a duplicate: it is no longer one.
+				_ = txn.Delete(tabConflicts, c)
+				r.decDup(n)
+				r.claims-- // o's claim goes below, s's stays
+			} else {
+				s.names = append(s.names, n)
+			}
+			it, _ := txn.Get(tabConflicts, "name", n)
+			var rows []*conflictRow
+			for c := it.Next(); c != nil; c = it.Next() {
+				rows = append(rows, c.(*conflictRow))
+			}
+			for _, c := range rows {
+				if c.Holder == o.key {
+					cc := *c
+					cc.Holder = s.key
+					_ = txn.Insert(tabConflicts, &cc)
+				}
+			}
+		} else {
+			s.names = append(s.names, n)
+		}
+		r.idx.set(n, s.id)
+		r.gen.Add(1)
+		o.held--
+		s.held++
+	}
+	o.names = keep
 }
 
 func (r *Registry) newServerLocked(g pva.GUID) *server {
@@ -532,14 +671,25 @@ func (r *Registry) SetProbeState(g pva.GUID, st ProbeState, probeErr error) erro
 func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
 	r.wmu.Lock()
 	var added []string
-	var err error
 	defer func() { r.wmu.Unlock(); r.notify(added) }()
 	s := r.byGUID[g]
 	if s == nil {
 		return ErrUnknownServer
 	}
-	now := r.clk.Now()
+	txn := r.db.Txn(true)
+	defer txn.Abort()
+	added, err := r.replaceLocked(txn, s, names, how, r.clk.Now())
+	info := s.row.Info
+	r.putRow(txn, s, &info)
+	txn.Commit()
+	r.shrinkIndex()
+	return err
+}
 
+// replaceLocked replaces s's claims by names; wmu held. It returns the
+// names that became answerable.
+func (r *Registry) replaceLocked(txn *memdb.Txn, s *server, names []string, how Source, now time.Time) (added []string, err error) {
+	g := s.guid
 	fresh := make(map[string]struct{}, len(names))
 	for _, n := range names {
 		if n != "" && r.nameFits(n) {
@@ -577,10 +727,7 @@ func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
 		err = ErrNameLimit
 	}
 
-	defer r.shrinkIndex()
 	r.reserveIndex(len(adds))
-	txn := r.db.Txn(true)
-	defer txn.Abort()
 	var dl dupLog
 	r.imu.Lock()
 	for _, n := range removed {
@@ -600,9 +747,8 @@ func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
 	info := s.row.Info
 	info.ListedAt, info.ListedHow, info.Verified = now, how, true
 	r.putRow(txn, s, &info)
-	txn.Commit()
 	dl.flush(r, s)
-	return err
+	return added, err
 }
 
 // AddName adds one claim (search-through reply or static configuration).
@@ -1078,6 +1224,8 @@ func (r *Registry) Stats() Stats {
 		Takeovers:         r.st.takeovers.Load(),
 		UnverifiedExpired: r.st.expired.Load(),
 		EndpointReplaced:  r.st.replaced.Load(),
+		HintsRefused:      r.st.hintsRefused.Load(),
+		GUIDElsewhere:     r.st.guidElsewhere.Load(),
 	}
 }
 

@@ -100,35 +100,134 @@ func TestUpsertServer(t *testing.T) {
 	}
 }
 
-func TestNewGUIDAtEndpointReplacesServer(t *testing.T) {
+// A hint (UpsertServer: a beacon, discovery or search-through reply) with a
+// new GUID at a held endpoint changes nothing: the old server keeps its
+// names and no row is made for the claimant (issue 13).
+func TestHintNeverReplacesServer(t *testing.T) {
 	r, _ := newTest(t, Options{})
 	mustUpsert(t, r, 1)
 	if err := r.ReplaceNames(guid(1), []string{"a", "b"}, SourceProbe); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.UpsertServer(ServerInfo{GUID: guid(7), Addr: addr(1)}); err != nil {
-		t.Fatal(err)
+	if _, err := r.UpsertServer(ServerInfo{GUID: guid(7), Addr: addr(1)}); !errors.Is(err, ErrEndpointHeld) {
+		t.Fatalf("hint at a held endpoint: %v", err)
 	}
-	if _, ok := r.Server(guid(1)); ok {
-		t.Fatal("old GUID kept at a restarted endpoint")
+	if _, ok := r.Server(guid(7)); ok {
+		t.Fatal("claimant registered from a hint")
 	}
-	if _, ok := r.LookupName("a"); ok {
-		t.Fatal("old server's names still answered")
+	if g, ok := holderOf(t, r, "a"); !ok || g != guid(1) {
+		t.Fatalf("a held by %v after a hint", g)
 	}
-	if r.Stats().EndpointReplaced != 1 {
-		t.Fatalf("stats: %+v", r.Stats())
+	if st := r.Stats(); st.EndpointReplaced != 0 || st.HintsRefused != 1 {
+		t.Fatalf("stats: %+v", st)
 	}
 }
 
-func TestEndpointChangeSwapsHolder(t *testing.T) {
+// A hint naming a known GUID at another endpoint does not move the server.
+func TestHintNeverMovesServer(t *testing.T) {
 	r, _ := newTest(t, Options{})
 	mustUpsert(t, r, 1)
 	r.ReplaceNames(guid(1), []string{"a"}, SourceProbe)
-	h1, _ := r.LookupName("a")
-	r.UpsertServer(ServerInfo{GUID: guid(1), Addr: addr(50)})
-	h2, _ := r.LookupName("a")
-	if h1 == h2 || h2.Addr != addr(50) || h1.Addr != addr(1) {
-		t.Fatalf("holder not replaced: old %+v new %+v", h1, h2)
+	if _, err := r.UpsertServer(ServerInfo{GUID: guid(1), Addr: addr(50)}); !errors.Is(err, ErrEndpointHeld) {
+		t.Fatalf("moving hint: %v", err)
+	}
+	if h, _ := r.LookupName("a"); h.Addr != addr(1) {
+		t.Fatalf("a now at %v", h.Addr)
+	}
+}
+
+// A TCP listing of a new GUID at a held endpoint replaces the old server:
+// names both list keep answering throughout and stay with the new server
+// even when a third server claims them as duplicates; names only the old
+// one listed pass to their duplicate claimant or go.
+func TestListedReplacesAtEndpoint(t *testing.T) {
+	r, _ := newTest(t, Options{})
+	mustUpsert(t, r, 1)
+	mustUpsert(t, r, 2)
+	r.ReplaceNames(guid(1), []string{"a", "b", "c"}, SourceProbe)
+	r.ReplaceNames(guid(2), []string{"a", "b"}, SourceProbe) // duplicates
+	mustUpsert(t, r, 7)                                      // elsewhere first
+	if _, err := r.Listed(ServerInfo{GUID: guid(7), Addr: addr(1)}, []string{"a"}, SourceProbe); !errors.Is(err, ErrGUIDElsewhere) {
+		t.Fatalf("GUID registered elsewhere: %v", err)
+	}
+	r.RemoveServer(guid(7))
+	var seen []string
+	r.Subscribe(func(a []string) { seen = append(seen, a...) })
+	replaced, err := r.Listed(ServerInfo{GUID: guid(7), Addr: addr(1), Discovered: SourceBeacon}, []string{"a", "c", "d"}, SourceProbe)
+	if err != nil || len(replaced) != 1 || replaced[0] != guid(1) {
+		t.Fatalf("replaced %v err %v", replaced, err)
+	}
+	for n, want := range map[string]pva.GUID{"a": guid(7), "b": guid(2), "c": guid(7), "d": guid(7)} {
+		if g, _ := holderOf(t, r, n); g != want {
+			t.Errorf("%s held by %v, want %v", n, g, want)
+		}
+	}
+	if _, ok := r.Server(guid(1)); ok {
+		t.Fatal("old server kept")
+	}
+	c := r.Counts()
+	if c.Servers != 2 || c.Names != 4 || c.Claims != 5 || c.Duplicates != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	if d := r.Duplicates(); len(d) != 1 || d[0].Name != "a" || d[0].Holder != guid(7) || d[0].Claimant != guid(2) {
+		t.Fatalf("duplicates %+v", d)
+	}
+	slices.Sort(seen)
+	if !slices.Equal(seen, []string{"b", "d"}) {
+		t.Fatalf("notified %v", seen)
+	}
+	if st := r.Stats(); st.EndpointReplaced != 1 || st.Takeovers != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A new server that already claimed a name as a duplicate of the old one
+// at its endpoint (here: both rows at one endpoint, as a snapshot can
+// hold) becomes its holder in place.
+func TestListedHandsOverOwnDuplicate(t *testing.T) {
+	r, _ := newTest(t, Options{})
+	if _, err := r.Listed(ServerInfo{GUID: guid(1), Addr: addr(1)}, []string{"a", "b"}, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	r.UpsertServer(ServerInfo{GUID: guid(2), Addr: addr(1), Discovered: SourceStatic})
+	r.ReplaceNames(guid(2), []string{"a"}, SourceProbe)
+	if c := r.Counts(); c.Claims != 3 || c.Duplicates != 1 {
+		t.Fatalf("setup counts %+v", c)
+	}
+	if _, err := r.Listed(ServerInfo{GUID: guid(2), Addr: addr(1)}, []string{"a"}, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := holderOf(t, r, "a"); g != guid(2) {
+		t.Fatalf("a held by %v", g)
+	}
+	if _, ok := r.LookupName("b"); ok {
+		t.Fatal("b kept")
+	}
+	if c := r.Counts(); c.Servers != 1 || c.Claims != 1 || c.Duplicates != 0 || c.Names != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+// A static name file's server is a claim of its own: a real server at the
+// same endpoint neither is refused by it nor removes it.
+func TestStaticFileServerCoexists(t *testing.T) {
+	r, _ := newTest(t, Options{})
+	static := pva.GUID{0x5A}
+	if _, err := r.UpsertServer(ServerInfo{GUID: static, Addr: addr(1), Discovered: SourceStatic}); err != nil {
+		t.Fatal(err)
+	}
+	r.ReplaceNames(static, []string{"file:a"}, SourceStatic)
+	if _, err := r.UpsertServer(ServerInfo{GUID: guid(1), Addr: addr(1), Discovered: SourceBeacon}); err != nil {
+		t.Fatalf("beacon at a static file's endpoint: %v", err)
+	}
+	if _, err := r.Listed(ServerInfo{GUID: guid(1), Addr: addr(1)}, []string{"b"}, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := holderOf(t, r, "file:a"); !ok || g != static {
+		t.Fatalf("file:a held by %v", g)
+	}
+	if r.Counts().Servers != 2 {
+		t.Fatal("static file server removed")
 	}
 }
 

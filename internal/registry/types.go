@@ -131,7 +131,9 @@ type Stats struct {
 	DuplicateClaims   uint64 // claims recorded as duplicates
 	Takeovers         uint64 // names passed to another claimant when the holder let go
 	UnverifiedExpired uint64 // snapshot servers dropped unconfirmed
-	EndpointReplaced  uint64 // servers removed because a new GUID took their endpoint
+	EndpointReplaced  uint64 // servers replaced by a new GUID a TCP listing proved at their endpoint
+	HintsRefused      uint64 // UpsertServer hints that named a held endpoint or moved a server
+	GUIDElsewhere     uint64 // listings refused: the GUID is registered at another endpoint
 }
 
 // Errors.
@@ -141,4 +143,11 @@ var (
 	ErrNameLimit     = errors.New("registry: name limit reached")
 	ErrNotEmpty      = errors.New("registry: snapshot load needs an empty registry")
 	ErrSnapshot      = errors.New("registry: bad snapshot")
+	// ErrEndpointHeld: a hint named an endpoint another server holds, or a
+	// known server at another endpoint; only a TCP listing (Listed) may
+	// change who is at an endpoint.
+	ErrEndpointHeld = errors.New("registry: endpoint held by another server; a TCP listing must confirm the change")
+	// ErrGUIDElsewhere: a listing named a GUID registered at another
+	// endpoint.
+	ErrGUIDElsewhere = errors.New("registry: GUID registered at another endpoint")
 )
