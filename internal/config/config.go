@@ -270,8 +270,12 @@ type Access struct {
 	NameAllow      []NamePattern
 	NameDeny       []NamePattern
 	// ServerAllow limits which server endpoints are probed and answered
-	// with; empty allows all.
+	// with; empty allows all. A beacon or search reply must come from an
+	// allowed sender and name an allowed server.
 	ServerAllow []netip.Prefix
+	// TrustedRelays are senders whose beacons and search replies may name
+	// a server address other than their own (gateways, relays).
+	TrustedRelays []netip.Prefix
 }
 
 // TCPClientAllowed reports whether a TCP client at a may connect.
@@ -337,6 +341,10 @@ type RateLimit struct {
 	// amplify a spoofed search. 0 turns the check off.
 	ReflectionRatio  float64
 	ReflectionWindow time.Duration
+	// BeaconsPerSecond and BeaconBurst limit the beacons and discovery
+	// replies taken from one sender address.
+	BeaconsPerSecond float64
+	BeaconBurst      int
 	// Exempt sources are never rate limited nor reflection capped (a
 	// trusted gateway or a load-test host).
 	Exempt []netip.Prefix
@@ -411,6 +419,10 @@ func Defaults() Config {
 			TCPMessageBurst:      2000,
 			ReflectionRatio:      4,
 			ReflectionWindow:     10 * time.Second,
+			// A host of 200 IOCs starting at once sends 200 first beacons;
+			// steady state is one per IOC per 15 s (fast) or 180 s.
+			BeaconsPerSecond: 20,
+			BeaconBurst:      200,
 		},
 	}
 	c.TCP.IdleTimeout = c.PVA.TCPTimeout()

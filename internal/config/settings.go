@@ -310,6 +310,8 @@ func init() {
 		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }))
 	add(prefixSpec("access.server_allow", "server endpoints probed and named in answers (CIDR); empty allows all",
 		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }))
+	add(prefixSpec("access.trusted_relays", "senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays); empty: a datagram must come from the address it names",
+		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }))
 
 	add(spec{key: "map.rules", isList: true,
 		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=REAL:PUBLISHED,...]; first match wins",
@@ -335,6 +337,10 @@ func init() {
 		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }))
 	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }))
+	add(floatSpec("rate_limit.beacons_per_second", "beacons and discovery replies taken per sender address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }))
+	add(intSpec("rate_limit.beacon_burst", "beacons and discovery replies a sender may send at once above its rate", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.BeaconBurst }))
 	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
 		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }))
 }

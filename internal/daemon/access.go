@@ -65,6 +65,15 @@ func udpClientFilter(a *config.Access) func(netip.Addr) bool {
 	return clientFilter(a.UDPClientAllow, a.UDPClientDeny, a.UDPClientAllowed)
 }
 
+// serverFilter is udpsearch's ServerAllowed (applied to a hint's sender
+// and named server), or nil when the allow list is empty.
+func serverFilter(a *config.Access) func(netip.Addr) bool {
+	if len(a.ServerAllow) == 0 {
+		return nil
+	}
+	return a.ServerAllowed
+}
+
 // allowedStatic returns the static servers the server allow list admits,
 // warning about the others (a configuration contradiction, not an attack).
 func (d *Daemon) allowedStatic(eps []netip.AddrPort) []netip.AddrPort {

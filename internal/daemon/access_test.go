@@ -130,9 +130,10 @@ func TestServerAllowCoversSnapshotAndStatic(t *testing.T) {
 	}
 }
 
-// Registry poisoning: a new GUID beaconing from a known endpoint replaces
-// the old server, but has no names until its own listing arrives; a second
-// server claiming an already held name does not take it over.
+// Registry poisoning: a new GUID beaconing from a known endpoint changes
+// nothing until its own TCP listing arrives; then it replaces the old
+// server, keeping the names it lists. A second server claiming an already
+// held name does not take it over.
 func TestNewGUIDAtEndpointNotTrustedUntilListed(t *testing.T) {
 	d := newIdleDaemon(t, testConfig(t))
 	ep := netip.MustParseAddrPort("127.0.0.1:1") // nothing listens: probes fail harmlessly
@@ -150,18 +151,18 @@ func TestNewGUIDAtEndpointNotTrustedUntilListed(t *testing.T) {
 		t.Fatal("setup: pv:1 not held by g1")
 	}
 	d.onBeaconEvent(beacon.Event{Kind: beacon.EventChanged, GUID: g2, OldGUID: g1, Endpoint: ep, Protocol: "tcp"})
-	if _, ok := d.Registry.Server(g1); ok {
-		t.Fatal("old GUID kept after a new one appeared at its endpoint")
+	if _, ok := d.Registry.Server(g2); ok {
+		t.Fatal("new GUID registered from a beacon alone")
 	}
-	if _, ok := d.Registry.Server(g2); !ok {
-		t.Fatal("new GUID not registered")
-	}
-	if g := holder("pv:1"); !g.IsZero() {
-		t.Fatalf("pv:1 answered by %v before the new server was listed", g)
+	if holder("pv:1") != g1 || holder("pv:2") != g1 {
+		t.Fatal("old server's names moved before the new server was listed over TCP")
 	}
 	probeSink{d}.Listed(g2, ep, []string{"pv:1"}, probe.Info{})
-	if holder("pv:1") != g2 {
-		t.Fatal("pv:1 not answered after the new server's listing")
+	if holder("pv:1") != g2 || !holder("pv:2").IsZero() {
+		t.Fatal("the TCP listing did not replace the old server")
+	}
+	if _, ok := d.Registry.Server(g1); ok {
+		t.Fatal("old GUID kept after the new one was listed at its endpoint")
 	}
 	// Another server (allowed endpoint) claims pv:1 too: the first claim stays.
 	ep3 := netip.MustParseAddrPort("127.0.0.2:1")

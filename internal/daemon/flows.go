@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"net/netip"
 	"strconv"
 	"time"
@@ -16,18 +17,14 @@ import (
 	"github.com/pvans-project/pvans/internal/udpsearch"
 )
 
-// beaconFilter applies the server allow list before the tracker sees a
-// sighting: a host outside it cannot make pvans register (and answer with)
-// its names just by beaconing.
+// beaconFilter passes sightings to the tracker. udpsearch has already
+// applied the hint rules (sender address, access.server_allow on sender
+// and server, protocol, rate; see udpsearch.Options.ServerAllowed).
 type beaconFilter struct{ d *Daemon }
 
 func (f beaconFilter) Observe(o beacon.Observation) {
 	if o.GUID == f.d.guid {
 		return // our own beacon or discovery answer, heard back
-	}
-	if !f.d.conf().Access.ServerAllowed(o.Endpoint.Addr()) {
-		f.d.deniedServers.Add(1)
-		return
 	}
 	f.d.Tracker.Observe(o)
 }
@@ -39,14 +36,19 @@ func viaSource(v beacon.Via) registry.Source {
 	return registry.SourceBeacon
 }
 
-// onBeaconEvent turns tracker events into registry rows and probes.
+// onBeaconEvent turns tracker events into probes. A tracker event comes
+// from UDP datagrams, which anyone can forge: it may create a server row
+// with no names, refresh one, and ask for a probe, but only the probe's
+// TCP listing (probeSink.Listed → Registry.Listed) changes who claims what
+// (docs/SECURITY.md, "Trust").
 func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 	fields := []zap.Field{zap.Stringer("guid", ev.GUID), zap.Stringer("endpoint", ev.Endpoint), zap.Stringer("via", ev.Via)}
 	switch ev.Kind {
 	case beacon.EventNew, beacon.EventChanged:
 		info := registry.ServerInfo{GUID: ev.GUID, Addr: ev.Endpoint, Protocol: ev.Protocol, Version: ev.Version,
 			Discovered: viaSource(ev.Via), ChangeCount: ev.ChangeCount, LastSeen: ev.At}
-		if _, err := d.Registry.UpsertServer(info); err != nil {
+		_, err := d.Registry.UpsertServer(info)
+		if err != nil && !errors.Is(err, registry.ErrEndpointHeld) {
 			d.log.Warn("server not registered", append(fields, zap.Error(err))...)
 			return
 		}
@@ -54,10 +56,10 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		if ev.Via == beacon.ViaDiscovery {
 			poke = searchring.PokeDiscovery
 		}
-		if ev.Kind == beacon.EventChanged {
-			// The registry itself drops the old GUID when a new one takes
-			// its endpoint (UpsertServer above), names and all.
-			kind, why = "restarted", probe.ReasonChanged
+		if ev.Kind == beacon.EventChanged || err != nil {
+			// A restart claim: the old server keeps its names until the
+			// probe confirms the new GUID over TCP.
+			kind, why = "restart claimed", probe.ReasonChanged
 		}
 		d.Events.Add(events.Event{At: ev.At, Kind: kind, GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "via " + ev.Via.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, why)
@@ -68,59 +70,95 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		d.Events.Add(events.Event{At: ev.At, Kind: "sources changed", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, probe.ReasonSourcesChanged)
 	case beacon.EventLost:
+		if g, ok := d.Prober.Watching(ev.Endpoint); ok {
+			// Missing beacons are no proof: the watch connection answers.
+			d.log.Info("no beacon within the expiry, but the watch connection is up: kept", append(fields, zap.Stringer("watched_guid", g))...)
+			return
+		}
 		d.log.Info("server lost: no beacon within the expiry", fields...)
 		d.Events.Add(events.Event{At: ev.At, Kind: "lost", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "beacon expired"})
 		d.Prober.Forget(ev.Endpoint)
-		_ = d.Registry.RemoveServer(ev.GUID)
-		d.serverGone(ev.GUID)
+		d.removeAt(ev.GUID, ev.Endpoint)
 	}
 }
 
-// probeSink receives probe results.
+// removeAt removes g if it is registered at ep with names of its own (a
+// static name file's server is removed only by its file).
+func (d *Daemon) removeAt(g pva.GUID, ep netip.AddrPort) {
+	if s, ok := d.Registry.Server(g); ok && s.Addr == ep && s.ListedHow != registry.SourceStatic {
+		_ = d.Registry.RemoveServer(g)
+	}
+}
+
+// probeSink receives probe results: the TCP facts.
 type probeSink struct{ d *Daemon }
 
 func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info probe.Info) {
 	d := s.d
-	if _, ok := d.Registry.Server(guid); !ok {
-		// A static server, or one whose watch connection was lost and came
-		// back (the loss removed it): say how it is really known.
-		how := registry.SourceStatic
-		if e, ok := d.Tracker.Lookup(ep, "tcp"); ok && e.GUID == guid {
-			how = viaSource(e.Via)
-		}
-		if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: how, LastSeen: time.Now()}); err != nil {
-			d.log.Warn("listed server not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
-			return
-		}
-	}
-	how := registry.SourceProbe
 	if info.File != "" {
-		how = registry.SourceStatic
+		s.staticFile(guid, ep, names, info)
+		return
 	}
-	if err := d.Registry.ReplaceNames(guid, names, how); err != nil {
+	// How the server was first heard of, if this listing creates it (a
+	// static server, or one whose lost watch came back).
+	how := registry.SourceStatic
+	if e, ok := d.Tracker.Lookup(ep, "tcp"); ok && e.GUID == guid {
+		how = viaSource(e.Via)
+	}
+	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: how, LastSeen: time.Now()}, names, registry.SourceProbe)
+	switch {
+	case errors.Is(err, registry.ErrGUIDElsewhere), errors.Is(err, registry.ErrServerLimit):
+		d.log.Warn("listed server not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
+		d.Events.Add(events.Event{At: time.Now(), Kind: "not registered", GUID: guid.String(), Endpoint: ep.String(), Detail: err.Error()})
+		return
+	case err != nil:
 		d.log.Warn("names not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
 	}
-	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
-	detail := "listed"
-	if info.File != "" {
-		detail = "static names from " + info.File
+	for _, old := range replaced {
+		d.Events.Add(events.Event{At: time.Now(), Kind: "restarted", GUID: guid.String(), Endpoint: ep.String(),
+			Detail: "replaces " + old.String() + " (confirmed over TCP)"})
 	}
+	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
 	d.Events.Add(events.Event{At: time.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
-		Detail: detail + " (" + strconv.Itoa(len(names)) + " names)"})
+		Detail: "listed (" + strconv.Itoa(len(names)) + " names)"})
 }
 
+// staticFile registers a static name file's names: a claim of its own,
+// beside (never replacing or replaced by) a real server at the endpoint.
+func (s probeSink) staticFile(guid pva.GUID, ep netip.AddrPort, names []string, info probe.Info) {
+	d := s.d
+	if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceStatic, LastSeen: time.Now()}); err != nil && !errors.Is(err, registry.ErrEndpointHeld) {
+		d.log.Warn("static names not registered", zap.Stringer("endpoint", ep), zap.String("file", info.File), zap.Error(err))
+		return
+	}
+	if err := d.Registry.ReplaceNames(guid, names, registry.SourceStatic); err != nil {
+		d.log.Warn("names not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
+	}
+	d.Events.Add(events.Event{At: time.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
+		Detail: "static names from " + info.File + " (" + strconv.Itoa(len(names)) + " names)"})
+}
+
+// Unlistable: the probe's failure is shown as a category (refused,
+// timeout, not_pva, unlistable); the raw error, which would make pvans a
+// port scanner's oracle, is logged at debug level only.
 func (s probeSink) Unlistable(guid pva.GUID, ep netip.AddrPort, err error) {
 	d := s.d
-	_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, err)
-	d.Events.Add(events.Event{At: time.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: errString(err)})
+	cat := probe.Category(err)
+	if ce := d.log.Check(zap.DebugLevel, "probe failed"); ce != nil {
+		ce.Write(zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("category", cat), zap.Error(err))
+	}
+	_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, errors.New(cat))
+	d.Events.Add(events.Event{At: time.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: cat})
 	d.askUnlistable(ep, err)
 }
 
 func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 	d := s.d
 	d.log.Info("server lost: watch connection ended", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("reason", reason))
-	_ = d.Registry.RemoveServer(guid)
-	d.serverGone(guid)
+	if sv, ok := d.Registry.Server(guid); ok && sv.Addr == ep {
+		_ = d.Registry.RemoveServer(guid)
+		d.serverGone(guid)
+	}
 	d.Events.Add(events.Event{At: time.Now(), Kind: "lost", GUID: guid.String(), Endpoint: ep.String(), Detail: reason})
 }
 

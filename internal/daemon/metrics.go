@@ -18,5 +18,6 @@ func (d *Daemon) registerMetrics() {
 		return d.UDP.SearchDestinations(), d.conf().PVA.NameServers
 	})
 	d.Upstream.RegisterMetrics(m)
+	d.Prober.RegisterMetrics(m)
 	m.AccessDenied("server", d.deniedServers.Load)
 }

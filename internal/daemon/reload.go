@@ -96,6 +96,9 @@ var appliedBy = map[string]string{
 	"rate_limit.reflection_ratio":         "UDP policy: a new reflection account",
 	"rate_limit.reflection_window":        "UDP policy: a new reflection account",
 	"rate_limit.exempt":                   "TCP and UDP policies: new limiters",
+	"access.trusted_relays":               "UDP policy, next datagram",
+	"rate_limit.beacons_per_second":       "UDP policy: a new beacon limiter",
+	"rate_limit.beacon_burst":             "UDP policy: a new beacon limiter",
 	"map.rules":                           "TCP and UDP policies and the API's ?client= view: next answer",
 }
 
@@ -320,6 +323,10 @@ func udpPolicy(c *config.Config) udpsearch.Policy {
 		ReflectionWindow: c.RateLimit.ReflectionWindow,
 		LimitExempt:      c.RateLimit.Exempt,
 		AddressMap:       c.Map.Rules,
+		ServerAllowed:    serverFilter(&c.Access),
+		TrustedRelays:    c.Access.TrustedRelays,
+		BeaconRate:       c.RateLimit.BeaconsPerSecond,
+		BeaconBurst:      c.RateLimit.BeaconBurst,
 	}
 }
 

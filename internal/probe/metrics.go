@@ -21,3 +21,13 @@ func MetricsObserver(m *metrics.Metrics) func(result string, took time.Duration)
 		duration.WithLabelValues().Observe(took.Seconds())
 	}
 }
+
+// RegisterMetrics exposes the prober's verification counters
+// (docs/operations.md).
+func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
+	m.Counters("probe", "verifications_total", "Hints checked over TCP before anything changed, by result: confirmed (the endpoint proved the claimed server: a restart's new GUID, or a search-through answer), refuted (the endpoint answered otherwise, or could not be reached).", "result", map[string]func() uint64{
+		"confirmed": func() uint64 { return p.Stats().VerifyConfirmed },
+		"refuted":   func() uint64 { return p.Stats().VerifyRefuted },
+	})
+	m.Counter("probe", "hints_deferred_total", "Probe requests from hints (beacons, discovery and search replies) folded into the next backoff step of their endpoint.", nil, metrics.U64(func() uint64 { return p.Stats().HintsDeferred }))
+}

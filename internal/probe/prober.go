@@ -535,6 +535,18 @@ func (p *Prober) Servers() []ServerStatus {
 	return out
 }
 
+// Watching reports whether a watch connection to ep is up, and the GUID
+// it watches.
+func (p *Prober) Watching(ep netip.AddrPort) (pva.GUID, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.servers[ep]
+	if s == nil || s.cl == nil || s.cl.dead.Load() {
+		return pva.GUID{}, false
+	}
+	return s.reportGUID(), true
+}
+
 // Stats returns the counters.
 func (p *Prober) Stats() Stats {
 	p.mu.Lock()

@@ -1,5 +1,7 @@
 package pva
 
+import "errors"
+
 // SearchName is one (CID, name) pair of a CMD_SEARCH. Name is a view into
 // the receive buffer when decoded: valid only as long as that buffer is, so
 // a caller that keeps it must copy it (the choice, and its cost, is theirs).
@@ -192,8 +194,29 @@ type Beacon struct {
 	Status []byte
 }
 
-// Decode decodes a CMD_BEACON payload. Protocol is copied (beacons are
-// rare; the tracker keeps it).
+// MaxProtocolLen bounds the protocol string of a beacon or search
+// response pvans takes: the only ones it uses are "tcp" and "tls", so a
+// longer one is refused before it is copied (ErrProtocolTooLong).
+const MaxProtocolLen = 16
+
+// ErrProtocolTooLong is a beacon whose protocol string exceeds
+// MaxProtocolLen.
+var ErrProtocolTooLong = errors.New("pva: protocol string longer than MaxProtocolLen")
+
+// KnownProtocol returns "tcp" or "tls" without allocating when p is one
+// of them, else p copied.
+func KnownProtocol(p []byte) string {
+	switch string(p) {
+	case "tcp":
+		return "tcp"
+	case "tls":
+		return "tls"
+	}
+	return string(p)
+}
+
+// Decode decodes a CMD_BEACON payload. Protocol is "tcp" or "tls" without
+// a copy, any other one copied, one over MaxProtocolLen refused.
 func (m *Beacon) Decode(payload []byte, bigEndian bool) error {
 	r := NewReader(payload, bigEndian, "CMD_BEACON")
 	m.GUID = r.GUID("guid")
@@ -202,7 +225,11 @@ func (m *Beacon) Decode(payload []byte, bigEndian bool) error {
 	m.ChangeCount = r.U16("changeCount")
 	m.Addr = r.Address("serverAddress")
 	m.Port = r.U16("serverPort")
-	m.Protocol = r.String("protocol")
+	proto := r.StringBytes("protocol")
+	if !r.Failed() && len(proto) > MaxProtocolLen {
+		return ErrProtocolTooLong
+	}
+	m.Protocol = KnownProtocol(proto)
 	m.Status = nil
 	if !r.Failed() && r.Remaining() > 0 {
 		m.Status = r.B[r.Off:]

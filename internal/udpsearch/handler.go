@@ -1,6 +1,7 @@
 package udpsearch
 
 import (
+	"errors"
 	"net/netip"
 	"sync/atomic"
 
@@ -354,20 +355,72 @@ func (h *handler) onBeacon(d *datagram, hdr pva.Header, payload []byte) {
 	h.st.beacons.Add(1)
 	b := &h.beacon
 	if err := b.Decode(payload, hdr.BigEndian()); err != nil {
+		if errors.Is(err, pva.ErrProtocolTooLong) {
+			h.st.hintProtocol.Add(1)
+			return
+		}
 		h.st.dropMalformed.Add(1)
 		return
 	}
 	if h.o.Beacons == nil || b.GUID == h.o.GUID {
 		return
 	}
+	if !h.p.beacons.Allow(d.src.Addr()) {
+		h.st.hintRate.Add(1)
+		return
+	}
+	ep, ok := h.hint(b.Addr, b.Port, b.Protocol, d.src)
+	if !ok {
+		return
+	}
 	h.o.Beacons.Observe(beacon.Observation{
-		GUID: b.GUID, Endpoint: endpoint(b.Addr, b.Port, d.src), Protocol: b.Protocol,
+		GUID: b.GUID, Endpoint: ep, Protocol: b.Protocol,
 		Version: hdr.Version, ChangeCount: b.ChangeCount, From: d.src, Via: beacon.ViaBeacon,
 	})
 }
 
+// hint decides whether a datagram that names a server (a beacon or a
+// search response) is believed as a hint, and the endpoint it names:
+// "any" means the sender's own address, as PVXS reads it; any other
+// address must be the sender's, unless the sender is a trusted relay; the
+// server allow list must admit both; only "tcp" and "tls" servers are
+// tracked. Each refusal is counted by reason.
+func (h *handler) hint(a pva.Address, port uint16, proto string, src netip.AddrPort) (netip.AddrPort, bool) {
+	if proto != protoTCP && proto != "tls" {
+		h.st.hintProtocol.Add(1)
+		return netip.AddrPort{}, false
+	}
+	sender := src.Addr().Unmap()
+	ip := sender
+	if !a.IsAny() {
+		ip = a.Addr().Unmap()
+		if ip != sender && !h.trustedRelay(sender) {
+			h.st.hintAddress.Add(1)
+			if ce := h.o.Logger.Check(zap.DebugLevel, "hint names another address than its sender's: dropped"); ce != nil {
+				ce.Write(zap.Stringer("sender", src), zap.Stringer("named", ip))
+			}
+			return netip.AddrPort{}, false
+		}
+	}
+	if allow := h.p.ServerAllowed; allow != nil && (!allow(sender) || !allow(ip)) {
+		h.st.hintNotAllowed.Add(1)
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(ip, port), true
+}
+
+func (h *handler) trustedRelay(a netip.Addr) bool {
+	for _, p := range h.p.TrustedRelays {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // onResponse handles a CMD_SEARCH_RESPONSE on either socket: discovery
-// replies go to the tracker, every response to the search-through client.
+// replies go to the tracker, positive ones to the search-through client;
+// both only as hints (see hint).
 func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte) {
 	h.st.searchReplies.Add(1)
 	m := &h.resp
@@ -375,18 +428,41 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte)
 		h.st.dropMalformed.Add(1)
 		return
 	}
-	if !m.Found && len(m.CIDs) == 0 && m.GUID != h.o.GUID {
+	if m.GUID == h.o.GUID {
+		return // our own answer, heard back
+	}
+	if len(m.Protocol) > pva.MaxProtocolLen {
+		h.st.hintProtocol.Add(1)
+		return
+	}
+	if !m.Found && len(m.CIDs) == 0 {
 		h.st.discoveryPongs.Add(1)
-		if h.o.Beacons != nil {
+		if h.o.Beacons == nil {
+			return
+		}
+		if !h.p.beacons.Allow(src.Addr()) {
+			h.st.hintRate.Add(1)
+			return
+		}
+		if ep, ok := h.hint(m.Addr, m.Port, pva.KnownProtocol(m.Protocol), src); ok {
 			h.o.Beacons.Observe(beacon.Observation{
-				GUID: m.GUID, Endpoint: endpoint(m.Addr, m.Port, src), Protocol: string(m.Protocol),
+				GUID: m.GUID, Endpoint: ep, Protocol: pva.KnownProtocol(m.Protocol),
 				Version: hdr.Version, From: src, Via: beacon.ViaDiscovery,
 			})
 		}
+		return
 	}
-	if h.o.OnSearchResponse != nil {
-		h.o.OnSearchResponse(src, m)
+	if h.o.OnSearchResponse == nil || !m.Found {
+		return
 	}
+	ep, ok := h.hint(m.Addr, m.Port, pva.KnownProtocol(m.Protocol), src)
+	if !ok {
+		return
+	}
+	// The endpoint is settled: hand it on as the address, so the receiver
+	// never has to substitute the sender again.
+	m.Addr = pva.AddressFrom(ep.Addr())
+	h.o.OnSearchResponse(src, m)
 }
 
 // handleClient processes one datagram from the client socket: only

@@ -5,8 +5,10 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
@@ -297,7 +299,9 @@ func TestBeaconsAndDiscoveryRepliesReachTracker(t *testing.T) {
 	if got := sink.all(); !slices.Equal(got, want) {
 		t.Fatalf("observations\n%+v\nwant\n%+v", got, want)
 	}
-	if !slices.Equal(responses, []pva.GUID{guidB, ownGUID, guidA}) {
+	// Only positive replies are handed on; pongs went to the tracker and
+	// our own answer is ours.
+	if !slices.Equal(responses, []pva.GUID{guidA}) {
 		t.Fatalf("responses %v", responses)
 	}
 	if s := st.snapshot(); s.Beacons != 1 || s.SearchReplies != 3 || s.DiscoveryPongs != 1 {
@@ -346,5 +350,66 @@ func TestWeakHostArrivalAnsweredFromArrivalInterface(t *testing.T) {
 	h.handle(&datagram{b: msg, src: netip.MustParseAddrPort("10.0.0.5:5555"), dst: ipEth, ifIndex: 1})
 	if len(out.forwards) != 1 || len(out.replies) != 0 {
 		t.Fatalf("local: forwards %d replies %d", len(out.forwards), len(out.replies))
+	}
+}
+
+// Hints (issue 13): a beacon or search response is believed only when the
+// server address it names is "any" (the sender's) or the sender's own, or
+// the sender is a trusted relay; the server allow list must admit sender
+// and named server; only "tcp"/"tls" count; beacons per sender are rate
+// limited. Every refusal is counted by reason.
+func TestHintRules(t *testing.T) {
+	sink := &obsSink{}
+	var responses []netip.AddrPort
+	allowed := netip.MustParsePrefix("10.0.0.0/24")
+	o := Options{GUID: ownGUID, Beacons: sink,
+		OnSearchResponse: func(_ netip.AddrPort, m *pva.SearchResponse) {
+			responses = append(responses, netip.AddrPortFrom(m.Addr.Addr(), m.Port))
+		},
+		ServerAllowed: allowed.Contains,
+		TrustedRelays: []netip.Prefix{netip.MustParsePrefix("10.0.0.200/32")},
+		BeaconRate:    1, BeaconBurst: 3, Clock: clock.NewFake(time.Time{}),
+	}
+	h, st := testHandler(t, o, &recSender{})
+	ioc, attacker, relay := netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.66"), netip.MustParseAddr("10.0.0.200")
+	beaconFrom := func(from, named netip.Addr, proto string) {
+		a := pva.AnyIPv4
+		if named.IsValid() {
+			a = pva.AddressFrom(named)
+		}
+		b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: a, Port: 5075, Protocol: proto})
+		h.handle(&datagram{b: b, src: netip.AddrPortFrom(from, 5076), dst: ipEthBc, ifIndex: 2})
+	}
+	beaconFrom(ioc, netip.Addr{}, "tcp")                                      // any: the sender's address
+	beaconFrom(ioc, ioc, "tcp")                                               // its own address (pvAccessCPP)
+	beaconFrom(attacker, ioc, "tcp")                                          // a third address: dropped
+	beaconFrom(relay, ioc, "tcp")                                             // a trusted relay may
+	beaconFrom(ioc, netip.Addr{}, "zzz")                                      // protocol
+	beaconFrom(netip.MustParseAddr("192.0.2.9"), netip.Addr{}, "tcp")         // sender not allowed
+	beaconFrom(relay, netip.MustParseAddr("192.0.2.9"), "tcp")                // named server not allowed
+	beaconFrom(ioc, netip.Addr{}, string(make([]byte, pva.MaxProtocolLen+1))) // over the bound
+	for range 3 {
+		beaconFrom(ioc, netip.Addr{}, "tcp") // ioc's burst (3) is spent by now
+	}
+	iocEP := netip.AddrPortFrom(ioc, 5075)
+	var got []netip.AddrPort
+	for _, ob := range sink.all() {
+		got = append(got, ob.Endpoint)
+	}
+	if !slices.Equal(got, []netip.AddrPort{iocEP, iocEP, iocEP}) {
+		t.Fatalf("observed %v", got)
+	}
+	hit := func(from netip.Addr, named pva.Address) {
+		h.handleClient(&datagram{b: appendResponse(nil, guidB, 1, named, 5075, "tcp", []uint32{9}), src: netip.AddrPortFrom(from, 5076)})
+	}
+	hit(attacker, pva.AnyIPv4)          // names itself: a hint (matching is the ring's job)
+	hit(attacker, pva.AddressFrom(ioc)) // names the IOC: dropped
+	hit(relay, pva.AddressFrom(ioc))    // relay
+	if !slices.Equal(responses, []netip.AddrPort{netip.AddrPortFrom(attacker, 5075), iocEP}) {
+		t.Fatalf("responses %v", responses)
+	}
+	s := st.snapshot()
+	if s.HintAddressMismatch != 2 || s.HintProtocol != 2 || s.HintNotAllowed != 2 || s.HintRate != 3 {
+		t.Fatalf("hint drops %+v", s)
 	}
 }

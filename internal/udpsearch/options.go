@@ -117,6 +117,23 @@ type Options struct {
 	// Logger receives debug lines for refused clients, and warnings for
 	// multicast destinations naming an unknown interface; nil = none.
 	Logger *zap.Logger
+
+	// Hints: beacons and search responses name a server; they are
+	// believed (handed to Beacons / OnSearchResponse) only as below, and
+	// every drop is counted by reason (Stats.Hint*).
+	//
+	// ServerAllowed (access.server_allow) must admit both the sender and
+	// the server address the datagram names; nil admits all.
+	ServerAllowed func(netip.Addr) bool
+	// TrustedRelays are senders whose datagrams may name a server address
+	// other than their own (gateways, relays). Anyone else must send from
+	// the address it names, or name "any" (then its own address is meant,
+	// as PVXS reads it).
+	TrustedRelays []netip.Prefix
+	// BeaconRate and BeaconBurst limit beacons and discovery replies per
+	// second per sender address; 0 = unlimited.
+	BeaconRate  float64
+	BeaconBurst int
 }
 
 // Policy is the part of the Options a running server can change (a
@@ -133,20 +150,27 @@ type Policy struct {
 	RateSources       int
 	MaxNamesPerSearch int
 	AddressMap        addrmap.Map
+	// Hints (issue 13): see Options.ServerAllowed and the fields after it.
+	ServerAllowed func(netip.Addr) bool
+	TrustedRelays []netip.Prefix
+	BeaconRate    float64
+	BeaconBurst   int
 }
 
 func (o *Options) policy() Policy {
 	return Policy{ClientAllowed: o.ClientAllowed, IgnoreAddrs: o.IgnoreAddrs, AnswerNames: o.AnswerNames,
 		SearchRate: o.SearchRate, SearchBurst: o.SearchBurst, ReflectionRatio: o.ReflectionRatio,
 		ReflectionWindow: o.ReflectionWindow, LimitExempt: o.LimitExempt, RateSources: o.RateSources,
-		MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap}
+		MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap,
+		ServerAllowed: o.ServerAllowed, TrustedRelays: o.TrustedRelays, BeaconRate: o.BeaconRate, BeaconBurst: o.BeaconBurst}
 }
 
 // policy is a Policy in force with its limiters.
 type policy struct {
 	Policy
-	limit *ratelimit.Limiter    // searches per client; nil: unlimited
-	refl  *ratelimit.Reflection // reply bytes per destination; nil: no cap
+	limit   *ratelimit.Limiter    // searches per client; nil: unlimited
+	refl    *ratelimit.Reflection // reply bytes per destination; nil: no cap
+	beacons *ratelimit.Limiter    // beacons and discovery replies per sender; nil: unlimited
 }
 
 // newPolicy builds p's limiters, keeping cur's when their settings did
@@ -162,6 +186,12 @@ func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
 		n.limit = cur.limit
 	} else {
 		n.limit = ratelimit.New(ratelimit.Options{Rate: p.SearchRate, Burst: p.SearchBurst,
+			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
+	}
+	if sameSources && cur.BeaconRate == p.BeaconRate && cur.BeaconBurst == p.BeaconBurst {
+		n.beacons = cur.beacons
+	} else {
+		n.beacons = ratelimit.New(ratelimit.Options{Rate: p.BeaconRate, Burst: p.BeaconBurst,
 			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
 	}
 	if sameSources && cur.ReflectionRatio == p.ReflectionRatio && cur.ReflectionWindow == p.ReflectionWindow {

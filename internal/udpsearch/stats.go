@@ -46,6 +46,12 @@ type Stats struct {
 	// DropBeaconQueue: sightings (beacons, discovery answers) dropped
 	// because the queue to the tracker was full.
 	DropBeaconQueue uint64
+
+	// Hints (beacons, discovery replies, search responses) not believed.
+	HintAddressMismatch uint64 // names a server address other than its sender's, sender not a trusted relay
+	HintNotAllowed      uint64 // sender or named server outside Options.ServerAllowed
+	HintProtocol        uint64 // a protocol other than "tcp"/"tls", or a protocol string over pva.MaxProtocolLen
+	HintRate            uint64 // beacon or discovery reply over its sender's rate
 }
 
 type counters struct {
@@ -60,6 +66,8 @@ type counters struct {
 	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface, dropNoTCP        atomic.Uint64
 	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
 	dropBeaconQueue                                                                      atomic.Uint64
+
+	hintAddress, hintNotAllowed, hintProtocol, hintRate atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -80,5 +88,8 @@ func (c *counters) snapshot() Stats {
 		DropDenied: c.dropDenied.Load(), DropRateLimited: c.dropRateLimited.Load(),
 		ReflectionCapped: c.reflectionCapped.Load(), NamesDropped: c.namesDropped.Load(),
 		DropBeaconQueue: c.dropBeaconQueue.Load(),
+
+		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
+		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(),
 	}
 }
