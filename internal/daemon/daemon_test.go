@@ -8,8 +8,11 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
@@ -178,10 +181,12 @@ func TestRestartWithNewGUID(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false
 	d := startDaemon(t, c)
-	site := startSite(t, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
-		BeaconInterval: 100 * time.Millisecond})
+	// The PVXS beacon schedule: the new instance's first beacon goes out
+	// as it starts.
+	site := startSite(t, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()}})
 	old := site.Server(0).GUID
 	testutil.WaitFor(t, 5*time.Second, "name registered", func() bool { _, ok := d.Registry.LookupName("rs:1"); return ok })
+	restarted := time.Now()
 	if err := site.Restart(0); err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +194,14 @@ func TestRestartWithNewGUID(t *testing.T) {
 	if nu == old {
 		t.Fatal("restart kept the GUID")
 	}
-	testutil.WaitFor(t, 5*time.Second, "new GUID answers", func() bool {
+	took := testutil.WaitFor(t, 5*time.Second, "new GUID answers", func() bool {
 		h, ok := d.Registry.LookupName("rs:1")
 		return ok && h.GUID == nu
 	})
+	t.Logf("new instance answered %s after its first beacon", took)
+	if el := time.Since(restarted); el > 2*time.Second {
+		t.Errorf("new GUID answered %s after the restart, want under 2 s (issue 13 target)", el)
+	}
 	if _, ok := d.Registry.Server(old); ok {
 		t.Fatal("old GUID still registered")
 	}
@@ -222,5 +231,34 @@ func TestLastSeenFollowsBeacons(t *testing.T) {
 	})
 	if ss := view.Servers(); len(ss) != 1 || !ss[0].LastSeen.After(first.LastSeen) {
 		t.Fatalf("Servers() last seen not refreshed: %+v", ss)
+	}
+}
+
+// A missing beacon is no proof a server is gone: while its watch
+// connection answers, beacon expiry keeps it; without one, expiry removes
+// it (issue 13).
+func TestBeaconExpiryKeepsWatchedServer(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{Names: [][]string{{"w:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()}})
+	srv := site.Server(0)
+	testutil.WaitFor(t, 5*time.Second, "name registered and watched", func() bool {
+		_, ok := d.Registry.LookupName("w:1")
+		_, w := d.Prober.Watching(srv.TCP)
+		return ok && w
+	})
+	d.onBeaconEvent(beacon.Event{Kind: beacon.EventLost, GUID: srv.GUID, Endpoint: srv.TCP, Protocol: "tcp"})
+	if _, ok := d.Registry.LookupName("w:1"); !ok {
+		t.Fatal("beacon expiry removed a server whose watch connection is up")
+	}
+	// An endpoint nobody watches: expiry removes it.
+	ep, g := netip.MustParseAddrPort("127.0.0.1:1"), pva.GUID{0x77}
+	if _, err := d.Registry.Listed(registry.ServerInfo{GUID: g, Addr: ep}, []string{"w:2"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	d.onBeaconEvent(beacon.Event{Kind: beacon.EventLost, GUID: g, Endpoint: ep, Protocol: "tcp"})
+	if _, ok := d.Registry.LookupName("w:2"); ok {
+		t.Fatal("beacon expiry kept an unwatched server")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
+	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/searchring"
 	"github.com/pvans-project/pvans/internal/udpsearch"
 )
@@ -168,24 +169,39 @@ func (d *Daemon) onUDPSearchResponse(from netip.AddrPort, m *pva.SearchResponse)
 	d.Ring.OnReply(from, false, m)
 }
 
-// onSearchResolved enters a search-through answer into the registry,
-// which pushes it to every waiting client.
+// onSearchResolved takes a search-through answer: a hint (it came over
+// UDP, or from a name server speaking for another endpoint). The clients
+// waiting for the name are answered at once — they would have believed
+// that reply themselves — but the name is registered for everyone else
+// only once the endpoint confirms it over TCP: its listing (the probe), or
+// a TCP search answered under that GUID (Prober.Confirm).
 func (d *Daemon) onSearchResolved(name string, guid pva.GUID, ep netip.AddrPort) {
 	if !d.conf().Access.ServerAllowed(ep.Addr()) {
 		d.deniedServers.Add(1)
 		return
 	}
-	if _, ok := d.Registry.Server(guid); !ok {
-		if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceSearchThrough, LastSeen: time.Now()}); err != nil {
-			d.log.Warn("search-through server not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
+	d.Resolver.Answer(name, resolver.Endpoint{GUID: guid, Addr: ep, Protocol: "tcp"})
+	if h, ok := d.Registry.LookupName(name); ok && h.GUID == guid && h.Addr == ep {
+		return
+	}
+	// A server we may not have heard of: list it and keep watch on it (a
+	// new GUID at a known endpoint is verified there first).
+	d.Prober.Probe(guid, ep, probe.ReasonSearchThrough)
+	d.Prober.Confirm(guid, ep, []string{name}, func(confirmed []string) {
+		if len(confirmed) == 0 {
 			return
 		}
-		// A server we had not heard of: list it, and keep watch on it.
-		d.Prober.Probe(guid, ep, probe.ReasonNew)
-	}
-	if err := d.Registry.AddName(guid, name, registry.SourceSearchThrough); err != nil {
-		d.log.Warn("search-through name not registered", zap.String("name", name), zap.Stringer("guid", guid), zap.Error(err))
-	}
+		_, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceSearchThrough, LastSeen: time.Now()})
+		if err != nil {
+			// Another server holds the endpoint, or the GUID is elsewhere:
+			// the probe's listing decides that.
+			d.log.Debug("search-through name confirmed but not registered", zap.String("name", name), zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
+			return
+		}
+		if err := d.Registry.AddNames(guid, confirmed, registry.SourceSearchThrough); err != nil {
+			d.log.Warn("search-through name not registered", zap.String("name", name), zap.Stringer("guid", guid), zap.Error(err))
+		}
+	})
 }
 
 func (d *Daemon) onSearchDuplicate(name string, first, second pva.GUID) {

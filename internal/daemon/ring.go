@@ -47,11 +47,11 @@ func (d *Daemon) askUnlistable(ep netip.AddrPort, err error) {
 	if !errors.As(err, &le) {
 		return // not reachable: nothing to ask
 	}
-	names := d.Ring.Searching()
+	seq, names := d.Ring.Searching()
 	if len(names) == 0 {
 		return
 	}
-	if !d.Upstream.Ask(ep, names, d.UDP.ClientAddr().Port()) {
+	if !d.Upstream.Ask(ep, seq, names, d.UDP.ClientAddr().Port()) {
 		d.log.Debug("unlistable server not asked: too many asks running", zap.Stringer("endpoint", ep))
 	}
 }

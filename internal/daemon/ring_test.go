@@ -80,8 +80,10 @@ func hasName(t *testing.T, ds [][]byte, name string) bool {
 // The discovery ping and the search-through search pvans sends to a
 // unicast destination are byte for byte what pvxlist and pvxget sent in
 // the capture (blocks #39 and #3), but for the client's own reply port and
-// CIDs: flags 0x81 and 0x80, zero reply address, the constant "find"
-// sequence, big endian, version 2.
+// CIDs: flags 0x81 and 0x80, zero reply address, big endian, version 2.
+// The ping keeps PVXS's constant "find" sequence; the search-through
+// search uses the ring's own random sequence ID (issue 13: a reply must
+// echo it to count).
 func TestClientDatagramsAsPVXSBuildsThem(t *testing.T) {
 	blocks := testutil.CaptureBlocks(t)
 	rx := udpRx(t, "127.0.0.1:0")
@@ -108,11 +110,15 @@ func TestClientDatagramsAsPVXSBuildsThem(t *testing.T) {
 	}
 	want = bytes.Clone(blocks[3])
 	binary.BigEndian.PutUint16(want[32:], port)
-	// The ring's own CIDs (offsets of the two (CID, name) pairs).
+	// The ring's own sequence ID and CIDs (offsets of the two (CID, name) pairs).
+	if binary.BigEndian.Uint32(got[0][8:]) == pva.SearchSeqFind {
+		t.Fatal("search-through search with PVXS's constant sequence ID: forged replies need not see it")
+	}
+	copy(want[8:12], got[0][8:12])
 	copy(want[41:45], got[0][41:45])
 	copy(want[57:61], got[0][57:61])
 	if !bytes.Equal(got[0], want) {
-		t.Fatalf("search-through search\n got %x\nwant %x (capture #3, reply port %d, the ring's CIDs)", got[0], want, port)
+		t.Fatalf("search-through search\n got %x\nwant %x (capture #3, reply port %d, the ring's sequence ID and CIDs)", got[0], want, port)
 	}
 }
 

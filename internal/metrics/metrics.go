@@ -87,5 +87,13 @@ func (m *Metrics) AccessDenied(what string, fn func() uint64) {
 		Label("what", what), U64(fn))
 }
 
+// HintsDropped registers one series of pvans_hints_dropped_total: the
+// parts that refuse UDP hints (beacons, discovery and search replies) each
+// register their own reasons (docs/SECURITY.md, "Trust").
+func (m *Metrics) HintsDropped(reason string, fn func() uint64) {
+	m.Counter("", "hints_dropped_total", "Beacons, discovery replies and search responses not believed, by reason (docs/operations.md).",
+		Label("reason", reason), U64(fn))
+}
+
 // U64 adapts an atomic counter read to a metric func.
 func U64(fn func() uint64) func() float64 { return func() float64 { return float64(fn()) } }

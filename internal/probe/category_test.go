@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/sim"
 )
 
 // Probe failures shown to operators are categories, never raw errors.
@@ -43,5 +47,38 @@ func TestCategory(t *testing.T) {
 		if got := Category(c.err); got != c.want {
 			t.Errorf("Category(%v) = %q, want %q", c.err, got, c.want)
 		}
+	}
+}
+
+// Confirm: a TCP search answered under the right GUID confirms the names
+// the endpoint claims; another GUID, or no server, confirms nothing.
+func TestConfirm(t *testing.T) {
+	srv := startServer(t, sim.Options{}, "c:a", "c:b")
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: newSink()})
+	confirm := func(g pva.GUID, ep netip.AddrPort, names ...string) []string {
+		ch := make(chan []string, 1)
+		p.Confirm(g, ep, names, func(ok []string) { ch <- ok })
+		select {
+		case ok := <-ch:
+			return ok
+		case <-time.After(10 * time.Second):
+			t.Fatal("Confirm never finished")
+		}
+		return nil
+	}
+	if ok := confirm(srv.GUID(), srv.Addr(), "c:a", "nope", "c:b"); !slices.Equal(ok, []string{"c:a", "c:b"}) {
+		t.Fatalf("confirmed %v", ok)
+	}
+	if ok := confirm(pva.GUID{0xBA, 0xD}, srv.Addr(), "c:a"); len(ok) != 0 {
+		t.Fatalf("another GUID confirmed %v", ok)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln.Addr().(*net.TCPAddr).AddrPort()
+	ln.Close()
+	if ok := confirm(srv.GUID(), closed, "c:a"); len(ok) != 0 {
+		t.Fatalf("nothing listening, confirmed %v", ok)
+	}
+	if st := p.Stats(); st.VerifyConfirmed != 1 || st.VerifyRefuted != 2 {
+		t.Fatalf("stats %+v", st)
 	}
 }

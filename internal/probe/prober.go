@@ -445,7 +445,7 @@ func (p *Prober) hintLocked(s *server) {
 		})
 		return
 	}
-	if !s.hintOK.IsZero() && !now.Before(s.hintOK.Add(p.opt.Backoff.Delay(s.hintSteps, 0.5))) {
+	if !s.hintOK.IsZero() && !now.Before(s.hintOK.Add(p.tm.Load().backoff.Delay(s.hintSteps, 0.5))) {
 		s.hintSteps = 0
 	}
 	p.hintKickLocked(s, now)
@@ -453,7 +453,7 @@ func (p *Prober) hintLocked(s *server) {
 
 func (p *Prober) hintKickLocked(s *server, now time.Time) {
 	s.hintSteps++
-	s.hintOK = now.Add(p.opt.Backoff.Delay(s.hintSteps, p.rnd.Float64()))
+	s.hintOK = now.Add(p.tm.Load().backoff.Delay(s.hintSteps, p.rnd.Float64()))
 	p.kick(s)
 }
 
@@ -915,8 +915,8 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 		// Nothing changed: back to where the server was, timers too.
 		s.state = s.prev
 		switch {
-		case s.state == StateListed && p.opt.Reprobe > 0:
-			p.schedule(s, jitter(p.opt.Reprobe, reprobeJitter, p.rnd.Float64()))
+		case s.state == StateListed && p.tm.Load().reprobe > 0:
+			p.schedule(s, jitter(p.tm.Load().reprobe, reprobeJitter, p.rnd.Float64()))
 		case s.state == StateFailed || s.state == StateUnlistable:
 			p.retry(s)
 		}

@@ -1,6 +1,34 @@
 // Package registry is the daemon's memory: which servers exist, which PV
 // names each one claims, and how and when each fact was learned.
 //
+// # Trust: a UDP datagram is a hint; only TCP proves
+//
+// Anyone on the network can forge a beacon, a discovery reply or a search
+// reply; nobody off the path can forge a TCP exchange. So the registry has
+// two doors (docs/SECURITY.md, "Trust"):
+//
+//   - UpsertServer takes hints. It may create a server that has no names
+//     yet and refresh a known one's last sighting, change count and
+//     version. It never removes a server, never moves one to another
+//     endpoint, never touches a name, and never confirms a server loaded
+//     from a snapshot. A new GUID at an endpoint another server holds is
+//     refused (ErrEndpointHeld): the caller checks it over TCP.
+//   - Listed takes what a TCP exchange with the endpoint proved: the GUID
+//     that answered there and the names it lists. Only it replaces a server
+//     at its endpoint (one endpoint, one listener), handing the names both
+//     list to the new GUID in place, so they keep answering and never pass
+//     to another claimant in between. A GUID already registered at another
+//     endpoint is not moved (ErrGUIDElsewhere): anyone can present any GUID
+//     at an endpoint of their own.
+//
+// ReplaceNames and AddNames change names of a server the caller already
+// has TCP evidence for (a listing, a confirmed TCP search, a static name
+// file). RemoveServer is called on TCP evidence (the watch connection
+// closed) or when no beacon arrived for the expiry and no watch connection
+// answers. A static name file's server (ListedHow SourceStatic) is a claim
+// of its own: it shares its endpoint with a real server and only its file
+// removes it.
+//
 // It owns the go-memdb database (tables "servers" and "conflicts"), the
 // read-optimized name index every search is answered from, duplicate-claim
 // bookkeeping, the field-name rule, the bounds on servers and names, and the
@@ -87,7 +115,7 @@
 // SaveSnapshot writes the whole registry (servers, each one's names, which
 // claims hold and which are duplicates, in claim order) to a temporary file
 // and renames it over the target. LoadSnapshot, into an empty registry, marks
-// every server unverified; a beacon (UpsertServer), probe result
-// (ReplaceNames) or live probe state (SetProbeState) confirms it, and servers
+// every server unverified; a probe result (Listed, ReplaceNames) or live
+// probe state (SetProbeState) confirms it — a beacon does not — and servers
 // still unverified Options.UnverifiedTTL after the load are removed.
 package registry

@@ -444,7 +444,6 @@ func (r *Registry) UpsertServer(in ServerInfo) (created bool, err error) {
 		}
 		info.ChangeCount = in.ChangeCount
 		info.Version = in.Version
-		info.Verified = true
 	}
 	if info.Discovered == SourceUnknown {
 		info.Discovered = in.Discovered

@@ -588,10 +588,15 @@ func TestSnapshotRoundTripAndExpiry(t *testing.T) {
 	if c := r2.Counts(); c.Unverified != 3 {
 		t.Fatalf("counts %+v", c)
 	}
-	// Confirm two servers, one by beacon and one by probe; the third
-	// (holder of "dup") expires and the earliest claimant takes over.
+	// A beacon (a hint) confirms nothing (issue 13). Confirm two servers
+	// over TCP, one by a live probe connection and one by a listing; the
+	// third (holder of "dup") expires and the earliest claimant takes over.
 	fc2.Advance(30 * time.Second)
 	r2.UpsertServer(ServerInfo{GUID: guid(2), Addr: addr(2)})
+	if c := r2.Counts(); c.Unverified != 3 {
+		t.Fatalf("a beacon confirmed a snapshot server: %+v", c)
+	}
+	r2.SetProbeState(guid(2), ProbeConnected, nil)
 	r2.ReplaceNames(guid(3), []string{"dup", "st"}, SourceProbe)
 	fc2.Advance(29 * time.Second)
 	if _, ok := r2.Server(guid(1)); !ok {

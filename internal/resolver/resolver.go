@@ -587,6 +587,37 @@ func (r *Resolver) onNames(added []string) {
 	}
 }
 
+// Answer pushes e to every client waiting for name now, without the
+// registry: a search-through reply is a hint (docs/SECURITY.md, "Trust"),
+// which the clients that asked would have believed themselves, but which
+// others get only once a TCP exchange has confirmed it and the registry
+// holds it. It returns how many waiters were answered.
+func (r *Resolver) Answer(name string, e Endpoint) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ws := r.byName[name]
+	if len(ws) == 0 {
+		return 0
+	}
+	out := make(map[*Client][]uint32)
+	var order []*Client
+	for wk := range ws {
+		if _, ok := out[wk.c]; !ok {
+			order = append(order, wk.c)
+		}
+		out[wk.c] = append(out[wk.c], wk.cid)
+		delete(wk.c.waits, wk.cid)
+		r.waiterGoneLocked(wk.c)
+	}
+	n := len(ws)
+	r.forgetNameLocked(name)
+	for _, c := range order {
+		c.push(Group{Server: e, CIDs: out[c]})
+	}
+	r.st.pushed.Add(uint64(n))
+	return n
+}
+
 // sweep expires waiters whose client stopped retrying.
 func (r *Resolver) sweep() {
 	now := r.opts.Clock.Now()

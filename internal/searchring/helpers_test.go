@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ type sent struct {
 	port  uint16
 	names []string
 	cids  []uint32
+	seq   uint32
 }
 
 // recorder is a Transport that decodes and keeps every datagram (or only
@@ -74,7 +76,7 @@ func decodeSearch(d []byte, m *pva.Search) (sent, error) {
 	if err := m.Decode(payload, true); err != nil {
 		return sent{}, err
 	}
-	s := sent{size: len(d), flags: m.Flags, port: m.ReplyPort}
+	s := sent{size: len(d), flags: m.Flags, port: m.ReplyPort, seq: m.Seq}
 	for _, n := range m.Names {
 		s.names = append(s.names, string(n.Name))
 		s.cids = append(s.cids, n.CID)
@@ -95,6 +97,20 @@ func (rc *recorder) times(name string) []time.Duration {
 		}
 	}
 	return out
+}
+
+// claim is a positive reply from g for cids, echoing the sequence ID of
+// the last datagram that carried cids[0] (what a real server does).
+func (rc *recorder) claim(g pva.GUID, proto string, port uint16, cids ...uint32) *pva.SearchResponse {
+	m := claim(g, proto, port, cids...)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, d := range rc.dgs {
+		if len(cids) > 0 && slices.Contains(d.cids, cids[0]) {
+			m.Seq = d.seq
+		}
+	}
+	return m
 }
 
 // cidOf finds the CID the ring used for name.

@@ -21,6 +21,7 @@ func (r *Ring) RegisterMetrics(m *metrics.Metrics) {
 	m.Counter("searchring", "datagrams_total", "Search datagrams built by the ring (each goes to every destination).", nil, metrics.U64(func() uint64 { return st().Datagrams }))
 	m.Counter("searchring", "names_searched_total", "Names packed into search datagrams.", nil, metrics.U64(func() uint64 { return st().NamesSearched }))
 	m.Counter("searchring", "replies_total", "Search responses processed by the ring.", nil, metrics.U64(func() uint64 { return st().Replies }))
+	m.HintsDropped("unmatched", func() uint64 { s := st(); return s.Unmatched + s.UnknownCID })
 	m.Counter("searchring", "duplicates_total", "Claims by a second server for a name already resolved.", nil, metrics.U64(func() uint64 { return st().Duplicates }))
 	m.Counter("searchring", "pokes_total", "Hurry-up requests (new server seen, name server validated, operator), by result: accepted, or ignored during the 30 s hold-off or a fast revolution.",
 		metrics.Label("result", "accepted"), metrics.U64(func() uint64 { return st().Pokes }))

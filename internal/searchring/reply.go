@@ -17,8 +17,13 @@ type event struct {
 
 // OnReply processes one CMD_SEARCH_RESPONSE (spec §3.5), from a UDP
 // datagram or an upstream TCP connection (from is then the connection's
-// peer). Correlation is by CID alone: a reply may come at any time, for any
-// subset of CIDs, with any searchSequenceID.
+// peer). Unlike a PVXS client, which correlates by CID alone, the ring
+// takes a claim only when the reply echoes the sequence ID of one of the
+// last searches that carried that CID (CIDs and the first sequence ID are
+// random): a forged reply must have seen the search. That the reply came
+// from where the search went is the caller's check (udpsearch drops UDP
+// replies from hosts it did not search; TCP replies come on the
+// connection the search went out on).
 //
 // The endpoint is the reply's address, or from's IP when that is a
 // wildcard; over TCP a zero port means from's port. A UDP reply with port 0
@@ -66,6 +71,8 @@ func (r *Ring) OnReply(from netip.AddrPort, overTCP bool, m *pva.SearchResponse)
 		switch {
 		case ch == nil:
 			r.ctr.unknownCID.Add(1)
+		case !ch.searchedWith(m.Seq):
+			r.ctr.unmatched.Add(1)
 		case ch.state == stSearching:
 			ch.state = stResolved
 			ch.guid = m.GUID
@@ -162,16 +169,21 @@ func (r *Ring) reenterLocked(ch *channel, why Reason) {
 }
 
 // Searching lists the names being searched, with their CIDs, so a caller
-// can ask one server about all of them directly (a reply correlates by
-// CID through OnReply, as any other). The names are copies.
-func (r *Ring) Searching() []pva.SearchName {
+// can ask one server about all of them directly, and the sequence ID to
+// ask with: a reply is matched through OnReply like any other (sequence
+// ID and CID), so the caller must send exactly that one. The names are
+// copies.
+func (r *Ring) Searching() (seq uint32, names []pva.SearchName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	seq = r.nextSeq
+	r.nextSeq++
 	out := make([]pva.SearchName, 0, r.searching)
 	for _, ch := range r.byName {
 		if ch.state == stSearching {
+			ch.sentWith(seq)
 			out = append(out, pva.SearchName{CID: ch.cid, Name: []byte(ch.name)})
 		}
 	}
-	return out
+	return seq, out
 }

@@ -1,7 +1,10 @@
 package searchring
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -156,6 +159,29 @@ type channel struct {
 	sweeps     int
 	guid       pva.GUID
 	ep         netip.AddrPort
+	// seqs are the sequence IDs of the last datagrams that carried this
+	// Channel: a reply must echo one of them (with the CID) to count.
+	seqs  [seqsKept]uint32
+	nseqs uint8
+}
+
+// seqsKept is how many recent searches of a Channel a reply may answer:
+// a reply normally comes within milliseconds of its search, and searches
+// of one Channel are at least a second apart.
+const seqsKept = 4
+
+func (ch *channel) sentWith(seq uint32) {
+	ch.seqs[int(ch.nseqs)%seqsKept] = seq
+	ch.nseqs++
+}
+
+func (ch *channel) searchedWith(seq uint32) bool {
+	for i := 0; i < min(int(ch.nseqs), seqsKept); i++ {
+		if ch.seqs[i] == seq {
+			return true
+		}
+	}
+	return false
 }
 
 type entry struct {
@@ -197,11 +223,15 @@ type Ring struct {
 	// allocates no closure.
 	udpSent func(netip.AddrPort, error)
 
-	mu         sync.Mutex
-	closed     bool
-	byName     map[string]*channel
-	byCID      map[uint32]*channel
-	nextCID    uint32
+	mu     sync.Mutex
+	closed bool
+	byName map[string]*channel
+	byCID  map[uint32]*channel
+	// rnd draws CIDs and the first sequence ID: an off-path sender must
+	// guess both to have a forged reply matched (crypto-seeded).
+	rnd        *rand.Rand
+	nextSeq    uint32 // sequence ID of the next tick's datagrams
+	sendSeq    uint32 // sequence ID of the datagrams being sent
 	buckets    [Buckets][]entry
 	live       [Buckets]int
 	spare      []entry
@@ -257,7 +287,6 @@ func New(o Options) (*Ring, error) {
 		byName:    make(map[string]*channel),
 		byCID:     make(map[uint32]*channel),
 		dropped:   make(map[*channel]struct{}),
-		nextCID:   1,
 		maxCh:     o.MaxChannels,
 		ll:        limitlog.New(o.Logger, 0, o.Clock),
 		rate:      o.DatagramsPerSecond,
@@ -265,6 +294,10 @@ func New(o Options) (*Ring, error) {
 		tokensAt:  o.Clock.Now(),
 	}
 	r.udpSent = r.dests.udpSent
+	var seed [32]byte
+	_, _ = crand.Read(seed[:])
+	r.rnd = rand.New(rand.NewChaCha8(seed))
+	r.nextSeq = binary.BigEndian.Uint32(seed[:4]) ^ r.rnd.Uint32()
 	for _, g := range o.IgnoreGUIDs {
 		r.ignore[g] = struct{}{}
 	}
@@ -438,11 +471,12 @@ func (r *Ring) leaveRingLocked(ch *channel) {
 	ch.epoch++
 }
 
+// allocCIDLocked draws an unused, random, non-zero CID: CIDs counted up
+// from 1 would let anyone who sees no search at all forge a matching reply.
 func (r *Ring) allocCIDLocked() uint32 {
 	for {
-		cid := r.nextCID
-		r.nextCID++
-		if _, used := r.byCID[cid]; !used {
+		cid := r.rnd.Uint32()
+		if _, used := r.byCID[cid]; !used && cid != 0 {
 			return cid
 		}
 	}
@@ -553,11 +587,14 @@ func (r *Ring) initialTick() {
 // returns drained emptied, for reuse.
 func (r *Ring) drainLocked(drained []entry, idx int, count bool) []entry {
 	names := r.names[:0]
+	r.sendSeq = r.nextSeq
+	r.nextSeq++
 	for _, e := range drained {
 		if !e.live() {
 			continue
 		}
 		ch := e.ch
+		ch.sentWith(r.sendSeq)
 		names = append(names, pva.SearchName{CID: ch.cid, Name: ch.nameB})
 		n := 0
 		if count {
@@ -605,6 +642,7 @@ func (r *Ring) sendLocked() {
 		return
 	}
 	ups := r.tr.Upstreams()
+	r.packer.Seq = r.sendSeq
 	r.ctr.namesSearched.Add(uint64(len(r.names)))
 	err := r.packer.Pack(r.names, func(d []byte) {
 		if !r.spendLocked() {

@@ -8,7 +8,7 @@ type counters struct {
 	replies, resolved, duplicates atomic.Uint64
 	ignoredGUID, negative         atomic.Uint64
 	badProtocol, unusable         atomic.Uint64
-	unknownCID                    atomic.Uint64
+	unknownCID, unmatched         atomic.Uint64
 	pokes, pokesIgnored           atomic.Uint64
 	reentered, swept              atomic.Uint64
 	refused, limited              atomic.Uint64
@@ -35,6 +35,7 @@ type Stats struct {
 	BadProtocol     uint64 // replies for a protocol we did not search for
 	Unusable        uint64 // replies naming no usable endpoint (UDP port 0)
 	UnknownCID      uint64 // claimed CIDs of no current Channel
+	Unmatched       uint64 // claimed CIDs whose reply echoes no sequence ID they were searched with
 	Pokes           uint64 // accepted hurry-ups
 	PokesIgnored    uint64 // hurry-ups refused (hold-off or fast revolution running)
 	Reentered       uint64 // resolved names put back into search
@@ -63,6 +64,7 @@ func (r *Ring) Stats() Stats {
 	s.BadProtocol = c.badProtocol.Load()
 	s.Unusable = c.unusable.Load()
 	s.UnknownCID = c.unknownCID.Load()
+	s.Unmatched = c.unmatched.Load()
 	s.Pokes = c.pokes.Load()
 	s.PokesIgnored = c.pokesIgnored.Load()
 	s.Reentered = c.reentered.Load()

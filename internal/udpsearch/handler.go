@@ -141,7 +141,7 @@ func (h *handler) handle(d *datagram) {
 	case pva.CmdBeacon:
 		h.onBeacon(d, hdr, payload)
 	case pva.CmdSearchResponse:
-		h.onResponse(d.src, hdr, payload)
+		h.onResponse(d.src, hdr, payload, false)
 	default:
 		h.st.dropCommand.Add(1)
 	}
@@ -409,6 +409,30 @@ func (h *handler) hint(a pva.Address, port uint16, proto string, src netip.AddrP
 	return netip.AddrPortFrom(ip, port), true
 }
 
+// searched reports whether pvans's searches reach a: it is an AddrList
+// destination, or on the network of a directed broadcast destination, or
+// a destination is multicast or the limited broadcast.
+func (h *handler) searched(a netip.Addr) bool {
+	a = a.Unmap()
+	t := h.ifs.Load()
+	for _, d := range h.o.AddrList {
+		da := d.Addr.Addr().Unmap()
+		switch {
+		case da == a, da.IsMulticast(), da == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			return true
+		case t != nil && t.bcast[da]:
+			for _, info := range t.byIndex {
+				for _, p := range info.Prefixes {
+					if b, ok := directedBroadcast(p); ok && b == da && p.Masked().Contains(a) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
 func (h *handler) trustedRelay(a netip.Addr) bool {
 	for _, p := range h.p.TrustedRelays {
 		if p.Contains(a) {
@@ -420,8 +444,9 @@ func (h *handler) trustedRelay(a netip.Addr) bool {
 
 // onResponse handles a CMD_SEARCH_RESPONSE on either socket: discovery
 // replies go to the tracker, positive ones to the search-through client;
-// both only as hints (see hint).
-func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte) {
+// both only as hints (see hint). A positive reply counts only on the client
+// socket (the one pvans searches from) and from a host pvans searched.
+func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte, client bool) {
 	h.st.searchReplies.Add(1)
 	m := &h.resp
 	if err := m.Decode(payload, hdr.BigEndian()); err != nil {
@@ -455,6 +480,10 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte)
 	if h.o.OnSearchResponse == nil || !m.Found {
 		return
 	}
+	if !client || !h.searched(src.Addr()) {
+		h.st.hintUnsolicited.Add(1)
+		return
+	}
 	ep, ok := h.hint(m.Addr, m.Port, pva.KnownProtocol(m.Protocol), src)
 	if !ok {
 		return
@@ -478,7 +507,7 @@ func (h *handler) handleClient(d *datagram) {
 	case hdr.Command != pva.CmdSearchResponse:
 		h.st.dropCommand.Add(1)
 	default:
-		h.onResponse(d.src, hdr, payload)
+		h.onResponse(d.src, hdr, payload, true)
 	}
 }
 

@@ -278,7 +278,7 @@ func TestBeaconsAndDiscoveryRepliesReachTracker(t *testing.T) {
 	var responses []pva.GUID
 	o := Options{GUID: ownGUID, Beacons: sink, OnSearchResponse: func(_ netip.AddrPort, m *pva.SearchResponse) {
 		responses = append(responses, m.GUID)
-	}}
+	}, AddrList: []Destination{{Addr: netip.MustParseAddrPort("10.0.0.7:5076")}}}
 	h, st := testHandler(t, o, &recSender{})
 	// Capture block #1: server A's beacon, zero address.
 	bcn := mustHex(t, `ca 02 c0 00 00 00 00 27 5b a9 07 18 fc ed df d5 3f d1 2c 2a 00 00 00 02 00 00 00 00 00 00 00 00
@@ -368,7 +368,9 @@ func TestHintRules(t *testing.T) {
 		},
 		ServerAllowed: allowed.Contains,
 		TrustedRelays: []netip.Prefix{netip.MustParsePrefix("10.0.0.200/32")},
-		BeaconRate:    1, BeaconBurst: 3, Clock: clock.NewFake(time.Time{}),
+		// Searched: the attacker and the relay, not the IOC.
+		AddrList:   []Destination{{Addr: netip.MustParseAddrPort("10.0.0.66:5076")}, {Addr: netip.MustParseAddrPort("10.0.0.200:5076")}},
+		BeaconRate: 1, BeaconBurst: 3, Clock: clock.NewFake(time.Time{}),
 	}
 	h, st := testHandler(t, o, &recSender{})
 	ioc, attacker, relay := netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.66"), netip.MustParseAddr("10.0.0.200")
@@ -411,5 +413,23 @@ func TestHintRules(t *testing.T) {
 	s := st.snapshot()
 	if s.HintAddressMismatch != 2 || s.HintProtocol != 2 || s.HintNotAllowed != 2 || s.HintRate != 3 {
 		t.Fatalf("hint drops %+v", s)
+	}
+}
+
+// A search reply counts when it comes from a host a search went to: a
+// unicast destination itself, or any host on the network of a directed
+// broadcast destination.
+func TestReplyFromSearchedHostOnly(t *testing.T) {
+	var from []netip.Addr
+	o := Options{GUID: ownGUID, AddrList: []Destination{{Addr: netip.AddrPortFrom(ipEthBc, 5076)}},
+		OnSearchResponse: func(src netip.AddrPort, _ *pva.SearchResponse) { from = append(from, src.Addr()) }}
+	h, st := testHandler(t, o, &recSender{})
+	for _, a := range []string{"10.0.0.7", "10.1.0.7", "10.0.0.200"} {
+		h.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, 5075, "tcp", []uint32{9}),
+			src: netip.AddrPortFrom(netip.MustParseAddr(a), 5076)})
+	}
+	want := []netip.Addr{netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.200")}
+	if !slices.Equal(from, want) || st.snapshot().HintUnsolicited != 1 {
+		t.Fatalf("delivered from %v (unsolicited %d), want %v", from, st.snapshot().HintUnsolicited, want)
 	}
 }

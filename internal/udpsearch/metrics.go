@@ -37,10 +37,9 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 		"discovery": func() uint64 { return st().DiscoveryPongs },
 	})
 	m.AccessDenied("udp_client", func() uint64 { return st().DropDenied })
-	m.Counters("", "hints_dropped_total", "Beacons, discovery replies and search responses not believed, by reason: address_mismatch (names a server address other than its sender's, and the sender is not in access.trusted_relays), sender_not_allowed (sender or named server outside access.server_allow), protocol (not tcp or tls, or a protocol string over 16 bytes), rate (sender over rate_limit.beacons_per_second).", "reason", map[string]func() uint64{
-		"address_mismatch":   func() uint64 { return st().HintAddressMismatch },
-		"sender_not_allowed": func() uint64 { return st().HintNotAllowed },
-		"protocol":           func() uint64 { return st().HintProtocol },
-		"rate":               func() uint64 { return st().HintRate },
-	})
+	m.HintsDropped("address_mismatch", func() uint64 { return st().HintAddressMismatch })
+	m.HintsDropped("sender_not_allowed", func() uint64 { return st().HintNotAllowed })
+	m.HintsDropped("protocol", func() uint64 { return st().HintProtocol })
+	m.HintsDropped("rate", func() uint64 { return st().HintRate })
+	m.HintsDropped("unsolicited", func() uint64 { return st().HintUnsolicited })
 }

@@ -52,6 +52,7 @@ type Stats struct {
 	HintNotAllowed      uint64 // sender or named server outside Options.ServerAllowed
 	HintProtocol        uint64 // a protocol other than "tcp"/"tls", or a protocol string over pva.MaxProtocolLen
 	HintRate            uint64 // beacon or discovery reply over its sender's rate
+	HintUnsolicited     uint64 // positive search reply not on the client socket, or from a host pvans did not search
 }
 
 type counters struct {
@@ -67,7 +68,7 @@ type counters struct {
 	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
 	dropBeaconQueue                                                                      atomic.Uint64
 
-	hintAddress, hintNotAllowed, hintProtocol, hintRate atomic.Uint64
+	hintAddress, hintNotAllowed, hintProtocol, hintRate, hintUnsolicited atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -90,6 +91,6 @@ func (c *counters) snapshot() Stats {
 		DropBeaconQueue: c.dropBeaconQueue.Load(),
 
 		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
-		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(),
+		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),
 	}
 }

@@ -38,12 +38,13 @@ type asks struct {
 	refused uint64 // not asked: MaxAsks were running
 }
 
-// Ask puts names to server over a connection of its own, hands each answer
+// Ask puts names to server over a connection of its own, in searches with
+// sequence ID seq (the search ring matches replies by it), hands each answer
 // to OnReply (a pvAccessCPP server's UDP answers arrive at replyPort
 // instead) and closes the connection after AskWait. It returns false,
 // asking nothing, when MaxAsks servers are being asked already or the pool
 // is closed.
-func (p *Pool) Ask(server netip.AddrPort, names []pva.SearchName, replyPort uint16) bool {
+func (p *Pool) Ask(server netip.AddrPort, seq uint32, names []pva.SearchName, replyPort uint16) bool {
 	if len(names) == 0 {
 		return false
 	}
@@ -71,12 +72,12 @@ func (p *Pool) Ask(server netip.AddrPort, names []pva.SearchName, replyPort uint
 			p.asks.running--
 			p.asks.mu.Unlock()
 		}()
-		p.ask(server, names, replyPort)
+		p.ask(server, seq, names, replyPort)
 	}()
 	return true
 }
 
-func (p *Pool) ask(server netip.AddrPort, names []pva.SearchName, replyPort uint16) {
+func (p *Pool) ask(server netip.AddrPort, seq uint32, names []pva.SearchName, replyPort uint16) {
 	ctx, cancel := context.WithTimeout(p.ctx, AskWait)
 	defer cancel()
 	h := &askHandler{p: p, server: server}
@@ -93,7 +94,7 @@ func (p *Pool) ask(server netip.AddrPort, names []pva.SearchName, replyPort uint
 			size += pva.SearchNameCost(len(names[n].Name))
 			n++
 		}
-		msg := pva.AppendSearch(nil, c.Flags(), &pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchUnicast,
+		msg := pva.AppendSearch(nil, c.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchUnicast,
 			ReplyPort: replyPort, Protocols: proto, Names: names[:n]})
 		if c.Send(msg) != nil {
 			return

@@ -92,7 +92,7 @@ func TestAskOneServer(t *testing.T) {
 			replies <- reply{from: from, guid: m.GUID, cids: append([]uint32(nil), m.CIDs...)}
 		}})
 		names := []pva.SearchName{{CID: 7, Name: []byte("held:1")}, {CID: 8, Name: []byte("other")}, {CID: 9, Name: []byte("held:2")}}
-		if !p.Ask(srv.addr(), names, 0xBEEF) {
+		if !p.Ask(srv.addr(), pva.SearchSeqFind, names, 0xBEEF) {
 			t.Fatal("Ask refused")
 		}
 		select {
@@ -126,7 +126,7 @@ func TestAskBounds(t *testing.T) {
 	for i := range 3000 {
 		names = append(names, pva.SearchName{CID: uint32(i), Name: []byte("a:fairly:long:process:variable:name:" + string(rune('a'+i%26)))})
 	}
-	if !p.Ask(srv.addr(), names, 1) {
+	if !p.Ask(srv.addr(), pva.SearchSeqFind, names, 1) {
 		t.Fatal("Ask refused")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -158,9 +158,9 @@ func TestAskBounds(t *testing.T) {
 	defer mute.Close()
 	to := mute.Addr().(*net.TCPAddr).AddrPort()
 	for i := 0; i < MaxAsks-1; i++ { // one may still be running
-		p.Ask(to, names[:1], 1)
+		p.Ask(to, pva.SearchSeqFind, names[:1], 1)
 	}
-	if p.Ask(to, names[:1], 1) && p.Ask(to, names[:1], 1) {
+	if p.Ask(to, pva.SearchSeqFind, names[:1], 1) && p.Ask(to, pva.SearchSeqFind, names[:1], 1) {
 		t.Fatal("more than MaxAsks asks at once")
 	}
 	if p.AskStats().Refused == 0 {

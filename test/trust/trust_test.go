@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -376,4 +377,115 @@ func TestBoundAddressBeaconIsLearned(t *testing.T) {
 	srv := site.Server(0)
 	tp.send(t, netip.AddrPortFrom(cppAddr, 0), pvansUDP, beaconMsg(srv.GUID, pva.AddressFrom(cppAddr), srv.TCP.Port(), "tcp"))
 	tp.waitHolder(t, srv.GUID, "cpp:a")
+}
+
+// searchListener is a UDP socket on the server net that sees pvans's
+// search-through datagrams (an on-path attacker: it knows the client
+// port, the sequence ID and the CIDs).
+func (tp *topo) searchListener(t *testing.T) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	if err := tp.s.Do(func() (err error) { c, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 5076}); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// nextSearch reads search datagrams until one asks for name; it returns
+// where replies go, the sequence ID and the name's CID.
+func nextSearch(t *testing.T, c *net.UDPConn, name string) (netip.AddrPort, uint32, uint32) {
+	t.Helper()
+	buf := make([]byte, 65536)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("no search for %s: %v", name, err)
+		}
+		h, payload, _, err := pva.SplitMessage(buf[:n])
+		if err != nil || h.Command != pva.CmdSearch {
+			continue
+		}
+		var m pva.Search
+		if m.Decode(payload, h.BigEndian()) != nil {
+			continue
+		}
+		for _, q := range m.Names {
+			if string(q.Name) == name {
+				return netip.AddrPortFrom(from.Addr(), m.ReplyPort), m.Seq, q.CID
+			}
+		}
+	}
+}
+
+func replyMsg(g pva.GUID, seq uint32, port uint16, cids ...uint32) []byte {
+	return pva.AppendSearchResponse(nil, pva.FlagBigEndian|pva.FlagServer, &pva.SearchResponse{GUID: g, Seq: seq,
+		Addr: pva.AnyIPv4, Port: port, Protocol: []byte("tcp"), Found: true, CIDs: cids})
+}
+
+// Forged search-through replies: one guessing PVXS's constant sequence ID
+// and CIDs counted from 1 is not matched at all; one that saw the search
+// (on path, spoofing the listed IOC's address, naming its endpoint with a
+// new GUID) answers the client that asked, but neither replaces the IOC
+// nor registers the name: the IOC answers the TCP check with its own GUID.
+func TestForgedSearchThroughReply(t *testing.T) {
+	tp := newTopo(t)
+	tp.start(t, "--search-through", "--addr-list", "10.213.0.255:5076")
+	_, g, ep := tp.ioc(t, "ioc:a", "ioc:b")
+	sniff := tp.searchListener(t)
+
+	type result struct {
+		ans map[string]nsclient.Answer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := tp.pv.Query([]string{"nowhere:x"}, 8*time.Second)
+		done <- result{a, err}
+	}()
+	replyTo, seq, cid := nextSearch(t, sniff, "nowhere:x")
+	guesses := make([]uint32, 64)
+	for i := range guesses {
+		guesses[i] = uint32(i + 1)
+	}
+	tp.send(t, netip.AddrPortFrom(iocAddr, 0), replyTo, replyMsg(forgedGUID, pva.SearchSeqFind, ep.Port(), guesses...))
+	time.Sleep(time.Second)
+	if h := tp.holder(t, "nowhere:x"); h != "" {
+		t.Fatalf("a blind forged reply registered nowhere:x (holder %s)", h)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("a blind forged reply answered the client: %+v %v", r.ans, r.err)
+	default:
+	}
+	tp.send(t, netip.AddrPortFrom(iocAddr, 0), replyTo, replyMsg(forgedGUID, seq, ep.Port(), cid))
+	r := <-done
+	if a, ok := r.ans["nowhere:x"]; !ok || a.GUID != forgedGUID {
+		t.Fatalf("the waiting client was not answered with the reply it would have believed: %+v %v", r.ans, r.err)
+	}
+	tp.waitMetric(t, `pvans_probe_verifications_total{result="refuted"}`, 1)
+	tp.stillHeld(t, g, ep, "ioc:a", "ioc:b")
+	if h := tp.holder(t, "nowhere:x"); h != "" {
+		t.Fatalf("nowhere:x registered for everyone from an unverified reply (holder %s)", h)
+	}
+	tp.waitMetric(t, `pvans_hints_dropped_total{reason="unmatched"}`, 1)
+}
+
+// The legitimate case: a server that never beacons answers a search-through
+// search; the waiting client is answered at once, and the name is
+// registered for everyone once the server confirmed it over TCP.
+func TestSearchThroughAnswerThenRegistered(t *testing.T) {
+	tp := newTopo(t)
+	site := tp.sim(t, sim.Options{Host: cppAddr, Names: [][]string{{"hidden:a", "hidden:b"}}})
+	tp.start(t, "--search-through", "--addr-list", site.UDPAddr().String())
+	srv := site.Server(0)
+	start := time.Now()
+	ans, err := tp.pv.Query([]string{"hidden:a"}, 10*time.Second)
+	took := time.Since(start)
+	if a, ok := ans["hidden:a"]; err != nil || !ok || a.GUID != srv.GUID || a.Endpoint != srv.TCP {
+		t.Fatalf("answer %+v %v, want %s at %s", ans, err, srv.GUID, srv.TCP)
+	}
+	t.Logf("search-through answer after %s", took)
+	tp.waitHolder(t, srv.GUID, "hidden:a", "hidden:b") // confirmed and listed over TCP
 }

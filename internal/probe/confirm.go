@@ -1,0 +1,113 @@
+package probe
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+// confirmSeq marks Confirm's TCP search.
+const confirmSeq = 0x636E666D // "cnfm"
+
+// Confirm asks the server at ep, over a TCP connection of its own, whether
+// it is guid and claims names: a CMD_SEARCH over TCP with MustReply, as a
+// PVXS client sends to a name server (wire-notes §4.2). A UDP search reply
+// (search-through) is only a hint; this is the TCP exchange that lets the
+// registry take it for everyone. done receives the names the endpoint
+// claimed under guid — none if it answered with another GUID, did not
+// answer over TCP (pvAccessCPP answers TCP searches over UDP; its names
+// come from the listing instead) or could not be reached — exactly once,
+// from another goroutine. Confirmations share the probe concurrency bound.
+func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done func(confirmed []string)) {
+	p.mu.Lock()
+	if p.closed || len(names) == 0 {
+		p.mu.Unlock()
+		done(nil)
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		sem := p.tm.Load().sem // released into the one it was taken from
+		select {
+		case sem <- struct{}{}:
+		case <-p.ctx.Done():
+			done(nil)
+			return
+		}
+		ok := p.confirm(guid, ep, names)
+		<-sem
+		p.mu.Lock()
+		if len(ok) > 0 {
+			p.stats.VerifyConfirmed++
+		} else {
+			p.stats.VerifyRefuted++
+		}
+		p.mu.Unlock()
+		if ce := p.log.Check(zap.DebugLevel, "search-through answer checked over TCP"); ce != nil {
+			ce.Write(zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(names)), zap.Int("confirmed", len(ok)))
+		}
+		done(ok)
+	}()
+}
+
+// confirmer collects the answer to Confirm's search.
+type confirmer struct{ got chan pva.SearchResponse }
+
+func (c *confirmer) Message(_ *pvaconn.Conn, h pva.Header, payload []byte) {
+	if h.Command != pva.CmdSearchResponse {
+		return
+	}
+	var m pva.SearchResponse
+	if m.Decode(payload, h.BigEndian()) != nil || m.Seq != confirmSeq {
+		return
+	}
+	m.CIDs = append([]uint32(nil), m.CIDs...) // payload is only valid during the call
+	select {
+	case c.got <- m:
+	default:
+	}
+}
+
+func (p *Prober) confirm(guid pva.GUID, ep netip.AddrPort, names []string) []string {
+	tm := p.tm.Load()
+	wait := min(max(4*p.opt.PingWait, 2*time.Second), tm.probeTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, wait)
+	defer cancel()
+	c := &confirmer{got: make(chan pva.SearchResponse, 1)}
+	opt := tm.conn
+	opt.EchoInterval, opt.IdleTimeout = 0, 0
+	conn, err := p.opt.Dial(ctx, ep, opt, c)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	q := pva.Search{Seq: confirmSeq, Flags: pva.SearchMustReply | pva.SearchUnicast, Protocols: [][]byte{[]byte("tcp")}}
+	for i, n := range names {
+		q.Names = append(q.Names, pva.SearchName{CID: uint32(i + 1), Name: []byte(n)})
+	}
+	if err := conn.Send(pva.AppendSearch(nil, conn.Flags(), &q)); err != nil {
+		return nil
+	}
+	select {
+	case m := <-c.got:
+		if m.GUID != guid || !m.Found {
+			return nil
+		}
+		var ok []string
+		for _, cid := range m.CIDs {
+			if cid >= 1 && int(cid) <= len(names) {
+				ok = append(ok, names[cid-1])
+			}
+		}
+		return ok
+	case <-ctx.Done():
+		return nil
+	}
+}
