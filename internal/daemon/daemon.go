@@ -128,6 +128,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		TypesPerConn:     cfg.TCP.MaxCachedTypes,
 		TypeBytesPerConn: int(cfg.TCP.MaxCachedTypeBytes),
 		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
+		Logger:           d.log.Named("serverpv"),
 	})
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:   d.tcpListen(),

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
@@ -90,7 +91,7 @@ func Handler(o Options) http.Handler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	a := &api{o: o, listings: make(chan struct{}, MaxListings)}
+	a := &api{o: o, listings: make(chan struct{}, MaxListings), ll: limitlog.New(o.Logger, 0, nil)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
@@ -113,6 +114,7 @@ func Handler(o Options) http.Handler {
 
 type api struct {
 	o        Options
+	ll       *limitlog.Log
 	listings chan struct{} // semaphore: MaxListings
 
 	discoverMu   sync.Mutex
@@ -277,6 +279,7 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(match) > MaxMatchBytes || strings.Count(match, "*")+strings.Count(match, "?") > MaxMatchWildcards {
 		a.o.cnt.matchRefused.Add(1)
+		a.ll.Hit("http_match_pattern", "/v1/names match pattern over the bound refused", zap.Int("bytes", len(match)))
 		writeErr(w, http.StatusBadRequest, fmt.Sprintf("match pattern too long: at most %d bytes and %d wildcards", MaxMatchBytes, MaxMatchWildcards))
 		return
 	}
@@ -295,6 +298,7 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-a.listings }()
 	default:
 		a.o.cnt.listingsBusy.Add(1)
+		a.ll.Hit("http_listings", "listings already running; /v1/names answered 503", zap.Int("max_listings", MaxListings))
 		w.Header().Set("Retry-After", "1")
 		writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("%d listings already running; retry", MaxListings))
 		return
@@ -306,6 +310,7 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if ns, err = nc.NamesContext(ctx, match, limit); err != nil {
 			a.o.cnt.listingsTimedOut.Add(1)
+			a.ll.Hit("http_listing_timeout", "listing ran out of time; answered 503", zap.Duration("list_timeout", ListTimeout))
 			writeErr(w, http.StatusServiceUnavailable, "listing did not finish within "+ListTimeout.String()+"; narrow the match")
 			return
 		}
@@ -397,6 +402,8 @@ func (a *api) discover(w http.ResponseWriter, r *http.Request) {
 	if !a.lastDiscover.IsZero() && wait > 0 {
 		a.discoverMu.Unlock()
 		a.o.cnt.discoverLimited.Add(1)
+		a.ll.Hit("http_discover_rate", "POST /v1/discover over its rate; answered 429",
+			zap.Duration("discover_interval", a.o.Limits.DiscoverInterval), zap.String("client", r.RemoteAddr))
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 		writeErr(w, http.StatusTooManyRequests, "a discovery round was sent less than "+iv.String()+" ago; retry after "+wait.Round(time.Second).String())
 		return

@@ -12,6 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/limitlog"
+
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 )
@@ -27,6 +31,8 @@ const maxChannelsPerConn = 16
 // types; without a bound one connection could keep 65,536 types of up to
 // 16,384 descriptors each (issue 14: +2.8 GB from 115 MB sent).
 type Limits struct {
+	// Logger gets one line per 10 s while definitions are refused.
+	Logger           *zap.Logger
 	TypesPerConn     int // cached types per connection
 	TypeBytesPerConn int // their expanded size per connection
 	TypeBytesTotal   int // their expanded size over all connections
@@ -56,6 +62,7 @@ type Provider struct {
 	conns   map[*pvaconn.Conn]*connState
 	bytes   int64 // cached type bytes over all connections, under mu
 	refused atomic.Uint64
+	ll      *limitlog.Log
 }
 
 type connState struct {
@@ -78,7 +85,7 @@ func NewWithLimits(version string, l Limits) *Provider {
 	if l.TypeBytesTotal <= 0 {
 		l.TypeBytesTotal = DefaultTypeBytesTotal
 	}
-	return &Provider{Version: version, lim: l, conns: map[*pvaconn.Conn]*connState{}}
+	return &Provider{Version: version, lim: l, conns: map[*pvaconn.Conn]*connState{}, ll: limitlog.New(l.Logger, 0, nil)}
 }
 
 // Stats returns the counters.
@@ -152,7 +159,12 @@ func (p *Provider) Message(c *pvaconn.Conn, h pva.Header, payload []byte) bool {
 		// Decode the INIT pvRequest too: it keeps the type cache in step.
 		before := st.types.Refused()
 		if req.Decode(payload, be, &st.types) != nil {
-			p.refused.Add(uint64(st.types.Refused() - before))
+			if n := st.types.Refused() - before; n > 0 {
+				p.refused.Add(uint64(n))
+				p.ll.Hit("type_cache", "pvData type definition refused: the type cache bound is reached",
+					zap.Stringer("client", c.Remote()), zap.Int("types_per_connection", p.lim.TypesPerConn),
+					zap.Int("type_bytes_per_connection", p.lim.TypeBytesPerConn), zap.Int("type_bytes_total", p.lim.TypeBytesTotal))
+			}
 			return false
 		}
 		if _, ok := st.sids[req.SID]; !ok {

@@ -433,6 +433,25 @@ func (s *Server) acceptLoop(ln acceptor) {
 	}
 }
 
+// closedAtBound logs (once per interval per bound) a connection pvaconn
+// closed at one of its bounds; the counters are pvaconn's.
+func (s *Server) closedAtBound(c *pvaconn.Conn, err error) {
+	var kind string
+	switch err {
+	case pvaconn.ErrMessageTooLarge:
+		kind = "tcp_message_size"
+	case pvaconn.ErrBudget:
+		kind = "tcp_buffer_budget"
+	case pvaconn.ErrSendQueueFull:
+		kind = "tcp_send_queue"
+	case pvaconn.ErrMessageTimeout, pvaconn.ErrHandshakeTimeout:
+		kind = "tcp_read_timeout"
+	default:
+		return
+	}
+	s.ll.Hit(kind, "TCP client closed at a bound", zap.Stringer("client", c.Remote()), zap.Error(err))
+}
+
 func (p *policy) exempt(a netip.Addr) bool {
 	for _, p := range p.RateExempt {
 		if p.Contains(a) {

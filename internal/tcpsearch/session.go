@@ -58,6 +58,7 @@ func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 }
 
 func (ss *session) Closed(c *pvaconn.Conn, err error) {
+	ss.s.closedAtBound(c, err)
 	if ss.waiter != nil {
 		ss.waiter.Close()
 	}

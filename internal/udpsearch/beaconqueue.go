@@ -3,7 +3,10 @@ package udpsearch
 import (
 	"sync"
 
+	"go.uber.org/zap"
+
 	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/limitlog"
 )
 
 // beaconQueue hands sightings from the receive goroutines to the tracker
@@ -13,6 +16,7 @@ import (
 // sighting that finds the queue full is dropped and counted (the server's
 // next beacon, at most 15 s later, brings it again).
 type beaconQueue struct {
+	ll   *limitlog.Log
 	sink BeaconSink
 	ch   chan beacon.Observation
 	st   *counters
@@ -21,8 +25,9 @@ type beaconQueue struct {
 	once sync.Once
 }
 
-func newBeaconQueue(sink BeaconSink, n int, st *counters) *beaconQueue {
-	return &beaconQueue{sink: sink, ch: make(chan beacon.Observation, n), st: st, stop: make(chan struct{})}
+func newBeaconQueue(sink BeaconSink, n int, st *counters, log *zap.Logger) *beaconQueue {
+	return &beaconQueue{sink: sink, ch: make(chan beacon.Observation, n), st: st, stop: make(chan struct{}),
+		ll: limitlog.New(log, 0, nil)}
 }
 
 // Observe queues o without ever blocking.
@@ -31,6 +36,8 @@ func (q *beaconQueue) Observe(o beacon.Observation) {
 	case q.ch <- o:
 	default:
 		q.st.dropBeaconQueue.Add(1)
+		q.ll.Hit("beacon_queue", "sightings queue to the server tracker full; sighting dropped",
+			zap.Int("beacon_queue", cap(q.ch)), zap.Stringer("server", o.Endpoint))
 	}
 }
 

@@ -61,7 +61,7 @@ func Build(o Options) *Server {
 	o.setDefaults()
 	s := &Server{o: o}
 	if o.Beacons != nil {
-		s.bq = newBeaconQueue(o.Beacons, o.BeaconQueue, &s.st)
+		s.bq = newBeaconQueue(o.Beacons, o.BeaconQueue, &s.st, o.Logger)
 		s.o.Beacons = s.bq
 	}
 	s.pol.Store(newPolicy(o.policy(), nil, o.Clock))
