@@ -5,6 +5,7 @@
 package events
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,8 +36,15 @@ func New(n int) *Log {
 	return &Log{buf: make([]Event, n)}
 }
 
-// Add records an event.
+// MaxDetail bounds an event's detail: it can carry what a server sent
+// (a name, a status message in a probe error), of any length.
+const MaxDetail = 512
+
+// Add records an event; a detail over MaxDetail bytes is cut.
 func (l *Log) Add(e Event) {
+	if len(e.Detail) > MaxDetail {
+		e.Detail = strings.ToValidUTF8(e.Detail[:MaxDetail], "") + "…"
+	}
 	l.mu.Lock()
 	l.buf[l.next] = e
 	l.seq++

@@ -2,7 +2,9 @@ package events
 
 import (
 	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestRingKeepsNewestFirst(t *testing.T) {
@@ -43,5 +45,16 @@ func TestSinceFollowsInOrder(t *testing.T) {
 	got, seq = l.Since(seq)
 	if len(got) != 3 || got[0].Kind != "d" || got[2].Kind != "f" || seq != 6 {
 		t.Fatalf("after overflow %+v seq %d", got, seq)
+	}
+}
+
+// A detail can carry a server's status message of any length: the ring is
+// bounded in bytes too (issue 14).
+func TestDetailBounded(t *testing.T) {
+	l := New(2)
+	l.Add(Event{Kind: "lost", Detail: strings.Repeat("é", 40000)})
+	ev := l.Recent(1)
+	if len(ev) != 1 || len(ev[0].Detail) > MaxDetail+len("…") || !utf8.ValidString(ev[0].Detail) {
+		t.Fatalf("detail kept at %d bytes (valid UTF-8: %v)", len(ev[0].Detail), utf8.ValidString(ev[0].Detail))
 	}
 }
