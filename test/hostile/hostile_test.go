@@ -466,16 +466,15 @@ func TestRowSnapshotCounts(t *testing.T) {
 	tg.row("after a hostile snapshot", 16<<20, 2*time.Second, func(stop <-chan struct{}) { <-stop })
 }
 
-// Row 11: beacons with 60 KB protocol strings (+132 MB for 2,000). The
-// protocol string bound is issue 13's; here the sightings pass through the
-// bounded queue to the tracker and the search port keeps answering.
+// Row 11: beacons with 60 KB protocol strings (+132 MB for 2,000 before
+// issue 13's protocol-string bound): refused at decode, and the search
+// port keeps answering.
 func TestRowBeaconFlood(t *testing.T) {
 	skipShort(t)
 	// Without issue 13's protocol-string bound (pva.MaxProtocolLen) every
-	// tracked server keeps its 60 KB string: +138 MiB measured here.
-	if os.Getenv("PVANS_HOSTILE_PROTOCOL_BOUND") != "1" {
-		t.Skip("needs issue 13's protocol-string bound on main; PVANS_HOSTILE_PROTOCOL_BOUND=1 runs it")
-	}
+	// tracked server kept its 60 KB string: +138 MiB measured here. Now the
+	// beacons are dropped before the string is copied
+	// (pvans_hints_dropped_total{reason="protocol"}).
 	tg := start(t, 0)
 	tg.row("beacons with 60 KB protocol strings", 64<<20, 4*time.Second, func(stop <-chan struct{}) {
 		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
@@ -499,4 +498,7 @@ func TestRowBeaconFlood(t *testing.T) {
 		}
 		<-stop
 	})
+	if v := tg.Metric(t, `pvans_hints_dropped_total{reason="protocol"}`); v < 1000 {
+		t.Errorf("%v of 2,000 beacons counted as refused for their protocol string", v)
+	}
 }
