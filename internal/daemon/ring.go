@@ -9,6 +9,7 @@ import (
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/searchring"
+	"github.com/pvans-project/pvans/internal/upstream"
 )
 
 // The search ring's links to the rest of the daemon that PVXS keeps inside
@@ -51,6 +52,8 @@ func (d *Daemon) askUnlistable(ep netip.AddrPort, err error) {
 	if len(names) == 0 {
 		return
 	}
+	// A pvAccessCPP server answers over UDP, from its own address.
+	d.UDP.Expect(ep.Addr(), upstream.AskWait)
 	if !d.Upstream.Ask(ep, seq, names, d.UDP.ClientAddr().Port()) {
 		d.log.Debug("unlistable server not asked: too many asks running", zap.Stringer("endpoint", ep))
 	}

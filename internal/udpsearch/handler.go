@@ -62,6 +62,12 @@ type handler struct {
 
 	allowed map[netip.Addr]bool // nil: answer from any local address
 
+	// dests are the search destinations now (nil: Options.AddrList);
+	// expected reports hosts asked directly (nil: none). Client socket
+	// only: they decide which search replies were solicited.
+	dests    func() []netip.AddrPort
+	expected func(netip.Addr) bool
+
 	// pol is the policy in force (shared with the Server, which replaces
 	// it on SetPolicy); p is the one loaded for the datagram being handled,
 	// so one datagram sees one policy throughout.
@@ -409,14 +415,26 @@ func (h *handler) hint(a pva.Address, port uint16, proto string, src netip.AddrP
 	return netip.AddrPortFrom(ip, port), true
 }
 
-// searched reports whether pvans's searches reach a: it is an AddrList
+// searched reports whether pvans's searches reach a: it is a search
 // destination, or on the network of a directed broadcast destination, or
-// a destination is multicast or the limited broadcast.
+// a destination is multicast or the limited broadcast, or pvans asked it
+// directly (Server.Expect).
 func (h *handler) searched(a netip.Addr) bool {
 	a = a.Unmap()
+	if h.expected != nil && h.expected(a) {
+		return true
+	}
+	var dests []netip.AddrPort
+	if h.dests != nil {
+		dests = h.dests()
+	} else {
+		for _, d := range h.o.AddrList {
+			dests = append(dests, d.Addr)
+		}
+	}
 	t := h.ifs.Load()
-	for _, d := range h.o.AddrList {
-		da := d.Addr.Addr().Unmap()
+	for _, d := range dests {
+		da := d.Addr().Unmap()
 		switch {
 		case da == a, da.IsMulticast(), da == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 			return true

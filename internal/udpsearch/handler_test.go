@@ -433,3 +433,23 @@ func TestReplyFromSearchedHostOnly(t *testing.T) {
 		t.Fatalf("delivered from %v (unsolicited %d), want %v", from, st.snapshot().HintUnsolicited, want)
 	}
 }
+
+// A host pvans asked directly (Server.Expect) may answer over UDP for a
+// while; after that its replies are unsolicited again.
+func TestExpectedHostAnswers(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	var n int
+	s := Build(Options{GUID: ownGUID, Clock: clk, OnSearchResponse: func(netip.AddrPort, *pva.SearchResponse) { n++ }})
+	asked := netip.MustParseAddrPort("10.7.7.7:5076")
+	reply := func() {
+		s.ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, 5075, "tcp", []uint32{9}), src: asked})
+	}
+	reply()
+	s.Expect(asked.Addr(), 2*time.Second)
+	reply()
+	clk.Advance(3 * time.Second)
+	reply()
+	if n != 1 || s.Stats().HintUnsolicited != 2 {
+		t.Fatalf("%d delivered, %d unsolicited; want 1 and 2", n, s.Stats().HintUnsolicited)
+	}
+}

@@ -36,6 +36,11 @@ type Server struct {
 	dests       []sendDest
 	beaconDests []sendDest
 
+	// expect holds hosts asked directly (Expect) until when their UDP
+	// answers count as solicited.
+	expMu  sync.Mutex
+	expect map[netip.Addr]time.Time
+
 	mu         sync.Mutex
 	closed     bool
 	lastReload time.Time
@@ -69,6 +74,7 @@ func Build(o Options) *Server {
 	s.h.reload = s.reloadLimited
 	s.ch = newHandler(&s.o, &s.st, &s.ifs, nil)
 	s.h.pol, s.ch.pol = &s.pol, &s.pol
+	s.ch.dests, s.ch.expected = s.SearchDestinations, s.expected
 	return s
 }
 
@@ -304,6 +310,40 @@ func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err er
 
 // SearchDestinations is where SendSearch sends now (Options.AddrList, or
 // the last SetDestinations).
+// maxExpected bounds the hosts Expect remembers at once.
+const maxExpected = 256
+
+// Expect makes UDP search replies from a count as solicited for d: pvans
+// asked that host directly (a TCP search to an unlistable server, which a
+// pvAccessCPP server answers over UDP). Beyond maxExpected hosts at once
+// it is ignored.
+func (s *Server) Expect(a netip.Addr, d time.Duration) {
+	now := s.o.Clock.Now()
+	s.expMu.Lock()
+	defer s.expMu.Unlock()
+	if s.expect == nil {
+		s.expect = make(map[netip.Addr]time.Time)
+	}
+	if len(s.expect) >= maxExpected {
+		for k, until := range s.expect {
+			if now.After(until) {
+				delete(s.expect, k)
+			}
+		}
+		if len(s.expect) >= maxExpected {
+			return
+		}
+	}
+	s.expect[a.Unmap()] = now.Add(d)
+}
+
+func (s *Server) expected(a netip.Addr) bool {
+	s.expMu.Lock()
+	defer s.expMu.Unlock()
+	until, ok := s.expect[a]
+	return ok && !s.o.Clock.Now().After(until)
+}
+
 func (s *Server) SearchDestinations() []netip.AddrPort {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
