@@ -82,3 +82,22 @@ func TestConfirm(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// A static server that goes away (its watch connection ends and it cannot
+// be reached) is reported lost like any other: its names do not stay for
+// ever just because it is configured (issue 13).
+func TestStaticServerGoneIsLost(t *testing.T) {
+	srv := startServer(t, sim.Options{}, "st:a")
+	k := newSink()
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+	p.SetStatic([]netip.AddrPort{srv.Addr()})
+	g := srv.GUID()
+	if r := k.next(t, "listed", 5*time.Second); r.guid != g {
+		t.Fatalf("listed %+v", r)
+	}
+	srv.Close()
+	if r := k.next(t, "lost", 5*time.Second); r.guid != g {
+		t.Fatalf("lost %+v", r)
+	}
+	k.none(t, 300*time.Millisecond)
+}
