@@ -91,7 +91,8 @@ func BenchmarkHandleSearch38Held(b *testing.B) {
 	}
 }
 
-// A unicast search to a local address: decode and build the forward.
+// A unicast search to a local address: decode, build the forward and
+// go on to the answer path (no resolver here, so no lookup).
 func BenchmarkHandleForward38(b *testing.B) {
 	d := datagram{src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEth, ifIndex: 2}
 	d.b = search38(b, pva.SearchUnicast, "MISS")

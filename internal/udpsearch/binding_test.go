@@ -46,7 +46,13 @@ func TestUDPBindsWildcardAndFiltersByArrival(t *testing.T) {
 	}
 
 	// A unicast to 127.0.0.1 arrives on loopback, not listed: forwarded
-	// to the loopback group, its copy not answered.
+	// to the loopback group (for the other server sharing the port), not
+	// answered.
+	var obs *net.UDPConn
+	if err := ns.Do(func() (err error) { obs, err = listenSearchPortAt(ForwardGroup, 5076); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
 	before := s.Stats()
 	local := udpIn(t, ns, "127.0.0.1:0")
 	if _, err := local.WriteToUDPAddrPort(searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, port(local), nil),
@@ -55,6 +61,9 @@ func TestUDPBindsWildcardAndFiltersByArrival(t *testing.T) {
 	}
 	if got := collect(local, 500*time.Millisecond, 0); len(got) != 0 {
 		t.Fatalf("answered a search that arrived on an unlisted interface: %+v", got)
+	}
+	if got := collect(obs, 300*time.Millisecond, 0); len(got) != 1 {
+		t.Fatalf("the other server on the port got %d forwards, want 1", len(got))
 	}
 	st := s.Stats()
 	if st.Forwards != before.Forwards+1 || st.DropNotOurInterface != before.DropNotOurInterface+1 {

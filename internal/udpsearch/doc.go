@@ -11,6 +11,12 @@
 // the responses through a callback). It reads no configuration and no
 // environment: Options carries plain values.
 //
+// A unicast search is handled once: forwarded to the loopback group (only
+// while another socket on the host shares the search port, as sock_diag
+// tells) from a socket of its own, and answered from the original; pvans's
+// own copy coming back from the group is known by that socket's address and
+// dropped unread.
+//
 // One goroutine receives on the search port and runs the per-datagram
 // handler; the handler keeps its scratch buffers between datagrams so a
 // search for names pvans does not hold costs a decode and one hash lookup

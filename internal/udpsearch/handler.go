@@ -21,7 +21,7 @@ const (
 	originBroadcast origin = iota
 	// originUnicast: sent to one of the host's own addresses (PVXS calls
 	// it "Forwarding": only one socket sharing the port sees it, so it is
-	// forwarded to the loopback group, never answered directly).
+	// forwarded to the loopback group for the others, and answered here).
 	originUnicast
 	// originForwarded: arrived on loopback addressed to the group.
 	originForwarded
@@ -74,6 +74,13 @@ type handler struct {
 	pol *atomic.Pointer[policy]
 	p   *policy
 
+	// ownSrc is the forwarder socket's address: datagrams from it are
+	// pvans's own forwards looped back (invalid: none recognised).
+	ownSrc netip.AddrPort
+	// peers decides whether a unicast search is forwarded at all; nil:
+	// always.
+	peers *portPeers
+
 	search pva.Search
 	resp   pva.SearchResponse
 	beacon pva.Beacon
@@ -97,6 +104,9 @@ func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out s
 func (h *handler) handle(d *datagram) {
 	h.p = h.pol.Load()
 	h.st.datagrams.Add(1)
+	if h.ownCopy(d) {
+		return
+	}
 	if d.src.Addr().IsMulticast() {
 		h.st.dropMulticastSource.Add(1)
 		return
@@ -119,6 +129,7 @@ func (h *handler) handle(d *datagram) {
 	o, from, pin := originBroadcast, info.first, d.ifIndex
 	if info.Loopback && d.dst == ForwardGroup {
 		o, from, pin = originForwarded, netip.Addr{}, 0
+		h.noteForwarder()
 	} else if a, ok := info.bcast[d.dst]; ok {
 		from = a
 	} else if owner, ok := t.local[d.dst]; ok && (owner == d.ifIndex || info.Loopback) {
@@ -126,8 +137,10 @@ func (h *handler) handle(d *datagram) {
 		// (those arrive on loopback whatever the address). A weak-host
 		// arrival (an address of another interface) is answered directly
 		// from the arrival interface, as PVXS does, so the reply leaves
-		// where the client is.
-		o, from = originUnicast, d.dst
+		// where the client is. The answer leaves through the interface
+		// owning the address, as it did when pvans answered the forwarded
+		// copy.
+		o, from, pin = originUnicast, d.dst, owner
 	}
 
 	hdr, payload, rest, err := pva.SplitMessage(d.b)
@@ -145,6 +158,7 @@ func (h *handler) handle(d *datagram) {
 	case pva.CmdOriginTag:
 		h.onOriginTag(o, d, t, hdr, payload, rest)
 	case pva.CmdBeacon:
+		h.noteBeacon(d, t)
 		h.onBeacon(d, hdr, payload)
 	case pva.CmdSearchResponse:
 		h.onResponse(d.src, hdr, payload, false)
@@ -216,18 +230,10 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		h.st.dropReplyAddr.Add(1)
 		return
 	}
-	if o == originUnicast {
-		// Only one of the sockets sharing the port got this; let all of
-		// them (us included) see it through the group, and answer only
-		// our own copy, as PVXS does.
-		var err error
-		h.buf, err = pva.AppendForward(h.buf[:0], pva.AddressFrom(d.dst), msg, pva.AddressFrom(to))
-		if err != nil {
-			h.st.dropMalformed.Add(1)
-			return
-		}
-		h.st.forwards.Add(1)
-		h.out.forward(h.buf)
+	// Only one of the sockets sharing the port got a unicast: let the
+	// others see it through the group, then answer it here, once. Our own
+	// copy from the group is dropped on arrival (ownCopy).
+	if o == originUnicast && !h.forward(d, msg, to) {
 		return
 	}
 	client := d.src

@@ -41,14 +41,49 @@ func TestUnicastSearchIsForwardedAsPVXSDoes(t *testing.T) {
 	out := &recSender{}
 	h, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
 	h.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:37527"), dst: ipLo, ifIndex: 1})
-	if len(out.replies) != 0 {
-		t.Fatalf("unicast search answered directly: %d replies", len(out.replies))
-	}
 	if len(out.forwards) != 1 || !bytes.Equal(out.forwards[0], mustHex(t, capForward)) {
 		t.Fatalf("forward = %x\nwant      %x", out.forwards, mustHex(t, capForward))
 	}
-	if s := st.snapshot(); s.Forwards != 1 || s.Responses != 0 {
+	if s := st.snapshot(); s.Forwards != 1 || s.Searches != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// pvans answers a unicast search it forwards from the original, exactly as
+// it used to answer its own forwarded copy (capture #4): same bytes, same
+// destination, same source address and interface.
+func TestUnicastAnsweredFromOriginalAsFromCopy(t *testing.T) {
+	fromOrig, fromCopy := &recSender{}, &recSender{}
+	h1, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, fromOrig)
+	h2, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, fromCopy)
+	h1.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:37527"), dst: ipLo, ifIndex: 1})
+	h2.handle(&datagram{b: mustHex(t, capForward), src: netip.MustParseAddrPort("127.0.0.1:5076"), dst: ForwardGroup, ifIndex: 1})
+	if len(fromOrig.replies) != 2 || !slices.EqualFunc(fromOrig.replies, fromCopy.replies, func(a, b sentReply) bool {
+		return bytes.Equal(a.b, b.b) && a.to == b.to && a.from == b.from && a.ifIndex == b.ifIndex
+	}) {
+		t.Fatalf("from the original %+v\nfrom the copy %+v", fromOrig.replies, fromCopy.replies)
+	}
+	if s := st.snapshot(); s.Responses != 2 || s.Searches != 1 || s.SearchNames != 2 {
+		t.Fatalf("one pass: %+v", s)
+	}
+}
+
+// pvans's own forward, looped back from the group, is dropped before it
+// is read: recognised by the forwarder socket's address alone.
+func TestOwnForwardedCopyDroppedUnread(t *testing.T) {
+	out := &recSender{}
+	h, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
+	h.ownSrc = netip.MustParseAddrPort("127.0.0.1:41000")
+	for _, b := range [][]byte{mustHex(t, capForward), {0xde, 0xad}} {
+		h.handle(&datagram{b: b, src: h.ownSrc, dst: ForwardGroup, ifIndex: 1})
+	}
+	if s := st.snapshot(); s.OwnCopies != 2 || s.Searches != 0 || s.DropMalformed != 0 || len(out.replies)+len(out.forwards) != 0 {
+		t.Fatalf("stats %+v, sent %+v", s, out)
+	}
+	// Another forwarder's copy (another port) is answered.
+	h.handle(&datagram{b: mustHex(t, capForward), src: netip.MustParseAddrPort("127.0.0.1:5076"), dst: ForwardGroup, ifIndex: 1})
+	if len(out.replies) != 2 {
+		t.Fatalf("another forwarder's copy: %d replies", len(out.replies))
 	}
 }
 
@@ -345,11 +380,13 @@ func TestWeakHostArrivalAnsweredFromArrivalInterface(t *testing.T) {
 	if len(out.forwards) != 0 || len(out.replies) != 1 || out.replies[0].from != ipEth2 || out.replies[0].ifIndex != 3 {
 		t.Fatalf("forwards %d replies %+v", len(out.forwards), out.replies)
 	}
-	// The same datagram from a local process (arriving on lo) is forwarded.
+	// The same datagram from a local process (arriving on lo) is forwarded
+	// and answered from eth0's address through eth0, the interface owning
+	// the address, as the forwarded copy was.
 	out.reset()
 	h.handle(&datagram{b: msg, src: netip.MustParseAddrPort("10.0.0.5:5555"), dst: ipEth, ifIndex: 1})
-	if len(out.forwards) != 1 || len(out.replies) != 0 {
-		t.Fatalf("local: forwards %d replies %d", len(out.forwards), len(out.replies))
+	if len(out.forwards) != 1 || len(out.replies) != 1 || out.replies[0].from != ipEth || out.replies[0].ifIndex != 2 {
+		t.Fatalf("local: forwards %d replies %+v", len(out.forwards), out.replies)
 	}
 }
 

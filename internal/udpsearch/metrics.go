@@ -10,6 +10,8 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	m.Counter("udp", "claims_total", "Names answered found to UDP searches.", nil, metrics.U64(func() uint64 { return st().Claims }))
 	m.Counter("udp", "replies_total", "CMD_SEARCH_RESPONSE messages sent over UDP.", nil, metrics.U64(func() uint64 { return st().Responses }))
 	m.Counter("udp", "forwards_total", "Unicast searches forwarded to the loopback multicast group.", nil, metrics.U64(func() uint64 { return st().Forwards }))
+	m.Counter("udp", "forwards_skipped_total", "Unicast searches not forwarded: no other socket on the host was bound to the search port.", nil, metrics.U64(func() uint64 { return st().ForwardsSkipped }))
+	m.Gauge("udp", "port_peers", "Other sockets bound to the search port at the last count (sock_diag); -1 before the first.", nil, func() float64 { return float64(st().PortPeers) })
 	m.Counters("udp", "drops_total", "Datagrams dropped on the search port, by reason.", "reason", map[string]func() uint64{
 		"rx_overflow":        func() uint64 { return st().KernelDrops },
 		"client_rx_overflow": func() uint64 { return st().ClientKernelDrops },

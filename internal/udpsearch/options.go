@@ -114,6 +114,12 @@ type Options struct {
 	// MaxNamesPerSearch bounds the names taken from one search; extras
 	// are dropped and counted. 0 = 4096, negative = no bound.
 	MaxNamesPerSearch int
+	// PortPeerCheck is how old the count of other sockets on the search
+	// port may be when a unicast search needs it (forward.go): unicast
+	// searches are forwarded to the loopback group only while some other
+	// socket shares the port. 0 = DefaultPortPeerCheck; negative = always
+	// forward, never count.
+	PortPeerCheck time.Duration
 	// Logger receives debug lines for refused clients, and warnings for
 	// multicast destinations naming an unknown interface; nil = none.
 	Logger *zap.Logger
@@ -227,6 +233,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxNamesPerSearch == 0 {
 		o.MaxNamesPerSearch = DefaultMaxNamesPerSearch
+	}
+	if o.PortPeerCheck == 0 {
+		o.PortPeerCheck = DefaultPortPeerCheck
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

@@ -24,6 +24,8 @@ type Server struct {
 	ifs atomic.Pointer[ifaceTable]
 
 	main, client, beaconConn *net.UDPConn // beaconConn: sendMu
+	fwd                      *net.UDPConn // forwarder (forward.go)
+	diag                     *sockDiag
 	h, ch                    *handler
 	// beacons exists from Start on; it beacons while SendBeacons is on
 	// (SetSendBeacons switches it).
@@ -157,6 +159,14 @@ func (s *Server) Listen() error {
 		}
 	}
 	out := newSockSender(s.main, &s.st, o.Port)
+	if err = s.listenForward(out); err != nil {
+		s.main.Close()
+		s.client.Close()
+		if s.beaconConn != nil {
+			s.beaconConn.Close()
+		}
+		return err
+	}
 	s.h.out, s.ch.out = out, out
 	return nil
 }
@@ -460,12 +470,12 @@ func (s *Server) Close() error {
 	if s.main == nil {
 		return nil // never listened
 	}
-	err := errors.Join(s.main.Close(), s.client.Close())
+	err := errors.Join(s.main.Close(), s.client.Close(), s.fwd.Close())
 	s.sendMu.Lock()
 	if s.beaconConn != nil {
 		err = errors.Join(err, s.beaconConn.Close())
 	}
 	s.sendMu.Unlock()
 	s.wg.Wait()
-	return err
+	return errors.Join(err, s.closeForward())
 }

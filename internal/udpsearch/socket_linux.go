@@ -226,6 +226,9 @@ type sockSender struct {
 	st    *counters
 	group netip.AddrPort
 	oob   []byte
+	// fwd, when set, is the forwarder socket (listenForwarder), connected
+	// to the group.
+	fwd *net.UDPConn
 }
 
 func newSockSender(conn *net.UDPConn, st *counters, port uint16) *sockSender {
@@ -257,7 +260,13 @@ func (s *sockSender) reply(b []byte, to netip.AddrPort, from netip.Addr, ifIndex
 }
 
 func (s *sockSender) forward(b []byte) {
-	if _, err := s.conn.WriteToUDPAddrPort(b, s.group); err != nil {
+	var err error
+	if s.fwd != nil {
+		_, err = s.fwd.Write(b)
+	} else {
+		_, err = s.conn.WriteToUDPAddrPort(b, s.group)
+	}
+	if err != nil {
 		s.st.sendErrors.Add(1)
 	}
 }

@@ -21,7 +21,7 @@ func newRxBatch(int, int) *rxBatch                        { return &rxBatch{} }
 func (*rxBatch) recv(syscall.RawConn) (int, error)        { return 0, net.ErrClosed }
 func (*rxBatch) fill(int, *datagram, *uint32, *bool) bool { return false }
 
-type sockSender struct{}
+type sockSender struct{ fwd *net.UDPConn }
 
 func newSockSender(*net.UDPConn, *counters, uint16) *sockSender   { return &sockSender{} }
 func (*sockSender) reply([]byte, netip.AddrPort, netip.Addr, int) {}
@@ -30,3 +30,12 @@ func (*sockSender) forward([]byte)                                {}
 func prepMulticast(*net.UDPConn, *sendDest) error { return errors.ErrUnsupported }
 
 func setReceiveBuffer(*net.UDPConn, int) error { return errors.ErrUnsupported }
+
+func listenForwarder(uint16) (*net.UDPConn, error) { return nil, errors.ErrUnsupported }
+func socketInode(*net.UDPConn) (uint64, error)     { return 0, errors.ErrUnsupported }
+
+type sockDiag struct{}
+
+func openSockDiag() (*sockDiag, error)                             { return nil, errors.ErrUnsupported }
+func (*sockDiag) close() error                                     { return nil }
+func (*sockDiag) otherSocketsOnPort(uint16, []uint64) (int, error) { return 0, errors.ErrUnsupported }

@@ -53,6 +53,8 @@ type Stats struct {
 	HintProtocol        uint64 // a protocol other than "tcp"/"tls", or a protocol string over pva.MaxProtocolLen
 	HintRate            uint64 // beacon or discovery reply over its sender's rate
 	HintUnsolicited     uint64 // positive search reply not on the client socket, or from a host pvans did not search
+
+	ForwardStats
 }
 
 type counters struct {
@@ -69,6 +71,8 @@ type counters struct {
 	dropBeaconQueue                                                                      atomic.Uint64
 
 	hintAddress, hintNotAllowed, hintProtocol, hintRate, hintUnsolicited atomic.Uint64
+
+	fwdCounters
 }
 
 func (c *counters) snapshot() Stats {
@@ -92,5 +96,6 @@ func (c *counters) snapshot() Stats {
 
 		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
 		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),
+		ForwardStats: c.fwdCounters.snapshot(),
 	}
 }

@@ -1,0 +1,199 @@
+package udpsearch
+
+import (
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// DefaultPortPeerCheck is how stale the answer to "does any other socket
+// on this host share the search port?" may be when a unicast search
+// arrives; see portPeers.
+const DefaultPortPeerCheck = 250 * time.Millisecond
+
+// forward sends a unicast search to the loopback group, with an origin tag
+// naming the address it was sent to and the client's address as reply
+// address (as PVXS does), when some other socket on the host can receive
+// it. It reports false for a search that cannot be forwarded: it is then
+// not answered either.
+func (h *handler) forward(d *datagram, msg []byte, to netip.Addr) bool {
+	if h.peers != nil && !h.peers.mustForward() {
+		h.st.forwardsSkipped.Add(1)
+		return true
+	}
+	var err error
+	h.buf, err = pva.AppendForward(h.buf[:0], pva.AddressFrom(d.dst), msg, pva.AddressFrom(to))
+	if err != nil {
+		h.st.dropMalformed.Add(1)
+		return false
+	}
+	h.st.forwards.Add(1)
+	h.out.forward(h.buf)
+	return true
+}
+
+// ownCopy reports whether d is pvans's own forward looped back to it
+// through the group. The search was answered from the original, so the
+// copy is dropped here, before any decoding: only the forwarder socket
+// sends from its address.
+func (h *handler) ownCopy(d *datagram) bool {
+	if !h.ownSrc.IsValid() || d.src != h.ownSrc {
+		return false
+	}
+	h.st.ownCopies.Add(1)
+	return true
+}
+
+// portPeers decides whether a unicast search must be forwarded to the
+// loopback group: only when some other socket on the host (in this
+// network namespace) is bound to the search port, since only such a
+// socket can receive the copy. Without one the forward would reach pvans
+// alone, and a gateway host with no local IOC pays no multicast cost.
+//
+// The answer comes from sock_diag (count), asked again when it is older
+// than every at the time a unicast search needs it, and at once after a
+// beacon from a local address (a server starting on this host announces
+// itself). A forwarded copy from another local forwarder proves a peer
+// without asking. A failed count means "forward": the check can only ever
+// remove forwards nobody would receive.
+//
+// It is used from the search port's receive goroutine only.
+type portPeers struct {
+	count func() (int, error)
+	clk   clock.Clock
+	every time.Duration
+	st    *fwdCounters
+	log   *zap.Logger
+
+	checked time.Time
+	valid   bool // checked at least once
+	stale   bool // a local server beaconed since the last check
+	others  bool
+	warned  bool
+}
+
+func (p *portPeers) mustForward() bool {
+	now := p.clk.Now()
+	if p.stale || !p.valid || now.Sub(p.checked) >= p.every {
+		p.recheck(now)
+	}
+	return p.others
+}
+
+func (p *portPeers) recheck(now time.Time) {
+	n, err := p.count()
+	p.checked, p.valid, p.stale = now, true, false
+	p.st.peerChecks.Add(1)
+	if err != nil {
+		p.others = true
+		p.st.peerCheckErrors.Add(1)
+		if !p.warned {
+			p.warned = true
+			p.log.Warn("cannot count the sockets sharing the search port (sock_diag); forwarding every unicast search", zap.Error(err))
+		}
+		return
+	}
+	p.others = n > 0
+	p.st.portPeers.Store(int64(n))
+}
+
+// forwarderSeen records a forwarded copy from another local forwarder:
+// someone else shares the port.
+func (p *portPeers) forwarderSeen() {
+	if !p.others {
+		p.others, p.checked, p.valid = true, p.clk.Now(), true
+	}
+}
+
+// localBeacon records a beacon from a local address: a server on this
+// host may have just bound the port; ask again before the next forward
+// decision.
+func (p *portPeers) localBeacon() { p.stale = true }
+
+// noteBeacon: a beacon from a local address may come from a server that
+// has just bound the search port.
+func (h *handler) noteBeacon(d *datagram, t *ifaceTable) {
+	if h.peers == nil {
+		return
+	}
+	if a := d.src.Addr(); a.IsLoopback() || t.local[a] != 0 {
+		h.peers.localBeacon()
+	}
+}
+
+// noteForwarder: a forwarded copy from another local forwarder.
+func (h *handler) noteForwarder() {
+	if h.peers != nil {
+		h.peers.forwarderSeen()
+	}
+}
+
+// ForwardStats are the counters of the forwarding decision.
+type ForwardStats struct {
+	// ForwardsSkipped are unicast searches not forwarded: no other socket
+	// on the host was bound to the search port.
+	ForwardsSkipped uint64
+	// OwnCopies are pvans's own forwards received back from the group and
+	// dropped unread (the search was answered from the original).
+	OwnCopies uint64
+	// PortPeers is the last count of other sockets bound to the search
+	// port; PeerChecks and PeerCheckErrors count the sock_diag queries.
+	PortPeers                   int64
+	PeerChecks, PeerCheckErrors uint64
+}
+
+type fwdCounters struct {
+	forwardsSkipped, ownCopies, peerChecks, peerCheckErrors atomic.Uint64
+	portPeers                                               atomic.Int64
+}
+
+func (c *fwdCounters) snapshot() ForwardStats {
+	return ForwardStats{ForwardsSkipped: c.forwardsSkipped.Load(), OwnCopies: c.ownCopies.Load(),
+		PortPeers: c.portPeers.Load(), PeerChecks: c.peerChecks.Load(), PeerCheckErrors: c.peerCheckErrors.Load()}
+}
+
+// listenForward opens the forwarder socket, makes out forward through it,
+// teaches the handler its address (own copies) and sets up the port peer
+// check over the search port socket's inode.
+func (s *Server) listenForward(out *sockSender) error {
+	fwd, err := listenForwarder(s.o.Port)
+	if err != nil {
+		return err
+	}
+	s.fwd, out.fwd = fwd, fwd
+	s.h.ownSrc = fwd.LocalAddr().(*net.UDPAddr).AddrPort()
+	s.st.portPeers.Store(-1)
+	if s.o.PortPeerCheck < 0 {
+		return nil
+	}
+	own, err := socketInode(s.main)
+	if err != nil {
+		fwd.Close()
+		return err
+	}
+	// Opened here, in the namespace the sockets live in (the receive
+	// goroutine may run on any thread); closed after it has stopped.
+	if s.diag, err = openSockDiag(); err != nil {
+		fwd.Close()
+		return err
+	}
+	port, diag := s.o.Port, s.diag
+	s.h.peers = &portPeers{count: func() (int, error) { return diag.otherSocketsOnPort(port, []uint64{own}) },
+		clk: s.o.Clock, every: s.o.PortPeerCheck, st: &s.st.fwdCounters, log: s.o.Logger}
+	return nil
+}
+
+// closeForward releases what listenForward opened besides the forwarder
+// socket, once the receive goroutines have stopped.
+func (s *Server) closeForward() error {
+	if s.diag == nil {
+		return nil
+	}
+	return s.diag.close()
+}

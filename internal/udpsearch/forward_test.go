@@ -1,0 +1,159 @@
+//go:build linux
+
+package udpsearch
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
+)
+
+// sock_diag counts the sockets bound to a port, ours excluded by inode,
+// and nothing else.
+func TestOtherSocketsOnPort(t *testing.T) {
+	ns := newNetns(t)
+	var a *net.UDPConn
+	if err := ns.Do(func() (err error) { a, err = listenSearchPort(0, 0); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	p := a.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	own, err := socketInode(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diag *sockDiag
+	if err := ns.Do(func() (err error) { diag, err = openSockDiag(); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { diag.close() })
+	count := func(own []uint64) int {
+		t.Helper()
+		n, err := diag.otherSocketsOnPort(p, own) // on any thread: the socket is in ns
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(nil); n != 1 {
+		t.Fatalf("sockets on %d: %d, want 1", p, n)
+	}
+	if n := count([]uint64{own}); n != 0 {
+		t.Fatalf("others on %d: %d, want 0", p, n)
+	}
+	udpIn(t, ns, "127.0.0.1:0") // another port: not counted
+	var g *net.UDPConn
+	if err := ns.Do(func() (err error) { g, err = listenSearchPortAt(ForwardGroup, p); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if n := count([]uint64{own}); n != 1 {
+		t.Fatalf("others on %d: %d, want 1", p, n)
+	}
+}
+
+// pvans alone on the search port answers unicast searches without
+// forwarding them; once a second socket joins the group on the port, it
+// receives every unicast search pvans gets, within the check interval.
+// pvans handles each search once: its own copies come back and are
+// dropped unread.
+func TestSecondSocketStartsReceivingForwards(t *testing.T) {
+	ns := newNetns(t)
+	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true,
+		Resolver: newMapResolver(map[string]resolver.Endpoint{"pvans:held": srvX})})
+	client := udpIn(t, ns, "127.0.0.1:0")
+	cport := client.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	msg := searchMsg(pva.SearchUnicast, netip.Addr{}, cport, []string{"tcp"}, "pvans:held")
+	lo5076 := netip.MustParseAddrPort("127.0.0.1:5076")
+	search := func() int {
+		t.Helper()
+		if _, err := client.WriteToUDPAddrPort(msg, lo5076); err != nil {
+			t.Fatal(err)
+		}
+		return len(collect(client, 100*time.Millisecond, 0))
+	}
+	if n := search(); n != 1 {
+		t.Fatalf("alone: %d answers", n)
+	}
+	if st := s.Stats(); st.ForwardsSkipped != 1 || st.Forwards != 0 || st.PortPeers != 0 {
+		t.Fatalf("alone: %+v", st.ForwardStats)
+	}
+
+	var obs *net.UDPConn
+	if err := ns.Do(func() (err error) { obs, err = listenSearchPortAt(ForwardGroup, 5076); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
+	sent := 1
+	deadline := time.Now().Add(10 * time.Second) // the check interval is 250 ms
+	for {
+		sent++
+		if n := search(); n != 1 {
+			t.Fatalf("search %d: %d answers", sent, n)
+		}
+		if got := collect(obs, 100*time.Millisecond, 0); len(got) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new socket got no forward in 10 s: %+v", s.Stats().ForwardStats)
+		}
+	}
+	for i := range 5 {
+		sent++
+		if n := search(); n != 1 {
+			t.Fatalf("search %d: %d answers", sent, n)
+		}
+		if got := collect(obs, 100*time.Millisecond, 0); len(got) != 1 || got[0].b[3] != byte(pva.CmdOriginTag) {
+			t.Fatalf("search %d after the peer was seen: observer got %d datagrams", i, len(got))
+		}
+	}
+	st := s.Stats()
+	if st.Searches != uint64(sent) || st.Responses != uint64(sent) || st.OwnCopies != st.Forwards || st.Forwards < 6 || st.PortPeers != 1 {
+		t.Fatalf("%d searches: %+v", sent, st)
+	}
+}
+
+// A beacon from a local address makes pvans count the sockets on the port
+// again before its next forward decision, however fresh the count.
+func TestLocalBeaconRechecksThePort(t *testing.T) {
+	ns := newNetns(t)
+	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true, PortPeerCheck: time.Hour,
+		Resolver: newMapResolver(map[string]resolver.Endpoint{"pvans:held": srvX})})
+	client := udpIn(t, ns, "127.0.0.1:0")
+	cport := client.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	msg := searchMsg(pva.SearchUnicast, netip.Addr{}, cport, []string{"tcp"}, "pvans:held")
+	lo5076 := netip.MustParseAddrPort("127.0.0.1:5076")
+	var obs *net.UDPConn
+	forwarded := func() int {
+		t.Helper()
+		if _, err := client.WriteToUDPAddrPort(msg, lo5076); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(collect(client, 100*time.Millisecond, 0)); n != 1 {
+			t.Fatalf("%d answers", n)
+		}
+		if obs == nil {
+			return 0
+		}
+		return len(collect(obs, 100*time.Millisecond, 0))
+	}
+	forwarded() // counted: alone
+	if err := ns.Do(func() (err error) { obs, err = listenSearchPortAt(ForwardGroup, 5076); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
+	if n := forwarded(); n != 0 {
+		t.Fatalf("forwarded before the count was stale (%d): the test cannot tell what the beacon did", n)
+	}
+	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AnyIPv4, Port: 5075, Protocol: "tcp"})
+	if _, err := client.WriteToUDPAddrPort(b, lo5076); err != nil {
+		t.Fatal(err)
+	}
+	if n := forwarded(); n != 1 {
+		t.Fatalf("after a local beacon: the new socket got %d forwards, want 1 (%+v)", n, s.Stats().ForwardStats)
+	}
+}
