@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -45,7 +46,10 @@ func BenchmarkAnswer38(b *testing.B) {
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
 	msg := names38(b, reg)
-	srv := New(Options{}, FromResolver(res))
+	in := insight.New(insight.Options{}) // as in the daemon
+	in.Start()
+	defer in.Close()
+	srv := New(Options{Insight: in}, FromResolver(res))
 	ss := &session{s: srv}
 	h, payload, _, err := pva.SplitMessage(msg)
 	if err != nil {
@@ -58,7 +62,7 @@ func BenchmarkAnswer38(b *testing.B) {
 		if err := ss.search.Decode(payload, h.BigEndian()); err != nil {
 			b.Fatal(err)
 		}
-		out = ss.answer(out[:0], &ss.search, pva.FlagServer, 5075)
+		out = ss.answer(out[:0], &ss.search, payload, pva.FlagServer, 5075)
 	}
 	b.StopTimer()
 	if st := srv.Stats(); st.Claims != uint64(38*b.N) || len(ss.batch.Missing) != 0 {
@@ -74,7 +78,10 @@ func BenchmarkSocketPipelined38(b *testing.B) {
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
 	msg := names38(b, reg)
-	srv := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}}, FromResolver(res))
+	in := insight.New(insight.Options{})
+	in.Start()
+	defer in.Close()
+	srv := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}, Insight: in}, FromResolver(res))
 	if err := srv.Start(); err != nil {
 		b.Fatal(err)
 	}

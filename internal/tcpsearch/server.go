@@ -105,6 +105,17 @@ type Options struct {
 	BufferBytesTotal int64
 	// Clock drives the rate limiter; nil = the wall clock.
 	Clock clock.Clock
+	// Insight sees every search answered from the resolver (nil: none).
+	Insight SearchObserver
+}
+
+// SearchObserver is told about every search the resolver answered
+// (*insight.Insight is one): the client, the payload the names were
+// decoded from, the names, the indexes of those nobody claims and how
+// many were found. Called on the connection's read goroutine: it must not
+// block and must not keep anything.
+type SearchObserver interface {
+	Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int)
 }
 
 // Stats counts what the listener did. Metrics are registered elsewhere.

@@ -88,7 +88,7 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 	if q.HasProtocol("tls") {
 		ss.wantTLS.Store(true)
 	}
-	out := ss.answer(ss.out[:0], q, c.Flags(), c.Local().Port())
+	out := ss.answer(ss.out[:0], q, payload, c.Flags(), c.Local().Port())
 	if len(out) > 0 && c.Send(out) != nil {
 		cnt.sendErrors.Add(1)
 	}
@@ -103,9 +103,10 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 
 // answer is the lookup+encode path: one resolver lookup for the whole
 // message, one CMD_SEARCH_RESPONSE per claiming server appended to out, or
-// a found=0 reply when nothing was claimed and the client insists.
+// a found=0 reply when nothing was claimed and the client insists. payload
+// is what q was decoded from (insight copies unclaimed names from it).
 // ss.batch.Missing holds the names nobody claims.
-func (ss *session) answer(out []byte, q *pva.Search, flags uint8, localPort uint16) []byte {
+func (ss *session) answer(out []byte, q *pva.Search, payload []byte, flags uint8, localPort uint16) []byte {
 	cnt := &ss.s.cnt
 	n := len(out)
 	b := &ss.batch
@@ -113,6 +114,13 @@ func (ss *session) answer(out []byte, q *pva.Search, flags uint8, localPort uint
 	if len(q.Names) > 0 {
 		tls := q.HasProtocol("tls")
 		ss.s.res.Lookup(q.Names, b)
+		if ob := ss.s.opt.Insight; ob != nil {
+			found := 0
+			for i := range b.Groups {
+				found += len(b.Groups[i].CIDs)
+			}
+			ob.Searched(ss.src, true, payload, q.Names, b.Missing, found)
+		}
 		for i := range b.Groups {
 			var ok bool
 			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls, ss.src)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -50,7 +51,12 @@ func search38(b *testing.B, flags uint8, prefix string) []byte {
 
 func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards bool) {
 	out := &discardSender{}
-	h, _ := testHandler(b, Options{AnswerNames: true, Resolver: r, GUID: ownGUID, TCPPort: 5075}, out)
+	// As in the daemon: every answered search is staged for insight,
+	// digested in the background.
+	in := insight.New(insight.Options{})
+	in.Start()
+	b.Cleanup(in.Close)
+	h, _ := testHandler(b, Options{AnswerNames: true, Resolver: r, GUID: ownGUID, TCPPort: 5075, Insight: in}, out)
 	h.handle(&d) // warm the scratch buffers
 	b.ReportAllocs()
 	b.ResetTimer()

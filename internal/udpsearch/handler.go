@@ -282,6 +282,13 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		} else {
 			h.st.searchNames.Add(uint64(len(s.Names)))
 			h.o.Resolver.Lookup(s.Names, &h.batch)
+			if ob := h.o.Insight; ob != nil {
+				found := 0
+				for i := range h.batch.Groups {
+					found += len(h.batch.Groups[i].CIDs)
+				}
+				ob.Searched(client.Addr(), false, payload, s.Names, h.batch.Missing, found)
+			}
 			for i := range h.batch.Groups {
 				g := &h.batch.Groups[i]
 				if len(g.CIDs) == 0 || !s.HasProtocol(g.Server.Protocol) || !g.Server.Addr.Addr().Is4() {

@@ -78,6 +78,8 @@ type Options struct {
 	// port or the client socket). m and its slices are only valid during
 	// the call. May be called from two goroutines at once.
 	OnSearchResponse func(from netip.AddrPort, m *pva.SearchResponse)
+	// Insight sees every search answered from the resolver (nil: none).
+	Insight SearchObserver
 
 	// Clock drives beacons and interface refreshes; nil = the wall clock.
 	Clock clock.Clock

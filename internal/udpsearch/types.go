@@ -1,6 +1,8 @@
 package udpsearch
 
 import (
+	"net/netip"
+
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -12,6 +14,15 @@ import (
 // bytes (they are views into the receive buffer). Lookup resets b itself.
 type Resolver interface {
 	Lookup(q []pva.SearchName, b *resolver.Batch)
+}
+
+// SearchObserver is told about every search the resolver answered
+// (*insight.Insight is one): the client, the payload the names were
+// decoded from, the names, the indexes of those nobody claims and how
+// many were found. Called on the receive goroutine: it must not block and
+// must not keep anything.
+type SearchObserver interface {
+	Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int)
 }
 
 // BeaconSink receives server sightings (*beacon.Tracker is one). Called

@@ -1,0 +1,377 @@
+package insight
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// srch encodes a search for names as a client would, decodes it as the
+// answer path does (names are views into the payload) and records it.
+func srch(t testing.TB, in *Insight, c netip.Addr, tcp bool, missing []int, found int, names ...string) {
+	t.Helper()
+	p, q := encoded(t, names...)
+	in.Searched(c, tcp, p, q, missing, found)
+}
+
+func encoded(t testing.TB, names ...string) ([]byte, []pva.SearchName) {
+	msg := pva.AppendSearch(nil, pva.FlagBigEndian, &pva.Search{Seq: 1, Names: q(names...)})
+	h, payload, _, err := pva.SplitMessage(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s pva.Search
+	if err := s.Decode(payload, h.BigEndian()); err != nil {
+		t.Fatal(err)
+	}
+	return payload, s.Names
+}
+
+func q(names ...string) []pva.SearchName {
+	out := make([]pva.SearchName, len(names))
+	for i, n := range names {
+		out[i] = pva.SearchName{CID: uint32(i), Name: []byte(n)}
+	}
+	return out
+}
+
+func all(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+var (
+	cA = netip.MustParseAddr("10.0.0.1")
+	cB = netip.MustParseAddr("10.0.0.2")
+	cC = netip.MustParseAddr("10.0.0.3")
+)
+
+// Three clients search for missing names at different rates (plus some
+// found names): the ranking of names and clients, counts within the
+// reported error, rates over the covered span, distinct clients, top
+// clients and transports are right.
+func TestRankingAndFigures(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	known := map[string]bool{}
+	var kmu sync.Mutex
+	in := New(Options{Names: 100, Clients: 10, Clock: clk, Known: func(n string) bool { kmu.Lock(); defer kmu.Unlock(); return known[n] }})
+	// 10 s: A searches typo:A 50/s over UDP, B searches retired:B 20/s
+	// over TCP, C searches typo:A and gone:C 5/s each over UDP, plus one
+	// found name per message.
+	for s := range 10 {
+		for range 50 {
+			srch(t, in, cA, false, []int{0}, 1, "typo:A", "ok:1")
+		}
+		for range 20 {
+			srch(t, in, cB, true, []int{0}, 1, "retired:B", "ok:2")
+		}
+		for range 5 {
+			srch(t, in, cC, false, []int{0, 1}, 0, "typo:A", "gone:C")
+		}
+		if s%3 == 0 {
+			in.Flush() // several digests, as the background one would
+		}
+		clk.Advance(time.Second)
+	}
+	r, ok := in.Unresolved("1m", 0)
+	if !ok {
+		t.Fatal("1m window unknown")
+	}
+	if got := names(r.Names); fmt.Sprint(got) != "[typo:A retired:B gone:C]" {
+		t.Fatalf("unresolved ranking %v", got)
+	}
+	want := map[string]uint64{"typo:A": 550, "retired:B": 200, "gone:C": 50}
+	for _, u := range r.Names {
+		if d := absDiff(u.Searches, want[u.Name]); d > u.MaxError || d > r.ErrorBound {
+			t.Errorf("%s: %d searches, true %d, max_error %d, bound %d", u.Name, u.Searches, want[u.Name], u.MaxError, r.ErrorBound)
+		}
+	}
+	typo := r.Names[0]
+	if typo.Clients != 2 {
+		t.Errorf("typo:A distinct clients %d, want 2", typo.Clients)
+	}
+	if len(typo.TopClients) != 2 || typo.TopClients[0].Addr != "10.0.0.1" || typo.TopClients[0].Searches != 500 || typo.TopClients[1].Addr != "10.0.0.3" {
+		t.Errorf("typo:A top clients %+v", typo.TopClients)
+	}
+	// The data covers 00:00:00 (start) to 00:00:10.
+	if secs := r.At.Sub(r.Since).Seconds(); secs != 10 {
+		t.Errorf("window covers %v s, want 10", secs)
+	}
+	if typo.PerSecond != 55 {
+		t.Errorf("typo:A %v/s, want 55", typo.PerSecond)
+	}
+	if !typo.FirstSeen.Equal(clk.Now().Add(-10*time.Second)) || typo.LastSeen.Before(clk.Now().Add(-2*time.Second)) {
+		t.Errorf("typo:A first %v last %v (now %v)", typo.FirstSeen, typo.LastSeen, clk.Now())
+	}
+
+	cr, _ := in.Clients("1m", 0)
+	if got := addrs(cr.Clients); fmt.Sprint(got) != "[10.0.0.1 10.0.0.2 10.0.0.3]" {
+		t.Fatalf("client ranking %v", got)
+	}
+	a, b, c := cr.Clients[0], cr.Clients[1], cr.Clients[2]
+	if a.Names != 1000 || a.Searches != 500 || a.NotFoundShare != 0.5 || a.Transport != "udp" || a.NamesPerSecond != 100 || a.NotFoundPerSecond != 50 {
+		t.Errorf("client A %+v", a)
+	}
+	if b.Transport != "tcp" || b.SearchesPerSecond != 20 {
+		t.Errorf("client B %+v", b)
+	}
+	if c.NotFoundShare != 1 {
+		t.Errorf("client C %+v", c)
+	}
+	g := in.Gauges("1m")
+	if g.UnresolvedNames != 3 || g.TopNamesPerSecond != 100 || g.TopMissingPerSecond != 50 {
+		t.Errorf("gauges %+v", g)
+	}
+	if tot := in.Totals(); tot.Found != 700 || tot.NotFound != 800 || tot.Dropped != 0 {
+		t.Errorf("totals %+v", tot)
+	}
+
+	// retired:B appears: it leaves "unresolved" at once.
+	kmu.Lock()
+	known["retired:B"] = true
+	kmu.Unlock()
+	r, _ = in.Unresolved("1h", 0)
+	if got := names(r.Names); fmt.Sprint(got) != "[typo:A gone:C]" {
+		t.Errorf("after retired:B appeared: %v", got)
+	}
+	if _, _, ok := in.Name("retired:B"); ok {
+		t.Error("Name still reports retired:B")
+	}
+	if u, _, ok := in.Name("gone:C"); !ok || u.Searches != 50 || u.Clients != 1 {
+		t.Errorf("Name(gone:C) = %+v, %v", u, ok)
+	}
+}
+
+// The windows move: after a minute of silence the 1m window is empty, the
+// hour still remembers; after more than an hour both are empty.
+func TestWindowsRoll(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in := New(Options{Names: 10, Clients: 10, Clock: clk})
+	srch(t, in, cA, false, []int{0}, 0, "x")
+	in.Flush() // records are stamped when digested
+	clk.Advance(40 * time.Second)
+	if r, _ := in.Unresolved("1m", 0); len(r.Names) != 1 {
+		t.Fatalf("1m after 40 s: %v", names(r.Names))
+	}
+	clk.Advance(40 * time.Second) // 80 s: the period it was in has left the window
+	if r, _ := in.Unresolved("1m", 0); len(r.Names) != 0 || r.At.Sub(r.Since) > time.Minute {
+		t.Errorf("1m after 80 s: %v, covering %v", names(r.Names), r.At.Sub(r.Since))
+	}
+	if r, _ := in.Unresolved("1h", 0); len(r.Names) != 1 {
+		t.Errorf("1h after 80 s: %v", names(r.Names))
+	}
+	clk.Advance(2 * time.Hour)
+	if r, _ := in.Unresolved("1h", 0); len(r.Names) != 0 {
+		t.Errorf("1h after 2 h: %v", names(r.Names))
+	}
+	if _, ok := in.Unresolved("5m", 0); ok {
+		t.Error("unknown window accepted")
+	}
+}
+
+// With more distinct names than slots, the heavy names are still found and
+// counted within the bound, while a stream of one-off names churns
+// through the other slots.
+func TestHeavyHittersSurviveChurn(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	in := New(Options{Names: 50, Clients: 50, Clock: clk})
+	truth := map[string]uint64{}
+	for i := range 20000 {
+		n := fmt.Sprintf("noise:%d", i) // 20,000 distinct one-offs
+		if i%4 == 0 {
+			n = fmt.Sprintf("heavy:%d", i%40/4) // 10 names, 500 each
+		}
+		truth[n]++
+		srch(t, in, netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), false, []int{0}, 0, n)
+		if i%1000 == 0 {
+			in.Flush()
+		}
+	}
+	r, _ := in.Unresolved("1m", 10)
+	if r.ErrorBound == 0 || r.Counted != 20000 {
+		t.Fatalf("counted %d, bound %d", r.Counted, r.ErrorBound)
+	}
+	for i, u := range r.Names {
+		if u.Name[:6] != "heavy:" {
+			t.Errorf("rank %d is %s (%d searches, bound %d)", i, u.Name, u.Searches, r.ErrorBound)
+		}
+		if d := absDiff(u.Searches, truth[u.Name]); d > u.MaxError || d > r.ErrorBound {
+			t.Errorf("%s: %d, true %d, max_error %d, bound %d", u.Name, u.Searches, truth[u.Name], u.MaxError, r.ErrorBound)
+		}
+	}
+	if n, _ := in.Evictions(); n == 0 {
+		t.Error("no evictions counted")
+	}
+}
+
+// A full staging buffer drops records (counted), never blocks and never
+// grows.
+func TestStagingBound(t *testing.T) {
+	in := New(Options{QueueBytes: 1, Clock: clock.NewFake(time.Time{})}) // rounded up to the minimum
+	name := q(string(make([]byte, 1000)))
+	for range 100 {
+		in.Searched(cA, false, nil, name, []int{0}, 0)
+	}
+	if tot := in.Totals(); tot.Dropped == 0 || tot.NotFound != 100 {
+		t.Errorf("totals %+v", tot)
+	}
+	if c := cap(in.stages[int(cA.As16()[15])%shards].buf); c != 4096 {
+		t.Errorf("staging buffer cap %d", c)
+	}
+	in.Flush()
+	if r, _ := in.Unresolved("1m", 0); len(r.Names) != 1 || r.Names[0].Searches >= 100 {
+		t.Errorf("after drops: %+v", r.Names)
+	}
+}
+
+// Names that are views into the payload are staged as one span; others
+// are copied one by one: both read back the same.
+func TestSpanAndCopyPathsAgree(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	a, b := New(Options{Clock: clk}), New(Options{Clock: clk})
+	p, qs := encoded(t, "first", "found:1", "x:middle", "found:2", "last:one")
+	miss := []int{0, 2, 4}
+	a.Searched(cA, false, p, qs, miss, 2)
+	b.Searched(cA, false, nil, qs, miss, 2)
+	b.Searched(cA, false, []byte("unrelated payload"), qs, miss, 2) // not views into it: copied
+	ra, _ := a.Unresolved("1m", 0)
+	rb, _ := b.Unresolved("1m", 0)
+	if got := fmt.Sprint(names(ra.Names)); got != "[first last:one x:middle]" {
+		t.Errorf("span path: %s", got)
+	}
+	if fmt.Sprint(names(rb.Names)) != fmt.Sprint(names(ra.Names)) || rb.Names[0].Searches != 2 {
+		t.Errorf("copy path: %+v", rb.Names)
+	}
+}
+
+// Packed spans parse in either byte order, with names long enough (≥ 254
+// bytes) that their size needs the 4-byte form.
+func TestSpanLongNamesBothOrders(t *testing.T) {
+	long := strings.Repeat("L", 300)
+	for _, flags := range []uint8{pva.FlagBigEndian, 0} {
+		in := New(Options{Clock: clock.NewFake(time.Time{})})
+		msg := pva.AppendSearch(nil, flags, &pva.Search{Seq: 1, Names: q("a", long+"1", "found", long+"2")})
+		h, payload, _, err := pva.SplitMessage(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sr pva.Search
+		if err := sr.Decode(payload, h.BigEndian()); err != nil {
+			t.Fatal(err)
+		}
+		in.Searched(cA, false, payload, sr.Names, []int{1, 3}, 2)
+		r, _ := in.Unresolved("1m", 0)
+		if got := names(r.Names); len(got) != 2 || got[0] != long+"1" || got[1] != long+"2" || in.malformed != 0 {
+			t.Errorf("flags %#x: %d names %q…, malformed %d", flags, len(got), fmt.Sprint(got)[:20], in.malformed)
+		}
+	}
+}
+
+// The background digest runs on its own (real clock) and stops on Close.
+func TestBackgroundDigest(t *testing.T) {
+	in := New(Options{DigestEvery: 10 * time.Millisecond})
+	in.Start()
+	defer in.Close()
+	srch(t, in, cA, true, []int{0}, 0, "bg")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		in.mu.Lock()
+		w := &in.win[0]
+		_, ok := w.names[w.cur].idx["bg"]
+		in.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("background digest never ran")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Memory stays fixed while 1,000,000 distinct missing names are searched:
+// the summaries evict, the heap does not grow.
+func TestMemoryFixedUnderMillionDistinctNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1M names")
+	}
+	in := New(Options{}) // production sizes: 10,000 names and clients
+	clk := in.o.Clock
+	_ = clk
+	batch := make([]pva.SearchName, 38)
+	bufs := make([][]byte, 38)
+	for i := range bufs {
+		bufs[i] = make([]byte, 0, 40)
+	}
+	miss := all(38)
+	feed := func(from, to int) {
+		for i := from; i < to; i += 38 {
+			for j := range batch {
+				bufs[j] = fmt.Appendf(bufs[j][:0], "SR:MISSING:%07d:Val-I", i+j)
+				batch[j] = pva.SearchName{CID: uint32(j), Name: bufs[j]}
+			}
+			in.Searched(netip.AddrFrom4([4]byte{10, 2, byte(i >> 16), byte(i >> 8)}), false, nil, batch, miss, 0)
+			if (i/38)%50 == 0 {
+				in.Flush()
+			}
+		}
+		in.Flush()
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	feed(0, 100_000) // fills every slot
+	before := heap()
+	feed(100_000, 1_000_000)
+	after := heap()
+	t.Logf("heap after 100k names %.1f MiB, after 1M %.1f MiB", float64(before)/(1<<20), float64(after)/(1<<20))
+	if after > before+1<<20 {
+		t.Errorf("heap grew by %d bytes from 100k to 1M distinct names", after-before)
+	}
+	r, _ := in.Unresolved("1h", 0)
+	if len(r.Names) > 2*10000 {
+		t.Errorf("%d names kept, more than the slots", len(r.Names))
+	}
+	if n, _ := in.Evictions(); n < 900_000 {
+		t.Errorf("only %d evictions", n)
+	}
+	if tot := in.Totals(); tot.NotFound < 999_000 || tot.Dropped != 0 {
+		t.Errorf("totals %+v", tot)
+	}
+}
+
+func names(us []Unresolved) []string {
+	var out []string
+	for _, u := range us {
+		out = append(out, u.Name)
+	}
+	return out
+}
+
+func addrs(cs []Client) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Addr)
+	}
+	return out
+}
+
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}

@@ -1,0 +1,293 @@
+package insight
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"net/netip"
+	"sync"
+	"unsafe"
+
+	"github.com/pvans-project/pvans/internal/pva"
+)
+
+// The answer path only copies: each search message becomes one record in a
+// fixed-size staging buffer (client, transport, counts, the names nobody
+// claimed), and the digest folds the records into the summaries later, off
+// the answer path. A full buffer drops the record and counts it; it never
+// grows and never blocks the answer.
+//
+// Record layout (native byte order, it never leaves the process):
+//
+//	[16]client address | u8 flags | u16 names | u16 found | u16 missing |
+//	packed: u16 first name's length | u16 count | u16 span length |
+//	        bitmap of count bits (absent when dense) | span
+//	copied: u16 span length | span | missing × u16 length
+//
+// packed is the answer path's case: the names are views into the search
+// payload, so the stretch of it from the first unclaimed name to the end
+// of the last is copied in one go, with a bitmap of which of the count
+// names in it are unclaimed (none when all are: "dense", the storm case,
+// costing nothing per name). The digest walks the span as the wire has it
+// (CID, size, name). Names that are not views into the payload are copied
+// one by one instead.
+const (
+	recHeader   = 16 + 1 + 2 + 2 + 2
+	flagTCP     = 1
+	flagPacked  = 2
+	flagDense   = 4
+	packedExtra = 6
+	// shards spread TCP sessions (one goroutine each) over independent
+	// locks; the UDP receive loop is one goroutine.
+	shards = 4
+)
+
+type stage struct {
+	mu       sync.Mutex
+	buf      []byte // cap fixed at start
+	signaled bool
+	found    uint64 // names answered found (all records, staged or not)
+	missing  uint64 // names nobody claimed
+	dropped  uint64 // missing names not staged: buffer full
+	_        [64]byte
+}
+
+// Searched records one search message as the answer path saw it: the
+// client, whether it came over TCP, the payload its names were decoded
+// from (pva.Search.Decode leaves them as views into it; nil if not), the
+// names, the indexes of those nobody claims in increasing order
+// (resolver.Batch.Missing) and how many were answered found. Nothing is
+// kept. It is safe for concurrent use and never blocks on the digest.
+func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int) {
+	if in == nil {
+		return
+	}
+	a := client.As16()
+	s := &in.stages[int(a[15])%shards]
+	m := len(missing)
+	lo, hi, first, count, dense := -1, 0, 0, 0, false
+	if m > 0 && len(payload) > 0 {
+		first, count = missing[0], missing[m-1]-missing[0]+1
+		f, l := names[first].Name, names[missing[m-1]].Name
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(payload)))
+		lo = int(uintptr(unsafe.Pointer(unsafe.SliceData(f))) - base)
+		e := int(uintptr(unsafe.Pointer(unsafe.SliceData(l))) - base)
+		hi = e + len(l)
+		// Safe pointer comparisons prove both ends are views into payload.
+		if len(f) == 0 || len(l) == 0 || lo < 0 || e < lo || hi > len(payload) || hi-lo > 0xffff ||
+			count <= 0 || count > 0xffff || len(f) > 0xffff || &payload[lo] != &f[0] || &payload[e] != &l[0] {
+			lo = -1
+		}
+		dense = count == m
+	}
+	var need int
+	if lo >= 0 {
+		need = recHeader + packedExtra + (hi - lo)
+		if !dense {
+			need += (count + 7) / 8
+		}
+	} else {
+		need = recHeader + 2 + 2*m
+		for _, i := range missing {
+			need += min(len(names[i].Name), maxName)
+		}
+	}
+	s.mu.Lock()
+	s.found += uint64(found)
+	s.missing += uint64(m)
+	if len(s.buf)+need > cap(s.buf) || need > 0xffff+recHeader+packedExtra+0x2000 {
+		s.dropped += uint64(m)
+		s.mu.Unlock()
+		in.signal()
+		return
+	}
+	start := len(s.buf)
+	b := s.buf[:start+need]
+	r := b[start:]
+	copy(r, a[:])
+	fl := byte(0)
+	if tcp {
+		fl |= flagTCP
+	}
+	binary.NativeEndian.PutUint16(r[17:], clamp16(len(names)))
+	binary.NativeEndian.PutUint16(r[19:], clamp16(found))
+	binary.NativeEndian.PutUint16(r[21:], uint16(m))
+	r = r[recHeader:]
+	if lo >= 0 {
+		fl |= flagPacked
+		binary.NativeEndian.PutUint16(r, uint16(len(names[first].Name)))
+		binary.NativeEndian.PutUint16(r[2:], uint16(count))
+		binary.NativeEndian.PutUint16(r[4:], uint16(hi-lo))
+		r = r[packedExtra:]
+		if dense {
+			fl |= flagDense
+		} else {
+			bm := r[:(count+7)/8]
+			clear(bm)
+			for _, i := range missing {
+				if k := i - first; k >= 0 && k < count {
+					bm[k>>3] |= 1 << (k & 7)
+				}
+			}
+			r = r[len(bm):]
+		}
+		copy(r, payload[lo:hi])
+	} else {
+		span := 0
+		body := r[2:]
+		for _, i := range missing {
+			span += copy(body[span:], names[i].Name[:min(len(names[i].Name), maxName)])
+		}
+		binary.NativeEndian.PutUint16(r, uint16(span))
+		lens := body[span:]
+		for k, i := range missing {
+			binary.NativeEndian.PutUint16(lens[2*k:], uint16(min(len(names[i].Name), maxName)))
+		}
+	}
+	b[start+16] = fl
+	s.buf = b
+	wake := !s.signaled && len(b) >= cap(b)/2
+	if wake {
+		s.signaled = true
+	}
+	s.mu.Unlock()
+	if wake {
+		in.signal()
+	}
+}
+
+// maxName bounds a staged name; PVA names are far shorter, and the record
+// layout holds lengths in 16 bits.
+const maxName = 1024
+
+func clamp16(n int) uint16 { return uint16(min(n, 0xffff)) }
+
+func (in *Insight) signal() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// record is one decoded staging record; names are views into the buffer.
+type record struct {
+	client  netip.Addr
+	tcp     bool
+	names   int
+	found   int
+	missing [][]byte
+}
+
+// digest folds one staging buffer into the summaries. Searches of the same
+// name by the same client within one buffer (a client retrying, a storm)
+// are summed first and applied once, with their weight: most of a storm
+// costs one hash and one probe per name.
+func (in *Insight) digest(b []byte, now int64) {
+	r := &in.rec
+	for len(b) >= recHeader {
+		r.client = netip.AddrFrom16([16]byte(b[:16])).Unmap()
+		fl := b[16]
+		r.tcp = fl&flagTCP != 0
+		r.names = int(binary.NativeEndian.Uint16(b[17:]))
+		r.found = int(binary.NativeEndian.Uint16(b[19:]))
+		m := int(binary.NativeEndian.Uint16(b[21:]))
+		b = b[recHeader:]
+		r.missing = r.missing[:0]
+		if fl&flagPacked != 0 {
+			firstLen := int(binary.NativeEndian.Uint16(b))
+			count := int(binary.NativeEndian.Uint16(b[2:]))
+			span := int(binary.NativeEndian.Uint16(b[4:]))
+			b = b[packedExtra:]
+			var bm []byte
+			if fl&flagDense == 0 {
+				bm, b = b[:(count+7)/8], b[(count+7)/8:]
+			}
+			r.missing = walkSpan(b[:span], firstLen, count, bm, r.missing)
+			b = b[span:]
+			if len(r.missing) != m {
+				in.malformed++ // a span that does not parse as the wire has it
+				r.missing = r.missing[:0]
+			}
+		} else {
+			span := int(binary.NativeEndian.Uint16(b))
+			names, lens := b[2:2+span], b[2+span:2+span+2*m]
+			b = b[2+span+2*m:]
+			off := 0
+			for k := range m {
+				l := int(binary.NativeEndian.Uint16(lens[2*k:]))
+				r.missing = append(r.missing, names[off:off+l])
+				off += l
+			}
+		}
+		for i := range in.win {
+			w := &in.win[i]
+			w.clients[w.cur].add(r, now)
+		}
+		ch := maphash.Comparable(in.seed, r.client)
+		for _, n := range r.missing {
+			k := maphash.Bytes(in.seed, n) ^ ch*0x9e3779b97f4a7c15
+			if j, ok := in.aggIdx[k]; ok {
+				a := &in.aggs[j]
+				if a.client == r.client && string(a.name) == string(n) {
+					a.n++
+					continue
+				}
+				in.applyName(n, r.client, ch, 1, now) // a hash collision: no shortcut
+				continue
+			}
+			in.aggIdx[k] = int32(len(in.aggs))
+			in.aggs = append(in.aggs, agg{name: n, client: r.client, ch: ch, n: 1})
+		}
+	}
+	for i := range in.aggs {
+		a := &in.aggs[i]
+		in.applyName(a.name, a.client, a.ch, a.n, now)
+	}
+	clear(in.aggIdx)
+	clear(in.aggs) // drop the views into the buffer
+	in.aggs = in.aggs[:0]
+}
+
+// walkSpan reads the names of a packed span: the first name's bytes, then
+// count-1 more (CID, size, name) entries as the wire has them, keeping
+// those whose bit is set (all when bm is nil). It returns nothing if the
+// span does not parse to its exact end in either byte order (only a size
+// of 254 bytes or more depends on it).
+func walkSpan(span []byte, firstLen, count int, bm []byte, out [][]byte) [][]byte {
+	for _, be := range []bool{true, false} {
+		out = out[:0]
+		if firstLen > len(span) {
+			return out
+		}
+		if bm == nil || bm[0]&1 != 0 {
+			out = append(out, span[:firstLen])
+		}
+		rd := pva.NewReader(span[firstLen:], be, "insight span")
+		for k := 1; k < count && !rd.Failed(); k++ {
+			rd.U32("cid")
+			n := rd.StringBytes("name")
+			if bm == nil || bm[k>>3]&(1<<(k&7)) != 0 {
+				out = append(out, n[:min(len(n), maxName)])
+			}
+		}
+		if !rd.Failed() && rd.Remaining() == 0 {
+			return out
+		}
+	}
+	return out[:0]
+}
+
+// agg is one (name, client) pair's searches within a staging buffer.
+type agg struct {
+	name   []byte
+	client netip.Addr
+	ch     uint64 // the client's hash
+	n      uint64
+}
+
+func (in *Insight) applyName(name []byte, client netip.Addr, ch, n uint64, now int64) {
+	var s string // allocated once for both windows, if a slot is taken
+	for i := range in.win {
+		w := &in.win[i]
+		w.names[w.cur].add(name, &s, client, ch, n, now)
+	}
+}
