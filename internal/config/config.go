@@ -38,6 +38,7 @@ type Config struct {
 	Access    Access
 	Map       Map
 	RateLimit RateLimit
+	Insight   Insight
 
 	// prov maps a setting key to where its value came from; a missing key
 	// means the default.
@@ -350,6 +351,17 @@ type RateLimit struct {
 	Exempt []netip.Prefix
 }
 
+// Insight sizes the search-traffic summaries (internal/insight) and sets
+// the beacon anomaly threshold.
+type Insight struct {
+	Names      int   // unresolved-name slots per summary
+	Clients    int   // client slots per summary
+	QueueBytes int64 // staging between the answer paths and the summaries
+	// GUIDChangesPerHour: more GUID changes than this at one server
+	// endpoint within an hour is reported as a beacon anomaly event.
+	GUIDChangesPerHour int
+}
+
 // Defaults returns the production defaults.
 func Defaults() Config {
 	c := Config{
@@ -424,6 +436,7 @@ func Defaults() Config {
 			BeaconsPerSecond: 20,
 			BeaconBurst:      200,
 		},
+		Insight: Insight{Names: 10000, Clients: 10000, QueueBytes: 1 << 20, GUIDChangesPerHour: 3},
 	}
 	c.TCP.IdleTimeout = c.PVA.TCPTimeout()
 	return c

@@ -343,6 +343,15 @@ func init() {
 		func(c *Config) *int { return &c.RateLimit.BeaconBurst }))
 	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
 		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }))
+
+	add(intSpec("insight.names", "unresolved names kept per summary (4 summaries: two windows of two periods); memory is allocated at start", 10, 1_000_000,
+		func(c *Config) *int { return &c.Insight.Names }))
+	add(intSpec("insight.clients", "searching clients kept per summary (4 summaries); memory is allocated at start", 10, 1_000_000,
+		func(c *Config) *int { return &c.Insight.Clients }))
+	add(bytesSpec("insight.queue_bytes", "staging between the answer paths and the insight summaries; searches beyond it are not summarised (counted)", 32<<10, 1<<30,
+		func(c *Config) *int64 { return &c.Insight.QueueBytes }))
+	add(intSpec("insight.guid_changes_per_hour", "more GUID changes than this at one server endpoint within an hour is reported as an anomaly event", 1, 1_000_000,
+		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }))
 }
 
 func portSpec(key string, env []string, usage string, p func(*Config) *uint16) spec {

@@ -3,13 +3,16 @@ package daemon
 import (
 	"net/netip"
 	"strings"
+	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/udpsearch"
 )
 
 // This file turns config.Access into the hooks the parts take
@@ -72,6 +75,23 @@ func serverFilter(a *config.Access) func(netip.Addr) bool {
 		return nil
 	}
 	return a.ServerAllowed
+}
+
+// withAnomalies makes every hint refused by the server allow list (a
+// beacon or discovery reply from, or naming, a server outside it) a
+// candidate beacon anomaly event (insight: at most once an hour per
+// address).
+func (d *Daemon) withAnomalies(p udpsearch.Policy) udpsearch.Policy {
+	if allow := p.ServerAllowed; allow != nil {
+		p.ServerAllowed = func(a netip.Addr) bool {
+			if allow(a) {
+				return true
+			}
+			d.anomaly(insight.AnomalyNotAllowed, pva.GUID{}, netip.AddrPortFrom(a, 0))(d.Insight.NotAllowed(a, time.Now()))
+			return false
+		}
+	}
+	return p
 }
 
 // allowedStatic returns the static servers the server allow list admits,

@@ -27,6 +27,7 @@ import (
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/events"
 	"github.com/pvans-project/pvans/internal/httpapi"
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -66,6 +67,7 @@ type Daemon struct {
 	ServerPV *serverpv.Provider // the `server` PV on the TCP port
 	Upstream *upstream.Pool
 	Events   *events.Log
+	Insight  *insight.Insight
 	Metrics  *metrics.Metrics
 
 	nameFiles *probe.NameFiles
@@ -113,6 +115,14 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	// (reload.go) at the end of New, as they do on every reload.
 	d.Registry = registry.New(registry.Options{Clock: d.clk, Logger: d.log.Named("registry")})
 	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver")})
+	d.Insight = insight.New(insight.Options{
+		Names:              cfg.Insight.Names,
+		Clients:            cfg.Insight.Clients,
+		QueueBytes:         int(cfg.Insight.QueueBytes),
+		GUIDChangesPerHour: cfg.Insight.GUIDChangesPerHour,
+		Known:              func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
+		Clock:              d.clk,
+	})
 	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
 	d.Prober = probe.New(probe.Options{
@@ -136,6 +146,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Channels: d.ServerPV,
 		Logger:   d.log.Named("tcp"),
 		Clock:    d.clk,
+		Insight:  d.Insight,
 	}, tcpsearch.FromResolver(d.Resolver))
 
 	var ifaces []netip.Addr
@@ -159,6 +170,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Beacons:          beaconFilter{d},
 		BeaconQueue:      cfg.UDP.BeaconQueue, // issue 14: the receive path never waits for the registry
 		OnSearchResponse: d.onUDPSearchResponse,
+		Insight:          d.Insight,
 		Clock:            d.clk,
 		Logger:           d.log.Named("udp"),
 	})
@@ -184,6 +196,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.httpSrv = httpapi.NewService(httpapi.Options{
 		Registry: regView{d.Registry, d.Tracker},
 		Events:   d.Events,
+		Insight:  d.Insight,
 		Metrics:  d.Metrics.Handler(),
 		Ready:    d.Ready,
 		Discover: d.operatorDiscover,
@@ -236,6 +249,7 @@ func (d *Daemon) Start() (err error) {
 	}
 
 	// Receiving.
+	d.Insight.Start()
 	d.TCP.Serve()
 	d.UDP.Start()
 	d.Upstream.Start()
@@ -440,5 +454,6 @@ func (d *Daemon) Close() {
 	d.Prober.Close()
 	d.Tracker.Close()
 	d.Resolver.Close()
+	d.Insight.Close()
 	d.Registry.Close()
 }

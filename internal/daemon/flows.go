@@ -10,6 +10,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -61,6 +62,7 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 			// A restart claim: the old server keeps its names until the
 			// probe confirms the new GUID over TCP.
 			kind, why = "restart claimed", probe.ReasonChanged
+			defer d.anomaly(insight.AnomalyGUIDChurn, ev.GUID, ev.Endpoint)(d.Insight.GUIDChanged(ev.Endpoint, ev.At))
 		}
 		d.Events.Add(events.Event{At: ev.At, Kind: kind, GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "via " + ev.Via.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, why)
@@ -74,6 +76,7 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		if g, ok := d.Prober.Watching(ev.Endpoint); ok {
 			// Missing beacons are no proof: the watch connection answers.
 			d.log.Info("no beacon within the expiry, but the watch connection is up: kept", append(fields, zap.Stringer("watched_guid", g))...)
+			d.anomaly(insight.AnomalyBeaconsStopped, g, ev.Endpoint)(d.Insight.BeaconsStopped(ev.Endpoint, ev.At))
 			return
 		}
 		d.log.Info("server lost: no beacon within the expiry", fields...)
@@ -92,6 +95,19 @@ func (d *Daemon) removeAt(g pva.GUID, ep netip.AddrPort) {
 }
 
 // probeSink receives probe results: the TCP facts.
+
+// anomaly returns a function that logs a beacon anomaly event when insight
+// says one is due (insight decides, at most once an hour per endpoint).
+func (d *Daemon) anomaly(kind string, g pva.GUID, ep netip.AddrPort) func(string, bool) {
+	return func(detail string, due bool) {
+		if due {
+			d.log.Warn("beacon anomaly", zap.String("kind", kind), zap.Stringer("endpoint", ep), zap.String("detail", detail))
+			d.Events.Add(events.Event{At: time.Now(), Kind: "anomaly: " + kind, GUID: g.String(), Endpoint: ep.String(), Detail: detail})
+		}
+	}
+}
+
+// probeSink receives probe results.
 type probeSink struct{ d *Daemon }
 
 func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info probe.Info) {

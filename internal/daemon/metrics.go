@@ -19,5 +19,6 @@ func (d *Daemon) registerMetrics() {
 	})
 	d.Upstream.RegisterMetrics(m)
 	d.Prober.RegisterMetrics(m)
+	d.Insight.RegisterMetrics(m)
 	m.AccessDenied("server", d.deniedServers.Load)
 }

@@ -171,7 +171,7 @@ func (d *Daemon) apply(prev, next *config.Config) {
 		Backoff:      probeBackoff(next),
 	})
 	d.TCP.SetPolicy(tcpPolicy(next))
-	d.UDP.SetPolicy(udpPolicy(next))
+	d.UDP.SetPolicy(d.withAnomalies(udpPolicy(next)))
 	d.Upstream.SetServers(next.PVA.NameServers, upstreamConnOptions(next))
 	d.httpSrv.SetLimits(httpLimits(next))
 	d.Ring.SetLimits(next.Search.ThroughMaxNames, next.Search.ThroughDatagramsPerSecond)

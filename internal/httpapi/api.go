@@ -43,7 +43,10 @@ type Registry interface {
 type Options struct {
 	Registry Registry
 	Events   *events.Log
-	Metrics  http.Handler // /metrics; nil disables
+	// Insight answers /v1/insight/* and the status page's search
+	// sections; nil disables them.
+	Insight Insight
+	Metrics http.Handler // /metrics; nil disables
 	// Ready reports readiness and, when not ready, why.
 	Ready func() (bool, string)
 	// Discover sends a discovery round now (POST /v1/discover).
@@ -101,6 +104,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/names/{name}", a.name)
 	mux.HandleFunc("GET /v1/duplicates", a.duplicates)
 	mux.HandleFunc("GET /v1/events", a.events)
+	mux.HandleFunc("GET /v1/insight/unresolved", a.insightUnresolved)
+	mux.HandleFunc("GET /v1/insight/clients", a.insightClients)
 	mux.HandleFunc("POST /v1/discover", a.discover)
 	mux.HandleFunc("GET /{$}", a.status)
 	if o.Metrics != nil {

@@ -62,6 +62,9 @@ td.none{color:var(--muted);font-style:italic}
 .err{color:var(--bad)} .muted{color:var(--muted)}
 code{font-family:"DejaVu Sans Mono",ui-monospace,Menlo,Consolas,monospace;font-size:13px}
 footer{padding:0 24px 16px;color:var(--muted)} a{color:#1f5fbf}
+form.lookup{padding:10px 14px} form.lookup input{font:inherit;padding:4px 8px;border:1px solid #c3ccd5;border-radius:6px}
+form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;background:#1f2933;color:#fff}
+.answer{padding:0 14px 10px}
 </style></head><body>
 <header><h1>pvans</h1><span class="sub">PVAccess name server · version {{.Version}}{{if .Uptime}} · up {{.Uptime}}{{end}} · </span>{{if .Ready}}<span class="rdy">ready</span>{{else}}<span class="nrdy">not ready</span>{{end}}</header>
 <main>
@@ -85,13 +88,14 @@ footer{padding:0 24px 16px;color:var(--muted)} a{color:#1f5fbf}
 {{range .Duplicates}}<tr class="warn"><td><code>{{.Name}}</code></td><td><code>{{.HolderEndpoint}}</code> <code class="muted">{{short .HolderGUID}}</code></td><td><code>{{.ClaimantEndpoint}}</code> <code class="muted">{{short .ClaimantGUID}}</code></td><td>{{ago .Since}}</td></tr>
 {{else}}<tr><td colspan="4" class="none">none</td></tr>{{end}}
 </tbody></table></section>
+{{template "insight" .Insight}}
 <section><h2>Recent events<small>newest first</small></h2>
 <table id="event-table"><thead><tr><th>when</th><th>event</th><th>endpoint</th><th>GUID</th><th>detail</th></tr></thead><tbody>
 {{range .Events}}<tr><td>{{ago .At}}</td><td><span class="pill {{evclass .Kind}}">{{.Kind}}</span></td><td><code>{{.Endpoint}}</code></td><td><code>{{short .GUID}}</code></td><td>{{.Detail}}</td></tr>
 {{else}}<tr><td colspan="5" class="none">nothing yet</td></tr>{{end}}
 </tbody></table></section>
 </main>
-<footer>Refreshes every 10 s · JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/metrics">/metrics</a></footer>
+<footer>Refreshes every 10 s · JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/v1/insight/unresolved">/v1/insight/unresolved</a> · <a href="/v1/insight/clients">/v1/insight/clients</a> · <a href="/metrics">/metrics</a></footer>
 </body></html>
 `))
 
@@ -107,6 +111,7 @@ type statusData struct {
 	Servers    []statusServer
 	Duplicates []Duplicate
 	Events     []events.Event
+	Insight    statusInsight
 }
 
 // statusServer is a server row with its one-word state and colour class.
@@ -135,6 +140,9 @@ func serverState(s Server) (state, class string, rank int) {
 
 // eventClass colours an event kind by how much it matters.
 func eventClass(kind string) string {
+	if strings.HasPrefix(kind, "anomaly") { // insight's beacon anomalies
+		return "warn"
+	}
 	switch kind {
 	case "lost", "unlistable":
 		return "bad"
@@ -218,6 +226,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	if a.o.Events != nil {
 		d.Events = a.o.Events.Recent(50)
 	}
+	d.Insight = a.statusInsight(r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := statusTmpl.Execute(w, d); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -61,7 +61,10 @@ type Options struct {
 	// Known reports whether a name is answerable now (the registry holds
 	// it): such a name is taken out of "unresolved". nil: none is.
 	Known func(name string) bool
-	Clock clock.Clock
+	// GUIDChangesPerHour is the beacon anomaly threshold (GUIDChanged);
+	// default 3.
+	GUIDChangesPerHour int
+	Clock              clock.Clock
 }
 
 // Windows are the two windows kept, by their API name.
@@ -86,7 +89,10 @@ type Insight struct {
 	// or a payload changed under us); their names are not summarised.
 	malformed uint64
 	tmr       clock.Timer
-	closed    bool
+
+	amu    sync.Mutex // beacon anomalies
+	an     anomalyState
+	closed bool
 }
 
 // New allocates every summary and staging buffer. Call Start to digest in
@@ -104,11 +110,15 @@ func New(o Options) *Insight {
 	if o.DigestEvery <= 0 {
 		o.DigestEvery = 250 * time.Millisecond
 	}
+	if o.GUIDChangesPerHour <= 0 {
+		o.GUIDChangesPerHour = 3
+	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
 	in := &Insight{o: o, wake: make(chan struct{}, 1), done: make(chan struct{}), seed: maphash.MakeSeed(),
 		aggIdx: make(map[uint64]int32)}
+	in.an.init()
 	per := max(o.QueueBytes/(2*shards), 4096)
 	for i := range in.stages {
 		in.stages[i].buf = make([]byte, 0, per)
