@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/pvans-project/pvans/internal/buildinfo"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/httpapi"
+	"github.com/pvans-project/pvans/internal/insight"
 )
 
 func cmdVersion(stdout io.Writer) int {
@@ -80,6 +82,9 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 	names := fs.String("names", "", "list names matching `GLOB`")
 	limit := fs.Int("limit", 1000, "at most this many names")
 	dups := fs.Bool("duplicates", false, "list duplicate names")
+	unresolved := fs.Bool("unresolved", false, "list names searched for and not found, most searched first")
+	clients := fs.Bool("clients", false, "list the busiest searching clients")
+	window := fs.String("window", "1h", "with --unresolved or --clients: `1m or 1h`")
 	asJSON := fs.Bool("json", false, "print the API's JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -88,13 +93,13 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	picked := 0
-	for _, on := range []bool{*servers, *dups, *names != ""} {
+	for _, on := range []bool{*servers, *dups, *names != "", *unresolved, *clients} {
 		if on {
 			picked++
 		}
 	}
 	if picked > 1 {
-		fmt.Fprintln(stderr, "pvans list: give at most one of --servers, --names, --duplicates")
+		fmt.Fprintln(stderr, "pvans list: give at most one of --servers, --names, --duplicates, --unresolved, --clients")
 		return 2
 	}
 	path := "/v1/servers"
@@ -103,6 +108,10 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		path = "/v1/duplicates"
 	case *names != "":
 		path = "/v1/names?match=" + url.QueryEscape(*names) + fmt.Sprintf("&limit=%d", *limit)
+	case *unresolved:
+		path = "/v1/insight/unresolved?window=" + url.QueryEscape(*window) + fmt.Sprintf("&limit=%d", min(*limit, httpapi.MaxInsightLimit))
+	case *clients:
+		path = "/v1/insight/clients?window=" + url.QueryEscape(*window) + fmt.Sprintf("&limit=%d", min(*limit, httpapi.MaxInsightLimit))
 	}
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get(strings.TrimRight(*api, "/") + path)
@@ -132,6 +141,40 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(tw, "NAME\tANSWERED BY\tALSO CLAIMED BY")
 		for _, d := range ds {
 			fmt.Fprintf(tw, "%s\t%s %s\t%s %s\n", d.Name, d.HolderEndpoint, d.HolderGUID, d.ClaimantEndpoint, d.ClaimantGUID)
+		}
+	case *unresolved:
+		var rep insight.UnresolvedReport
+		if err := json.Unmarshal(body, &rep); err != nil {
+			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
+			return 1
+		}
+		fmt.Fprintf(tw, "# names searched and not found since %s (%s window); counts within ±%d\n",
+			rep.Since.Local().Format(time.TimeOnly), rep.Window, rep.ErrorBound)
+		fmt.Fprintln(tw, "NAME\tSEARCHES\tRATE\tCLIENTS\tTOP CLIENTS\tFIRST SEEN\tLAST SEEN")
+		for _, u := range rep.Names {
+			var top []string
+			for _, c := range u.TopClients {
+				top = append(top, fmt.Sprintf("%s(%d)", c.Addr, c.Searches))
+			}
+			cl := strconv.Itoa(u.Clients)
+			if u.ClientsAtLeast {
+				cl = ">=" + cl
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.1f/s\t%s\t%s\t%s\t%s\n", u.Name, u.Searches, u.PerSecond, cl, strings.Join(top, " "),
+				u.FirstSeen.Local().Format(time.TimeOnly), u.LastSeen.Local().Format(time.TimeOnly))
+		}
+	case *clients:
+		var rep insight.ClientsReport
+		if err := json.Unmarshal(body, &rep); err != nil {
+			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
+			return 1
+		}
+		fmt.Fprintf(tw, "# busiest clients since %s (%s window); name counts within ±%d\n",
+			rep.Since.Local().Format(time.TimeOnly), rep.Window, rep.ErrorBound)
+		fmt.Fprintln(tw, "CLIENT\tNAMES\tNAMES/S\tSEARCHES/S\tNOT FOUND\tNOT FOUND/S\tOVER\tLAST SEEN")
+		for _, c := range rep.Clients {
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.0f%%\t%.1f\t%s\t%s\n", c.Addr, c.Names, c.NamesPerSecond, c.SearchesPerSecond,
+				100*c.NotFoundShare, c.NotFoundPerSecond, c.Transport, c.LastSeen.Local().Format(time.TimeOnly))
 		}
 	case *names != "":
 		var ns []httpapi.Name

@@ -3,6 +3,7 @@ package tcpsearch
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // names38 registers 38 names of 30 characters (a full 1400-byte PVXS
@@ -46,10 +48,14 @@ func BenchmarkAnswer38(b *testing.B) {
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
 	msg := names38(b, reg)
-	in := insight.New(insight.Options{}) // as in the daemon
-	in.Start()
-	defer in.Close()
-	srv := New(Options{Insight: in}, FromResolver(res))
+	var o Options
+	if os.Getenv("PVANS_BENCH_INSIGHT") != "off" { // as in the daemon; off: the same code without it
+		in := insight.New(insight.Options{})
+		in.Start()
+		defer in.Close()
+		o.Insight = in
+	}
+	srv := New(o, FromResolver(res))
 	ss := &session{s: srv}
 	h, payload, _, err := pva.SplitMessage(msg)
 	if err != nil {
@@ -58,12 +64,14 @@ func BenchmarkAnswer38(b *testing.B) {
 	var out []byte
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := testutil.StartThreadCPU()
 	for i := 0; i < b.N; i++ {
 		if err := ss.search.Decode(payload, h.BigEndian()); err != nil {
 			b.Fatal(err)
 		}
 		out = ss.answer(out[:0], &ss.search, payload, pva.FlagServer, 5075)
 	}
+	b.ReportMetric(float64(cpu.Stop().Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.StopTimer()
 	if st := srv.Stats(); st.Claims != uint64(38*b.N) || len(ss.batch.Missing) != 0 {
 		b.Fatalf("claims %d for %d searches", st.Claims, b.N)
@@ -78,10 +86,14 @@ func BenchmarkSocketPipelined38(b *testing.B) {
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
 	msg := names38(b, reg)
-	in := insight.New(insight.Options{})
-	in.Start()
-	defer in.Close()
-	srv := New(Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}, Insight: in}, FromResolver(res))
+	o := Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}}
+	if os.Getenv("PVANS_BENCH_INSIGHT") != "off" {
+		in := insight.New(insight.Options{})
+		in.Start()
+		defer in.Close()
+		o.Insight = in
+	}
+	srv := New(o, FromResolver(res))
 	if err := srv.Start(); err != nil {
 		b.Fatal(err)
 	}

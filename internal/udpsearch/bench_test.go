@@ -3,12 +3,14 @@ package udpsearch
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // benchName is a 30-character PV name, the spec's L=30 (38 per datagram).
@@ -51,18 +53,25 @@ func search38(b *testing.B, flags uint8, prefix string) []byte {
 
 func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards bool) {
 	out := &discardSender{}
-	// As in the daemon: every answered search is staged for insight,
-	// digested in the background.
-	in := insight.New(insight.Options{})
-	in.Start()
-	b.Cleanup(in.Close)
-	h, _ := testHandler(b, Options{AnswerNames: true, Resolver: r, GUID: ownGUID, TCPPort: 5075, Insight: in}, out)
+	o := Options{AnswerNames: true, Resolver: r, GUID: ownGUID, TCPPort: 5075}
+	if os.Getenv("PVANS_BENCH_INSIGHT") != "off" {
+		// As in the daemon: every answered search is staged for insight,
+		// digested in the background. PVANS_BENCH_INSIGHT=off measures
+		// the same code without it (the before/after in PERFORMANCE.md).
+		in := insight.New(insight.Options{})
+		in.Start()
+		b.Cleanup(in.Close)
+		o.Insight = in
+	}
+	h, _ := testHandler(b, o, out)
 	h.handle(&d) // warm the scratch buffers
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := testutil.StartThreadCPU()
 	for b.Loop() {
 		h.handle(&d)
 	}
+	b.ReportMetric(float64(cpu.Stop().Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/38, "ns/name")
 	if (out.replies > 0) != wantReplies || (out.forwards > 0) != wantForwards {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/events"
 	"github.com/pvans-project/pvans/internal/httpapi"
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
@@ -53,6 +54,7 @@ func TestAPIDocRoutesAreServed(t *testing.T) {
 	discovered := 0
 	h := httpapi.Handler(httpapi.Options{
 		Registry: reg, Events: events.New(4), Version: "test", Started: time.Now(),
+		Insight:  insight.New(insight.Options{Names: 10, Clients: 10}),
 		Metrics:  http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("# metrics\n")) }),
 		Ready:    func() (bool, string) { return true, "" },
 		Discover: func() error { discovered++; return nil },
@@ -104,6 +106,8 @@ func TestAPIDocExamples(t *testing.T) {
 		func() any { return new([]httpapi.Duplicate) },
 		func() any { return new([]events.Event) },
 		func() any { return new(httpapi.Error) },
+		func() any { return new(insight.UnresolvedReport) },
+		func() any { return new(insight.ClientsReport) },
 		func() any { return new(struct{ Status string }) },
 	}
 	blocks := jsonBlock.FindAllStringSubmatch(doc, -1)
@@ -124,7 +128,8 @@ func TestAPIDocExamples(t *testing.T) {
 			t.Errorf("docs/api.md JSON example %d is not an API answer (unknown field or wrong type):\n%s", i+1, b[1])
 		}
 	}
-	for _, v := range []any{httpapi.Server{}, httpapi.Name{}, httpapi.Duplicate{}, events.Event{}, httpapi.Error{}} {
+	for _, v := range []any{httpapi.Server{}, httpapi.Name{}, httpapi.Duplicate{}, events.Event{}, httpapi.Error{},
+		insight.Report{}, insight.Unresolved{}, insight.TopClient{}, insight.Client{}} {
 		rt := reflect.TypeOf(v)
 		for i := 0; i < rt.NumField(); i++ {
 			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
