@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"image/draw"
 	"image/png"
@@ -20,7 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
@@ -79,7 +82,29 @@ func screenshotSite() Options {
 	ev.Add(events.Event{At: now.Add(-5 * time.Minute), Kind: "duplicate", GUID: g2.String(), Endpoint: a2.String(), Detail: "ioc:a:temp also claimed"})
 	ev.Add(events.Event{At: now.Add(-time.Minute), Kind: "unlistable", GUID: g2.String(), Endpoint: a2.String(), Detail: "connection refused"})
 	return Options{Registry: shotReg{reg}, Events: ev, Version: "v0.0.0-test", Started: now.Add(-2 * time.Hour),
-		Ready: func() (bool, string) { return true, "" }}
+		Ready: func() (bool, string) { return true, "" }, Insight: shotInsight(reg)}
+}
+
+// shotInsight is a minute of search traffic: a display searching for a
+// typo, an archiver for a retired IOC's names, a client asking for a held
+// name too.
+func shotInsight(reg *fakeReg) *insight.Insight {
+	clk := clock.NewFake(time.Now().Add(-time.Minute))
+	in := insight.New(insight.Options{Names: 100, Clients: 100, Clock: clk,
+		Known: func(n string) bool { _, ok := reg.Name(n); return ok }})
+	var t testing.T // searchAs only fails on a codec bug, caught by the insight tests
+	for range 60 {
+		for range 25 {
+			searchAs(&t, in, "10.0.4.17", false, []int{1}, 1, "ioc:a:temp", "ioc:a:tmep")
+		}
+		for range 8 {
+			searchAs(&t, in, "10.0.9.3", true, []int{0, 1}, 0, "old:ioc:pump1", "old:ioc:pump2")
+		}
+		searchAs(&t, in, "10.0.4.18", false, []int{1}, 1, "ioc:c:flow", "ioc:a:tmep")
+		in.Flush()
+		clk.Advance(time.Second)
+	}
+	return in
 }
 
 // healthySite is screenshotSite with its troubles fixed: every server
@@ -139,6 +164,7 @@ func TestStatusPageScreenshot(t *testing.T) {
 		}
 
 		for _, want := range []string{`id="server-table"`, `id="dup-table"`, `id="event-table"`, `id="health"`,
+			`id="lookup"`, `id="unresolved-table"`, `id="client-table"`, "ioc:a:tmep", "old:ioc:pump1", "10.0.4.17", "10.0.9.3",
 			"127.0.0.1:5075", "127.0.0.2:5085", "127.0.0.3:5075", "127.0.0.4:5075",
 			"probe failed", "unverified", "connection refused", "ioc:a:temp", "degraded"} {
 			if !strings.Contains(dom, want) {
@@ -151,6 +177,24 @@ func TestStatusPageScreenshot(t *testing.T) {
 		}
 		if t.Failed() {
 			t.Logf("DOM:\n%s", dom)
+		}
+	})
+
+	// The search sections, with a lookup answered "not found", in a
+	// window tall enough to show them.
+	t.Run("insight", func(t *testing.T) {
+		img, dom := screenshotSized(t, dir, serve(t, screenshotSite())+"?name=ioc:a:tmep", "status-insight.png", 1700, "--dump-dom")
+		answer := between(dom, `id="lookup-answer"`, "</div>")
+		if !strings.Contains(answer, "not found") || !strings.Contains(answer, "searched 1560 times by 2 client(s) in the last hour") {
+			t.Errorf("lookup answer: %s", answer)
+		}
+		inOrder(t, between(dom, `id="unresolved-table"`, "</table>"), "ioc:a:tmep", "old:ioc:pump1")
+		inOrder(t, between(dom, `id="client-table"`, "</table>"), "10.0.4.17", "10.0.9.3", "10.0.4.18")
+		// The not-found rows and the lookup pill are amber and red: the
+		// sections were drawn, not just present in the DOM.
+		p := scan(t, img)
+		if p.all[warnColour] < 500 || p.all[badColour] < 500 {
+			t.Errorf("search sections drew %d amber and %d red pixels", p.all[warnColour], p.all[badColour])
 		}
 	})
 
@@ -188,6 +232,14 @@ func serve(t *testing.T, o Options) string {
 // --dump-dom.
 func screenshot(t *testing.T, dir, url, name string, extra ...string) (image.Image, string) {
 	t.Helper()
+	return screenshotSized(t, dir, url, name, 900, extra...)
+}
+
+// screenshotSized is screenshot with a window height other than 900 (the
+// page's lower sections).
+func screenshotSized(t *testing.T, dir, url, name string, height int, extra ...string) (image.Image, string) {
+	t.Helper()
+	extra = append(extra, fmt.Sprintf("--window-size=1280,%d", height))
 	shot := filepath.Join(dir, name)
 	start := time.Now()
 	out := runChromium(t, dir, append(extra, "--screenshot="+shot, url)...)
@@ -209,8 +261,8 @@ func screenshot(t *testing.T, dir, url, name string, extra ...string) (image.Ima
 	if err != nil {
 		t.Fatalf("screenshot is not a PNG: %v", err)
 	}
-	if bd := img.Bounds(); bd.Dx() != 1280 || bd.Dy() != 900 {
-		t.Fatalf("screenshot is %dx%d, want 1280x900", bd.Dx(), bd.Dy())
+	if bd := img.Bounds(); bd.Dx() != 1280 || bd.Dy() != height {
+		t.Fatalf("screenshot is %dx%d, want 1280x%d", bd.Dx(), bd.Dy(), height)
 	}
 	return img, out
 }
@@ -235,7 +287,7 @@ func runChromium(t *testing.T, dir string, args ...string) string {
 		"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 		"--proxy-server=127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
 		"--hide-scrollbars", "--force-device-scale-factor=1",
-		"--user-data-dir=" + profile, "--window-size=1280,900",
+		"--user-data-dir=" + profile,
 	}
 	cmd := exec.CommandContext(ctx, chromiumPath, append(flags, args...)...)
 	var stdout, stderr bytes.Buffer

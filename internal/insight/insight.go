@@ -53,7 +53,7 @@ type Options struct {
 	// defaults 10,000 each.
 	Names, Clients int
 	// QueueBytes bounds the staging buffers (all shards, double
-	// buffered); default 1 MiB.
+	// buffered); default 4 MiB.
 	QueueBytes int
 	// DigestEvery is how often staged records are folded in at the latest;
 	// default 250 ms (sooner when a staging buffer is half full).
@@ -85,6 +85,8 @@ type Insight struct {
 	rec    record
 	aggIdx map[uint64]int32
 	aggs   []agg
+	// prevAgg is the agg entries of the last decoded record, in order.
+	prevAgg []int32
 	// malformed counts packed records whose span did not parse (a bug,
 	// or a payload changed under us); their names are not summarised.
 	malformed uint64
@@ -105,7 +107,7 @@ func New(o Options) *Insight {
 		o.Clients = 10000
 	}
 	if o.QueueBytes <= 0 {
-		o.QueueBytes = 1 << 20
+		o.QueueBytes = 4 << 20
 	}
 	if o.DigestEvery <= 0 {
 		o.DigestEvery = 250 * time.Millisecond
@@ -122,6 +124,7 @@ func New(o Options) *Insight {
 	per := max(o.QueueBytes/(2*shards), 4096)
 	for i := range in.stages {
 		in.stages[i].buf = make([]byte, 0, per)
+		in.stages[i].last = -1
 		in.spare[i] = make([]byte, 0, per)
 	}
 	now := o.Clock.Now()
@@ -201,7 +204,7 @@ func (in *Insight) flushLocked() int64 {
 		s := &in.stages[i]
 		s.mu.Lock()
 		b := s.buf
-		s.buf, s.signaled = in.spare[i][:0], false
+		s.buf, s.signaled, s.last = in.spare[i][:0], false, -1
 		s.mu.Unlock()
 		in.digest(b, now)
 		in.spare[i] = b[:0]

@@ -277,6 +277,34 @@ func TestSpanLongNamesBothOrders(t *testing.T) {
 	}
 }
 
+// Repeated searches are folded into the previous record (up to 65,535
+// repeats), never across clients or different searches, and every one is
+// counted.
+func TestRepeatsCounted(t *testing.T) {
+	in := New(Options{Clock: clock.NewFake(time.Time{}), QueueBytes: 64 << 20})
+	pa, qa := encoded(t, "storm:1", "storm:2", "ok")
+	pb, qb := encoded(t, "other")
+	for i := range 70000 {
+		in.Searched(cA, false, pa, qa, []int{0, 1}, 1)
+		if i%1000 == 999 {
+			in.Searched(cB, true, pb, qb, []int{0}, 0)
+		}
+	}
+	in.Searched(cA, false, pa, qa, []int{0}, 1) // same names, another result
+	r, _ := in.Unresolved("1m", 0)
+	got := map[string]uint64{}
+	for _, u := range r.Names {
+		got[u.Name] = u.Searches
+	}
+	if got["storm:1"] != 70001 || got["storm:2"] != 70000 || got["other"] != 70 {
+		t.Errorf("counts %v", got)
+	}
+	c, _ := in.Clients("1m", 0)
+	if c.Clients[0].Addr != "10.0.0.1" || c.Clients[0].Searches != 70001 || c.Clients[0].NotFound != 140001 || c.Clients[1].Searches != 70 {
+		t.Errorf("clients %+v", c.Clients)
+	}
+}
+
 // The background digest runs on its own (real clock) and stops on Close.
 func TestBackgroundDigest(t *testing.T) {
 	in := New(Options{DigestEvery: 10 * time.Millisecond})

@@ -19,6 +19,7 @@ import (
 // Record layout (native byte order, it never leaves the process):
 //
 //	[16]client address | u8 flags | u16 names | u16 found | u16 missing |
+//	u16 repeats |
 //	packed: u16 first name's length | u16 count | u16 span length |
 //	        bitmap of count bits (absent when dense) | span
 //	copied: u16 span length | span | missing × u16 length
@@ -29,9 +30,11 @@ import (
 // names in it are unclaimed (none when all are: "dense", the storm case,
 // costing nothing per name). The digest walks the span as the wire has it
 // (CID, size, name). Names that are not views into the payload are copied
-// one by one instead.
+// one by one instead. A dense search identical to the shard's previous
+// record from the same client (a retry, a storm) only bumps that record's
+// repeats: a compare instead of a copy, and nothing new for the digest.
 const (
-	recHeader   = 16 + 1 + 2 + 2 + 2
+	recHeader   = 16 + 1 + 2 + 2 + 2 + 2
 	flagTCP     = 1
 	flagPacked  = 2
 	flagDense   = 4
@@ -44,6 +47,7 @@ const (
 type stage struct {
 	mu       sync.Mutex
 	buf      []byte // cap fixed at start
+	last     int    // offset of the last record in buf; -1: none
 	signaled bool
 	found    uint64 // names answered found (all records, staged or not)
 	missing  uint64 // names nobody claimed
@@ -91,9 +95,34 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 			need += min(len(names[i].Name), maxName)
 		}
 	}
+	fl := byte(0)
+	if tcp {
+		fl |= flagTCP
+	}
+	if lo >= 0 {
+		fl |= flagPacked
+		if dense {
+			fl |= flagDense
+		}
+	}
 	s.mu.Lock()
 	s.found += uint64(found)
 	s.missing += uint64(m)
+	if lo >= 0 && dense && s.last >= 0 {
+		if p := s.buf[s.last:]; p[16] == fl && [16]byte(p[:16]) == a &&
+			binary.NativeEndian.Uint16(p[17:]) == clamp16(len(names)) &&
+			binary.NativeEndian.Uint16(p[19:]) == clamp16(found) &&
+			binary.NativeEndian.Uint16(p[21:]) == uint16(m) &&
+			binary.NativeEndian.Uint16(p[23:]) < 0xffff &&
+			binary.NativeEndian.Uint16(p[recHeader:]) == uint16(len(names[first].Name)) &&
+			binary.NativeEndian.Uint16(p[recHeader+2:]) == uint16(count) &&
+			int(binary.NativeEndian.Uint16(p[recHeader+4:])) == hi-lo &&
+			string(p[recHeader+packedExtra:recHeader+packedExtra+hi-lo]) == string(payload[lo:hi]) {
+			binary.NativeEndian.PutUint16(p[23:], binary.NativeEndian.Uint16(p[23:])+1)
+			s.mu.Unlock()
+			return
+		}
+	}
 	if len(s.buf)+need > cap(s.buf) || need > 0xffff+recHeader+packedExtra+0x2000 {
 		s.dropped += uint64(m)
 		s.mu.Unlock()
@@ -101,26 +130,21 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 		return
 	}
 	start := len(s.buf)
+	s.last = start
 	b := s.buf[:start+need]
 	r := b[start:]
 	copy(r, a[:])
-	fl := byte(0)
-	if tcp {
-		fl |= flagTCP
-	}
 	binary.NativeEndian.PutUint16(r[17:], clamp16(len(names)))
 	binary.NativeEndian.PutUint16(r[19:], clamp16(found))
 	binary.NativeEndian.PutUint16(r[21:], uint16(m))
+	binary.NativeEndian.PutUint16(r[23:], 0)
 	r = r[recHeader:]
 	if lo >= 0 {
-		fl |= flagPacked
 		binary.NativeEndian.PutUint16(r, uint16(len(names[first].Name)))
 		binary.NativeEndian.PutUint16(r[2:], uint16(count))
 		binary.NativeEndian.PutUint16(r[4:], uint16(hi-lo))
 		r = r[packedExtra:]
-		if dense {
-			fl |= flagDense
-		} else {
+		if !dense {
 			bm := r[:(count+7)/8]
 			clear(bm)
 			for _, i := range missing {
@@ -170,11 +194,13 @@ func (in *Insight) signal() {
 
 // record is one decoded staging record; names are views into the buffer.
 type record struct {
-	client  netip.Addr
-	tcp     bool
-	names   int
-	found   int
-	missing [][]byte
+	client   netip.Addr
+	tcp      bool
+	names    int
+	found    int
+	nMissing int
+	times    int // the search and its repeats
+	missing  [][]byte
 }
 
 // digest folds one staging buffer into the summaries. Searches of the same
@@ -183,34 +209,54 @@ type record struct {
 // costs one hash and one probe per name.
 func (in *Insight) digest(b []byte, now int64) {
 	r := &in.rec
+	var prevClient netip.Addr
+	var prevBody, prevHead []byte
+	in.prevAgg = in.prevAgg[:0]
 	for len(b) >= recHeader {
-		r.client = netip.AddrFrom16([16]byte(b[:16])).Unmap()
-		fl := b[16]
+		n := recordLen(b)
+		rec := b[:n]
+		b = b[n:]
+		r.client = netip.AddrFrom16([16]byte(rec[:16])).Unmap()
+		fl := rec[16]
 		r.tcp = fl&flagTCP != 0
-		r.names = int(binary.NativeEndian.Uint16(b[17:]))
-		r.found = int(binary.NativeEndian.Uint16(b[19:]))
-		m := int(binary.NativeEndian.Uint16(b[21:]))
-		b = b[recHeader:]
+		r.names = int(binary.NativeEndian.Uint16(rec[17:]))
+		r.found = int(binary.NativeEndian.Uint16(rec[19:]))
+		m := int(binary.NativeEndian.Uint16(rec[21:]))
+		r.nMissing = m
+		r.times = 1 + int(binary.NativeEndian.Uint16(rec[23:]))
+		for i := range in.win {
+			w := &in.win[i]
+			w.clients[w.cur].add(r, now)
+		}
+		// A client repeating its last search (a retry, a storm): the same
+		// names again, without decoding or hashing them.
+		body := rec[recHeader:]
+		if r.client == prevClient && string(body) == string(prevBody) && string(rec[16:23]) == string(prevHead) {
+			for _, j := range in.prevAgg {
+				in.aggs[j].n += uint64(r.times)
+			}
+			continue
+		}
+		prevClient, prevBody, prevHead = r.client, body, rec[16:23]
+		in.prevAgg = in.prevAgg[:0]
+		rec = rec[recHeader:]
 		r.missing = r.missing[:0]
 		if fl&flagPacked != 0 {
-			firstLen := int(binary.NativeEndian.Uint16(b))
-			count := int(binary.NativeEndian.Uint16(b[2:]))
-			span := int(binary.NativeEndian.Uint16(b[4:]))
-			b = b[packedExtra:]
+			firstLen := int(binary.NativeEndian.Uint16(rec))
+			count := int(binary.NativeEndian.Uint16(rec[2:]))
+			rec = rec[packedExtra:]
 			var bm []byte
 			if fl&flagDense == 0 {
-				bm, b = b[:(count+7)/8], b[(count+7)/8:]
+				bm, rec = rec[:(count+7)/8], rec[(count+7)/8:]
 			}
-			r.missing = walkSpan(b[:span], firstLen, count, bm, r.missing)
-			b = b[span:]
+			r.missing = walkSpan(rec, firstLen, count, bm, r.missing)
 			if len(r.missing) != m {
 				in.malformed++ // a span that does not parse as the wire has it
 				r.missing = r.missing[:0]
 			}
 		} else {
-			span := int(binary.NativeEndian.Uint16(b))
-			names, lens := b[2:2+span], b[2+span:2+span+2*m]
-			b = b[2+span+2*m:]
+			span := int(binary.NativeEndian.Uint16(rec))
+			names, lens := rec[2:2+span], rec[2+span:2+span+2*m]
 			off := 0
 			for k := range m {
 				l := int(binary.NativeEndian.Uint16(lens[2*k:]))
@@ -218,24 +264,21 @@ func (in *Insight) digest(b []byte, now int64) {
 				off += l
 			}
 		}
-		for i := range in.win {
-			w := &in.win[i]
-			w.clients[w.cur].add(r, now)
-		}
 		ch := maphash.Comparable(in.seed, r.client)
 		for _, n := range r.missing {
 			k := maphash.Bytes(in.seed, n) ^ ch*0x9e3779b97f4a7c15
-			if j, ok := in.aggIdx[k]; ok {
-				a := &in.aggs[j]
-				if a.client == r.client && string(a.name) == string(n) {
-					a.n++
-					continue
-				}
-				in.applyName(n, r.client, ch, 1, now) // a hash collision: no shortcut
-				continue
+			j, ok := in.aggIdx[k]
+			if !ok {
+				j = int32(len(in.aggs))
+				in.aggIdx[k] = j
+				in.aggs = append(in.aggs, agg{name: n, client: r.client, ch: ch})
+			} else if a := &in.aggs[j]; a.client != r.client || string(a.name) != string(n) {
+				// A hash collision: its own entry, not found again by hash.
+				j = int32(len(in.aggs))
+				in.aggs = append(in.aggs, agg{name: n, client: r.client, ch: ch})
 			}
-			in.aggIdx[k] = int32(len(in.aggs))
-			in.aggs = append(in.aggs, agg{name: n, client: r.client, ch: ch, n: 1})
+			in.aggs[j].n += uint64(r.times)
+			in.prevAgg = append(in.prevAgg, j)
 		}
 	}
 	for i := range in.aggs {
@@ -245,6 +288,20 @@ func (in *Insight) digest(b []byte, now int64) {
 	clear(in.aggIdx)
 	clear(in.aggs) // drop the views into the buffer
 	in.aggs = in.aggs[:0]
+}
+
+// recordLen is the length of the staging record at the start of b.
+func recordLen(b []byte) int {
+	m := int(binary.NativeEndian.Uint16(b[21:]))
+	if b[16]&flagPacked != 0 {
+		count := int(binary.NativeEndian.Uint16(b[recHeader+2:]))
+		n := recHeader + packedExtra + int(binary.NativeEndian.Uint16(b[recHeader+4:]))
+		if b[16]&flagDense == 0 {
+			n += (count + 7) / 8
+		}
+		return n
+	}
+	return recHeader + 2 + int(binary.NativeEndian.Uint16(b[recHeader:])) + 2*m
 }
 
 // walkSpan reads the names of a packed span: the first name's bytes, then

@@ -175,15 +175,16 @@ func (s *clientSum) add(r *record, now int64) {
 		s.idx[r.client] = i
 		s.info[i] = clientInfo{first: now}
 	}
-	s.c.add(i, uint64(r.names))
+	t := uint64(r.times)
+	s.c.add(i, t*uint64(r.names))
 	f := &s.info[i]
 	f.last = now
-	f.searches++
-	f.names += uint64(r.names)
-	f.missing += uint64(len(r.missing))
+	f.searches += t
+	f.names += t * uint64(r.names)
+	f.missing += t * uint64(r.nMissing)
 	if r.tcp {
-		f.tcp++
+		f.tcp += t
 	} else {
-		f.udp++
+		f.udp += t
 	}
 }
