@@ -46,8 +46,14 @@ type Client struct {
 
 // Dial connects and completes the PVA handshake.
 func Dial(ctx context.Context, server netip.AddrPort) (*Client, error) {
+	return DialFrom(ctx, netip.Addr{}, server)
+}
+
+// DialFrom is Dial from the local address from (tests acting as several
+// clients on one host use 127.0.0.x).
+func DialFrom(ctx context.Context, from netip.Addr, server netip.AddrPort) (*Client, error) {
 	c := &Client{server: server, byCID: map[uint32]string{}, answers: map[string]Answer{}, update: make(chan struct{}, 1), nextCID: FirstCID}
-	conn, err := pvaconn.Dial(ctx, server, pvaconn.Options{Role: pvaconn.Client, IdleTimeout: 40 * time.Second,
+	conn, err := pvaconn.Dial(ctx, server, pvaconn.Options{Role: pvaconn.Client, Local: from, IdleTimeout: 40 * time.Second,
 		EchoInterval: 15 * time.Second, MaxMessage: 1 << 20, SendQueueBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
 		MessageTimeout: 10 * time.Second}, c)
 	if err != nil {

@@ -101,6 +101,9 @@ const keepWriteBuf = 64 << 10
 // Options configure a connection. Zero fields take the defaults above.
 type Options struct {
 	Role Role
+	// Local is the source address Dial connects from; zero: the kernel's
+	// choice.
+	Local netip.Addr
 	// IdleTimeout closes the connection when no bytes were received for
 	// this long (read deadline); it also bounds each write.
 	IdleTimeout time.Duration
@@ -257,6 +260,9 @@ func Serve(nc net.Conn, opt Options, h Handler) *Conn {
 func Dial(ctx context.Context, addr netip.AddrPort, opt Options, h Handler) (*Conn, error) {
 	opt.Role = Client
 	var d net.Dialer
+	if opt.Local.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(opt.Local, 0))
+	}
 	nc, err := d.DialContext(ctx, "tcp", addr.String())
 	if err != nil {
 		return nil, err

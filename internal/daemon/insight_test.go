@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/insight"
+	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
+)
+
+func httpGet(t *testing.T, d *Daemon, path string) string {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + d.HTTPAddr() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+func unresolved(t *testing.T, d *Daemon, window string) insight.UnresolvedReport {
+	var r insight.UnresolvedReport
+	if err := json.Unmarshal([]byte(httpGet(t, d, "/v1/insight/unresolved?window="+window)), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A simulated site (one server holding held:pv) and three TCP clients on
+// 127.0.0.7, .8 and .9 searching for missing names at different rates: the
+// API and the status page rank names and clients correctly within the
+// reported error bound; a name that a new server then serves drops out of
+// "unresolved", and the lookup box says who serves it.
+func TestInsightSimulatedSiteAndClients(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	startSite(t, sim.Options{Names: [][]string{{"held:pv"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()}})
+	testutil.WaitFor(t, 10*time.Second, "held:pv listed", func() bool { return d.Registry.Lookup([]byte("held:pv")) != nil })
+
+	type load struct {
+		from   string
+		n      int
+		search []string
+	}
+	loads := []load{
+		{"127.0.0.7", 60, []string{"typo:one", "held:pv"}},
+		{"127.0.0.8", 25, []string{"retired:two"}},
+		{"127.0.0.9", 5, []string{"typo:one", "later:three"}},
+	}
+	for _, l := range loads {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cl, err := nsclient.DialFrom(ctx, netip.MustParseAddr(l.from), d.tcpAddr())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		for range l.n {
+			if err := cl.Search(l.search); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	truth := map[string]uint64{"typo:one": 65, "retired:two": 25, "later:three": 5}
+	testutil.WaitFor(t, 20*time.Second, "every search counted", func() bool {
+		r := unresolved(t, d, "1m")
+		return r.Counted == 95
+	})
+	for _, w := range []string{"1m", "1h"} {
+		r := unresolved(t, d, w)
+		var got []string
+		for _, u := range r.Names {
+			got = append(got, u.Name)
+			if diff := int64(u.Searches) - int64(truth[u.Name]); diff > int64(r.ErrorBound) || -diff > int64(r.ErrorBound) {
+				t.Errorf("%s %s: %d searches, true %d, bound %d", w, u.Name, u.Searches, truth[u.Name], r.ErrorBound)
+			}
+		}
+		if fmt.Sprint(got) != "[typo:one retired:two later:three]" {
+			t.Errorf("window %s: unresolved ranked %v", w, got)
+		}
+	}
+	var cr insight.ClientsReport
+	if err := json.Unmarshal([]byte(httpGet(t, d, "/v1/insight/clients?window=1m")), &cr); err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, c := range cr.Clients {
+		addrs = append(addrs, c.Addr)
+		if c.Transport != "tcp" {
+			t.Errorf("%s over %s, want tcp", c.Addr, c.Transport)
+		}
+	}
+	if fmt.Sprint(addrs) != "[127.0.0.7 127.0.0.8 127.0.0.9]" || cr.Clients[0].NotFoundShare != 0.5 || cr.Clients[1].NotFoundShare != 1 {
+		t.Errorf("clients %+v", cr.Clients)
+	}
+	page := httpGet(t, d, "/")
+	order(t, page[strings.Index(page, `id="unresolved-table"`):], "typo:one", "retired:two", "later:three")
+	order(t, page[strings.Index(page, `id="client-table"`):], "127.0.0.7", "127.0.0.8", "127.0.0.9")
+
+	// later:three appears on a new server: it leaves "unresolved".
+	startSite(t, sim.Options{Names: [][]string{{"later:three"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()}})
+	testutil.WaitFor(t, 10*time.Second, "later:three listed", func() bool { return d.Registry.Lookup([]byte("later:three")) != nil })
+	for _, u := range unresolved(t, d, "1h").Names {
+		if u.Name == "later:three" {
+			t.Error("later:three still unresolved after a server claimed it")
+		}
+	}
+	page = httpGet(t, d, "/?name="+url.QueryEscape("later:three"))
+	if a := page[strings.Index(page, `id="lookup-answer"`):]; !strings.Contains(a[:min(len(a), 600)], "is served by") {
+		t.Errorf("lookup of later:three: %.600s", a)
+	}
+	if strings.Contains(page[strings.Index(page, `id="unresolved-table"`):strings.Index(page, `id="client-table"`)], "later:three") {
+		t.Error("the page still lists later:three as not found")
+	}
+	if got := d.Insight.Totals(); got.Found != 60 || got.NotFound != 95 {
+		t.Errorf("totals %+v, want 60 found, 95 not found", got)
+	}
+}
+
+func order(t *testing.T, s string, words ...string) {
+	t.Helper()
+	last := -1
+	for _, w := range words {
+		i := strings.Index(s, w)
+		if i < 0 || i < last {
+			t.Errorf("%q missing or out of order, want %v", w, words)
+			return
+		}
+		last = i
+	}
+}
