@@ -20,6 +20,10 @@ var restartOnly = map[string]string{
 	"tcp.max_cached_types":            "the server PV takes its type-cache bounds when it is built",
 	"tcp.max_cached_type_bytes":       "the server PV takes its type-cache bounds when it is built",
 	"tcp.max_cached_type_bytes_total": "the server PV takes its type-cache bounds when it is built",
+	"insight.names":                   "the insight summaries are allocated at start",
+	"insight.clients":                 "the insight summaries are allocated at start",
+	"insight.queue_bytes":             "the insight staging buffers are allocated at start",
+	"insight.guid_changes_per_hour":   "insight takes its threshold when it is built",
 }
 
 // NeedsRestart reports whether a changed value of the setting key takes
