@@ -162,6 +162,10 @@ func TestPVAccessCPPNeighbour(t *testing.T) {
 	st := d.UDP.Stats()
 	t.Logf("pvAccessCPP neighbour forwarded %d, took %d beacons, answered %d unflagged unicasts; pvans heard %d beacons, %d discovery replies",
 		cpp.forwarded.Load(), cpp.beacons.Load(), cpp.unflagged.Load(), st.Beacons, st.DiscoveryPongs)
+	if st.Searches == 0 || st.DropTagForeign != 0 || st.DropMalformed != 0 {
+		t.Errorf("pvans did not take the neighbour's forwarded format: %d searches, %d foreign tags, %d malformed",
+			st.Searches, st.DropTagForeign, st.DropMalformed)
+	}
 	if st.Beacons != 0 {
 		t.Errorf("pvans heard %d beacons: the situation was not reproduced", st.Beacons)
 	}
