@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 	"net/netip"
@@ -131,7 +132,7 @@ func NewService(o Options) *Service {
 		WriteTimeout:      o.Limits.WriteTimeout,
 		IdleTimeout:       o.Limits.IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          zap.NewStdLog(o.Logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		ErrorLog:          errorLog(o.Logger),
 	}
 	return s
 }
@@ -254,4 +255,13 @@ func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.src) })
 	return err
+}
+
+// errorLog is net/http's error log (TLS handshake and the like; accept
+// errors never reach it) as warnings.
+func errorLog(l *zap.Logger) *log.Logger {
+	if sl, err := zap.NewStdLogAt(l, zap.WarnLevel); err == nil {
+		return sl
+	}
+	return zap.NewStdLog(l)
 }
