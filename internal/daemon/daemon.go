@@ -161,6 +161,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Port:             cfg.PVA.BroadcastPort,
 		Interfaces:       ifaces,
 		GUID:             d.guid,
+		IPv6:             udpIPv6(cfg.PVA.Interfaces),
 		TCPPort:          cfg.PVA.ServerPort, // the bound port, if 0 was asked, is set in Start
 		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
 		AddrList:         addrList,
@@ -286,12 +287,34 @@ func (d *Daemon) Start() (err error) {
 	return nil
 }
 
+// tcpListen is where the name server listens: each interface address, the
+// wildcards 0.0.0.0 and :: as one dual-stack [::] socket (Go's "tcp" on a
+// wildcard address, as PVXS binds [::] on Linux).
 func (d *Daemon) tcpListen() []netip.AddrPort {
 	var listen []netip.AddrPort
+	any := false
 	for _, a := range d.boot.PVA.Interfaces {
+		if a.IsUnspecified() {
+			if any {
+				continue
+			}
+			any, a = true, netip.IPv4Unspecified()
+		}
 		listen = append(listen, netip.AddrPortFrom(a, d.boot.PVA.ServerPort))
 	}
 	return listen
+}
+
+// udpIPv6 says whether the UDP participant opens IPv6 sockets too: when
+// the interface list has a wildcard (PVXS listens on [::] beside 0.0.0.0)
+// or an IPv6 address.
+func udpIPv6(ifaces []netip.Addr) bool {
+	for _, a := range ifaces {
+		if a.IsUnspecified() || a.Is6() {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Daemon) setReady(why string) {

@@ -243,7 +243,13 @@ func Start(ctx context.Context, opts Options) (*Site, error) {
 			return nil, err
 		}
 	}
-	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(opts.Host, opts.UDPPort)))
+	// udp4 for an IPv4 host: on 0.0.0.0 Go would otherwise open a
+	// dual-stack IPv6 socket, which IPv4 multicast searches do not reach.
+	network := "udp4"
+	if !opts.Host.Is4() {
+		network = "udp6"
+	}
+	uc, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(opts.Host, opts.UDPPort)))
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sim: site UDP socket: %w", err)

@@ -127,7 +127,16 @@ func (h *handler) handle(d *datagram) {
 	}
 
 	o, from, pin := originBroadcast, info.first, d.ifIndex
-	if info.Loopback && d.dst == ForwardGroup {
+	if d.dst.Is6() {
+		// IPv6 has no forwarding (PVXS forwards IPv4 unicast only):
+		// every IPv6 search is answered directly, from the address it
+		// was sent to, or for a multicast search from an address of the
+		// arrival interface.
+		from = info.first6
+		if _, ok := t.local[d.dst]; ok {
+			from = d.dst
+		}
+	} else if info.Loopback && d.dst == ForwardGroup {
 		o, from, pin = originForwarded, netip.Addr{}, 0
 		h.noteForwarder()
 	} else if a, ok := info.bcast[d.dst]; ok {
@@ -291,7 +300,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 			}
 			for i := range h.batch.Groups {
 				g := &h.batch.Groups[i]
-				if len(g.CIDs) == 0 || !s.HasProtocol(g.Server.Protocol) || !g.Server.Addr.Addr().Is4() {
+				if len(g.CIDs) == 0 || !s.HasProtocol(g.Server.Protocol) {
 					continue
 				}
 				addr, port := g.Server.Wire(dest.Addr(), h.p.AddressMap)
@@ -308,10 +317,10 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 }
 
 // replyable refuses reply destinations that would make pvans a reflector
-// towards many hosts, or that cannot work: port 0, non-IPv4, unspecified,
-// multicast, limited or directed broadcast.
+// towards many hosts, or that cannot work: port 0, unspecified,
+// multicast, limited or directed broadcast, IPv4-mapped IPv6.
 func (h *handler) replyable(to netip.Addr, port uint16) bool {
-	if port == 0 || !to.Is4() || to.IsUnspecified() || to.IsMulticast() {
+	if port == 0 || !to.IsValid() || to.Is4In6() || to.IsUnspecified() || to.IsMulticast() {
 		return false
 	}
 	if to == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {

@@ -13,12 +13,12 @@ type Interface struct {
 	Loopback bool
 	// Broadcast reports the interface supports broadcast (IFF_BROADCAST).
 	Broadcast bool
-	// Prefixes are its IPv4 addresses with their prefix lengths.
+	// Prefixes are its IPv4 and IPv6 addresses with their prefix lengths.
 	Prefixes []netip.Prefix
 }
 
-// ReadInterfaces lists the IPv4 interfaces of the network namespace of the
-// calling thread.
+// ReadInterfaces lists the interfaces of the network namespace of the
+// calling thread, with their IPv4 and IPv6 addresses.
 func ReadInterfaces() ([]Interface, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
@@ -45,14 +45,11 @@ func ReadInterfaces() ([]Interface, error) {
 			if !ok {
 				continue
 			}
-			ip = ip.Unmap()
-			if !ip.Is4() {
-				continue
-			}
 			ones, _ := ipn.Mask.Size()
-			if len(ipn.Mask) == net.IPv6len {
+			if ip.Is4In6() && len(ipn.Mask) == net.IPv6len {
 				ones -= 96
 			}
+			ip = ip.Unmap()
 			it.Prefixes = append(it.Prefixes, netip.PrefixFrom(ip, ones))
 		}
 		out = append(out, it)
@@ -105,7 +102,7 @@ func AutoAddrList(port uint16) ([]netip.AddrPort, error) {
 // ifaceTable is an immutable view of the interfaces for classification.
 type ifaceTable struct {
 	byIndex map[int]*ifaceInfo
-	// local maps every local IPv4 address to the interface owning it.
+	// local maps every local address to the interface owning it.
 	local map[netip.Addr]int
 	// bcast is every directed broadcast address of the host.
 	bcast   map[netip.Addr]bool
@@ -118,6 +115,9 @@ type ifaceInfo struct {
 	// owning it (the reply-from address for broadcast searches).
 	bcast map[netip.Addr]netip.Addr
 	first netip.Addr // first IPv4 address, or invalid
+	// first6 is the reply-from address for IPv6 multicast searches: the
+	// first global IPv6 address, else the first link-local one.
+	first6 netip.Addr
 }
 
 func newIfaceTable(ifs []Interface) *ifaceTable {
@@ -126,7 +126,12 @@ func newIfaceTable(ifs []Interface) *ifaceTable {
 		info := &ifaceInfo{Interface: it, bcast: map[netip.Addr]netip.Addr{}}
 		for _, p := range it.Prefixes {
 			a := p.Addr()
-			if !info.first.IsValid() {
+			switch {
+			case !a.Is4():
+				if !info.first6.IsValid() || (info.first6.IsLinkLocalUnicast() && !a.IsLinkLocalUnicast()) {
+					info.first6 = a
+				}
+			case !info.first.IsValid():
 				info.first = a
 			}
 			if _, dup := t.local[a]; !dup {

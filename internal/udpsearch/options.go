@@ -55,6 +55,15 @@ type Options struct {
 	// (each answer carries the real server's GUID and endpoint).
 	AnswerNames bool
 
+	// IPv6 opens the IPv6 sockets too: [::]:Port (IPV6_V6ONLY) beside the
+	// IPv4 search port, and an IPv6 client socket on the IPv4 client
+	// socket's port. IPv6 searches are answered directly from the address
+	// they were sent to (PVXS forwards only IPv4 unicast searches, over
+	// 224.0.0.128 on loopback); IPv6 beacons and replies are heard; IPv6
+	// destinations in AddrList and BeaconAddrList are sent to. A host
+	// without IPv6 runs IPv4 only, with a warning.
+	IPv6 bool
+
 	// ReceiveBuffer is SO_RCVBUF (SO_RCVBUFFORCE when permitted); 0 = 4 MiB.
 	ReceiveBuffer int
 	// Batch is how many datagrams one receive call may return; 0 = 16.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,7 +17,9 @@ import (
 )
 
 // Server is pvans on the search port: one shared wildcard socket, a client
-// socket for its own searches, and (optionally) a beacon socket.
+// socket for its own searches, and (optionally) a beacon socket; with
+// Options.IPv6 the same again for IPv6 beside them, as PVXS binds [::]
+// beside 0.0.0.0.
 type Server struct {
 	o   Options // the Policy fields are read from pol instead
 	pol atomic.Pointer[policy]
@@ -27,6 +30,9 @@ type Server struct {
 	fwd                      *net.UDPConn // forwarder (forward.go)
 	diag                     *sockDiag
 	h, ch                    *handler
+	// IPv6 (Options.IPv6): nil when not open. beaconConn6: sendMu.
+	main6, client6, beaconConn6 *net.UDPConn
+	h6, ch6                     *handler
 	// beacons exists from Start on; it beacons while SendBeacons is on
 	// (SetSendBeacons switches it).
 	beacons atomic.Pointer[beaconer]
@@ -75,7 +81,10 @@ func Build(o Options) *Server {
 	s.h = newHandler(&s.o, &s.st, &s.ifs, nil)
 	s.h.reload = s.reloadLimited
 	s.ch = newHandler(&s.o, &s.st, &s.ifs, nil)
-	s.h.pol, s.ch.pol = &s.pol, &s.pol
+	s.h6 = newHandler(&s.o, &s.st, &s.ifs, nil)
+	s.h6.reload = s.reloadLimited
+	s.ch6 = newHandler(&s.o, &s.st, &s.ifs, nil)
+	s.h.pol, s.ch.pol, s.h6.pol, s.ch6.pol = &s.pol, &s.pol, &s.pol, &s.pol
 	s.ch.dests, s.ch.expected = s.SearchDestinations, s.expected
 	return s
 }
@@ -103,7 +112,11 @@ func (s *Server) SetReceiveBuffer(n int) error {
 		s.o.ReceiveBuffer = n
 		return nil
 	}
-	return errors.Join(setReceiveBuffer(s.main, n), setReceiveBuffer(s.client, n))
+	err := errors.Join(setReceiveBuffer(s.main, n), setReceiveBuffer(s.client, n))
+	if s.main6 != nil {
+		err = errors.Join(err, setReceiveBuffer(s.main6, n), setReceiveBuffer(s.client6, n))
+	}
+	return err
 }
 
 // SetDestinations replaces where SendSearch and the beacons go, from the
@@ -128,7 +141,7 @@ func (s *Server) SetTCPPort(port uint16) { s.o.TCPPort = port }
 
 // Listen reads the interface table and opens the sockets; nothing is
 // received until Start. On error nothing stays open.
-func (s *Server) Listen() error {
+func (s *Server) Listen() (err error) {
 	o := &s.o
 	ifs, err := o.ListInterfaces()
 	if err != nil {
@@ -158,17 +171,87 @@ func (s *Server) Listen() error {
 			return err
 		}
 	}
-	out := newSockSender(s.main, &s.st, o.Port)
+	if o.IPv6 {
+		if err = s.listen6(); err != nil {
+			s.main.Close()
+			s.client.Close()
+			if s.beaconConn != nil {
+				s.beaconConn.Close()
+			}
+			return err
+		}
+	}
+	out := newSockSender(s.main, s.main6, &s.st, o.Port)
 	if err = s.listenForward(out); err != nil {
 		s.main.Close()
 		s.client.Close()
 		if s.beaconConn != nil {
 			s.beaconConn.Close()
 		}
+		s.close6()
 		return err
 	}
 	s.h.out, s.ch.out = out, out
+	// The IPv6 handlers run on goroutines of their own: their own sender
+	// (its control-message scratch is per sender). IPv6 is never forwarded.
+	out6 := newSockSender(s.main, s.main6, &s.st, o.Port)
+	s.h6.out, s.ch6.out = out6, out6
 	return nil
+}
+
+// listen6 opens the IPv6 sockets. A host without IPv6 is not an error: it
+// is logged and pvans runs on IPv4 alone. On error nothing IPv6 stays
+// open.
+func (s *Server) listen6() (err error) {
+	o := &s.o
+	if s.main6, err = listenSearchPort6(o.Port, o.ReceiveBuffer); err != nil {
+		if errors.Is(err, syscall.EAFNOSUPPORT) || errors.Is(err, syscall.EADDRNOTAVAIL) {
+			o.Logger.Warn("no IPv6 on this host: the UDP participant runs on IPv4 only", zap.Error(err))
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		if err != nil {
+			s.close6()
+		}
+	}()
+	// The client sockets share one port number, so the reply port in
+	// pvans's searches is right for both families. An ephemeral IPv4 port
+	// may be taken in IPv6: try another.
+	for try := 0; ; try++ {
+		port := s.client.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+		if s.client6, err = listenEphemeral6(port, o.ReceiveBuffer); err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || try == 16 {
+			return err
+		}
+		s.client.Close()
+		if s.client, err = listenEphemeral(o.ReceiveBuffer); err != nil {
+			return err
+		}
+	}
+	if o.SendBeacons {
+		// Opened even without IPv6 destinations: a reload may add some.
+		s.sendMu.Lock()
+		s.beaconConn6, err = listenEphemeral6(0, 0)
+		s.sendMu.Unlock()
+	}
+	return err
+}
+
+// close6 closes the IPv6 sockets that are open.
+func (s *Server) close6() error {
+	var err error
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	for _, c := range []**net.UDPConn{&s.main6, &s.client6, &s.beaconConn6} {
+		if *c != nil {
+			err = errors.Join(err, (*c).Close())
+		}
+	}
+	return err
 }
 
 // Start begins receiving, refreshing the interface table and beaconing on
@@ -184,8 +267,13 @@ func (s *Server) Start() {
 		s.bq.start()
 	}
 	s.wg.Add(2)
-	go s.rxLoop(s.main, s.o.Batch, s.h.handle, true)
-	go s.rxLoop(s.client, 4, s.ch.handleClient, false)
+	go s.rxLoop(s.main, s.o.Batch, s.h.handle, &s.st.kernelDrops)
+	go s.rxLoop(s.client, 4, s.ch.handleClient, &s.st.clientKernelDrops)
+	if s.main6 != nil {
+		s.wg.Add(2)
+		go s.rxLoop(s.main6, s.o.Batch, s.h6.handle, &s.st.kernelDrops6)
+		go s.rxLoop(s.client6, 4, s.ch6.handleClient, &s.st.clientKernelDrops6)
+	}
 
 	if o.InterfaceRefresh > 0 {
 		s.refresh = o.Clock.AfterFunc(o.InterfaceRefresh, s.periodicRefresh)
@@ -222,12 +310,22 @@ func (s *Server) SetSendBeacons(on bool) error {
 		}
 		s.beaconConn = c
 	}
+	if s.main6 != nil && s.beaconConn6 == nil {
+		c, err := listenEphemeral6(0, 0)
+		if err != nil {
+			s.sendMu.Unlock()
+			return err
+		}
+		s.beaconConn6 = c
+	}
 	s.sendMu.Unlock()
 	b.resume()
 	return nil
 }
 
-func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), main bool) {
+// rxLoop receives on conn until it is closed; kernelDrops is where that
+// socket's SO_RXQ_OVFL count goes.
+func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), kernelDrops *atomic.Uint64) {
 	defer s.wg.Done()
 	rc, err := conn.SyscallConn()
 	if err != nil {
@@ -250,11 +348,7 @@ func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), main b
 			have := false
 			ok := rb.fill(i, &d, &drops, &have)
 			if have {
-				if main {
-					s.st.kernelDrops.Store(uint64(drops))
-				} else {
-					s.st.clientKernelDrops.Store(uint64(drops))
-				}
+				kernelDrops.Store(uint64(drops))
 			}
 			if !ok {
 				s.st.dropTruncated.Add(1)
@@ -302,7 +396,7 @@ func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err er
 	for i := range s.dests {
 		d := &s.dests[i]
 		pva.SetSearchUnicast(datagram, s.UnicastDestination(d.Addr.Addr()))
-		err := sendTo(s.client, datagram, d)
+		err := sendTo(s.client, s.client6, datagram, d)
 		if err != nil {
 			s.st.sendErrors.Add(1)
 			if first == nil {
@@ -392,7 +486,7 @@ func (s *Server) sendBeacon(b []byte) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	for i := range s.beaconDests {
-		if err := sendTo(s.beaconConn, b, &s.beaconDests[i]); err != nil {
+		if err := sendTo(s.beaconConn, s.beaconConn6, b, &s.beaconDests[i]); err != nil {
 			s.st.sendErrors.Add(1)
 			continue
 		}
@@ -401,8 +495,17 @@ func (s *Server) sendBeacon(b []byte) {
 }
 
 // sendTo sends b to d from conn, with d's TTL and interface when d is a
+
+var errNoIPv6 = errors.New("udpsearch: IPv6 destination but no IPv6 socket (Options.IPv6 off, or no IPv6 on this host)")
+
 // multicast group.
-func sendTo(conn *net.UDPConn, b []byte, d *sendDest) error {
+func sendTo(conn, conn6 *net.UDPConn, b []byte, d *sendDest) error {
+	if !d.Addr.Addr().Is4() {
+		if conn6 == nil {
+			return errNoIPv6
+		}
+		conn = conn6
+	}
 	if d.multicast {
 		if err := prepMulticast(conn, d); err != nil {
 			return err
@@ -470,7 +573,7 @@ func (s *Server) Close() error {
 	if s.main == nil {
 		return nil // never listened
 	}
-	err := errors.Join(s.main.Close(), s.client.Close(), s.fwd.Close())
+	err := errors.Join(s.main.Close(), s.client.Close(), s.fwd.Close(), s.close6())
 	s.sendMu.Lock()
 	if s.beaconConn != nil {
 		err = errors.Join(err, s.beaconConn.Close())

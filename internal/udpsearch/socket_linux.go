@@ -82,6 +82,62 @@ func listenSearchPort(port uint16, rcvbuf int) (*net.UDPConn, error) {
 	return conn, nil
 }
 
+// listenSearchPort6 opens the IPv6 wildcard socket [::]:port beside the
+// IPv4 one (IPV6_V6ONLY, as PVXS binds them): the same sharing options,
+// IPV6_RECVPKTINFO for the destination and arrival interface. No group is
+// joined: PVXS forwards unicast searches over IPv4 loopback multicast only
+// and processes IPv6 unicast searches directly.
+func listenSearchPort6(port uint16, rcvbuf int) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			f := int(fd)
+			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
+				return
+			}
+			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
+				return
+			}
+			setRcvbuf(f, rcvbuf)
+			serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), "udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port).String())
+	if err != nil {
+		return nil, err
+	}
+	return pc.(*net.UDPConn), nil
+}
+
+// listenEphemeral6 opens the IPv6 client socket on port, the IPv4 client
+// socket's port (PVXS binds its IPv6 search socket to the same port), so
+// the one reply port in a search serves both families.
+func listenEphemeral6(port uint16, rcvbuf int) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { setRcvbuf(int(fd), rcvbuf) })
+	}}
+	pc, err := lc.ListenPacket(context.Background(), "udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port).String())
+	if err != nil {
+		return nil, err
+	}
+	return pc.(*net.UDPConn), nil
+}
+
+// setRcvbuf sizes a receive buffer (FORCE lifts rmem_max when privileged)
+// and turns on the SO_RXQ_OVFL drop count; rcvbuf <= 0 does nothing.
+func setRcvbuf(f, rcvbuf int) {
+	if rcvbuf <= 0 {
+		return
+	}
+	if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
+		_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+	}
+	_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) // best effort
+}
+
 // listenEphemeral opens an IPv4 socket on an ephemeral port with
 // SO_BROADCAST (destination lists may hold broadcast addresses). rcvbuf > 0
 // sizes its receive buffer and turns on the SO_RXQ_OVFL drop count: the
@@ -116,14 +172,14 @@ type mmsghdr struct {
 	n   uint32
 }
 
-const oobSize = 128 // room for IP_PKTINFO and SO_RXQ_OVFL
+const oobSize = 128 // room for IP_PKTINFO or IPV6_PKTINFO, and SO_RXQ_OVFL
 
 // rxBatch is the reused memory of recvmmsg: headers, buffers, source
 // addresses and control messages for n datagrams.
 type rxBatch struct {
 	hdrs  []mmsghdr
 	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet4
+	names []unix.RawSockaddrInet6 // room for either family
 	oobs  []byte
 	bufs  []byte
 	size  int
@@ -137,7 +193,7 @@ type rxBatch struct {
 
 func newRxBatch(n, size int) *rxBatch {
 	r := &rxBatch{
-		hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet4, n),
+		hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n),
 		oobs: make([]byte, n*oobSize), bufs: make([]byte, n*size), size: size,
 	}
 	for i := range r.hdrs {
@@ -171,7 +227,7 @@ func (r *rxBatch) recvmmsg(fd uintptr) bool {
 func (r *rxBatch) recv(rc syscall.RawConn) (int, error) {
 	for i := range r.hdrs {
 		h := &r.hdrs[i].hdr
-		h.Namelen = unix.SizeofSockaddrInet4
+		h.Namelen = unix.SizeofSockaddrInet6
 		h.SetControllen(oobSize)
 		h.Flags = 0
 		r.hdrs[i].n = 0
@@ -192,7 +248,15 @@ func (r *rxBatch) fill(i int, d *datagram, kernelDrops *uint32, haveDrops *bool)
 	h := &r.hdrs[i]
 	sa := &r.names[i]
 	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-	d.src = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(p[0])<<8|uint16(p[1]))
+	port := uint16(p[0])<<8 | uint16(p[1])
+	if sa.Family == unix.AF_INET {
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		d.src = netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port)
+	} else {
+		// IPv4-mapped sources cannot arrive (IPV6_V6ONLY); Unmap anyway so
+		// one host is one key.
+		d.src = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port)
+	}
 	d.dst, d.ifIndex = netip.Addr{}, 0
 	oob := r.oobs[i*oobSize : i*oobSize+int(h.hdr.Controllen)]
 	for len(oob) >= unix.SizeofCmsghdr {
@@ -206,6 +270,9 @@ func (r *rxBatch) fill(i int, d *datagram, kernelDrops *uint32, haveDrops *bool)
 		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
 			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
 			d.dst, d.ifIndex = netip.AddrFrom4(pi.Addr), int(pi.Ifindex)
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
+			d.dst, d.ifIndex = netip.AddrFrom16(pi.Addr).Unmap(), int(pi.Ifindex)
 		case c.Level == unix.SOL_SOCKET && c.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
 			*kernelDrops = *(*uint32)(unsafe.Pointer(&data[0]))
 			*haveDrops = true
@@ -220,26 +287,33 @@ func (r *rxBatch) fill(i int, d *datagram, kernelDrops *uint32, haveDrops *bool)
 	return h.hdr.Flags&unix.MSG_TRUNC == 0
 }
 
-// sockSender sends replies and forwards from the search port socket.
+// sockSender sends replies and forwards from a search port socket: the
+// IPv4 one, or the IPv6 one (conn6, nil when not open) for IPv6
+// destinations. A sender is used by one goroutine at a time (its
+// control-message scratch is its own).
 type sockSender struct {
-	conn  *net.UDPConn
-	st    *counters
-	group netip.AddrPort
-	oob   []byte
+	conn, conn6 *net.UDPConn
+	st          *counters
+	group       netip.AddrPort
+	oob         []byte
 	// fwd, when set, is the forwarder socket (listenForwarder), connected
 	// to the group.
 	fwd *net.UDPConn
 }
 
-func newSockSender(conn *net.UDPConn, st *counters, port uint16) *sockSender {
-	return &sockSender{conn: conn, st: st, group: netip.AddrPortFrom(ForwardGroup, port),
-		oob: make([]byte, unix.CmsgSpace(unix.SizeofInet4Pktinfo))}
+func newSockSender(conn, conn6 *net.UDPConn, st *counters, port uint16) *sockSender {
+	return &sockSender{conn: conn, conn6: conn6, st: st, group: netip.AddrPortFrom(ForwardGroup, port),
+		oob: make([]byte, unix.CmsgSpace(unix.SizeofInet6Pktinfo))}
 }
 
-// reply pins the interface and source address with IP_PKTINFO (as PVXS's
-// sendtox does), so the client sees the answer come from the address it
-// searched on.
+// reply pins the interface and source address with IP_PKTINFO or
+// IPV6_PKTINFO (as PVXS's sendtox does), so the client sees the answer
+// come from the address it searched on.
 func (s *sockSender) reply(b []byte, to netip.AddrPort, from netip.Addr, ifIndex int) {
+	if !to.Addr().Is4() {
+		s.reply6(b, to, from, ifIndex)
+		return
+	}
 	var oob []byte
 	if from.IsValid() || ifIndex != 0 {
 		clear(s.oob)
@@ -252,9 +326,32 @@ func (s *sockSender) reply(b []byte, to netip.AddrPort, from netip.Addr, ifIndex
 			pi.Spec_dst = from.As4()
 			pi.Addr = pi.Spec_dst
 		}
-		oob = s.oob
+		oob = s.oob[:unix.CmsgSpace(unix.SizeofInet4Pktinfo)]
 	}
 	if _, _, err := s.conn.WriteMsgUDPAddrPort(b, oob, to); err != nil {
+		s.st.sendErrors.Add(1)
+	}
+}
+
+func (s *sockSender) reply6(b []byte, to netip.AddrPort, from netip.Addr, ifIndex int) {
+	if s.conn6 == nil {
+		s.st.sendErrors.Add(1)
+		return
+	}
+	var oob []byte
+	if (from.IsValid() && from.Is6()) || ifIndex != 0 {
+		clear(s.oob)
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&s.oob[0]))
+		c.Level, c.Type = unix.IPPROTO_IPV6, unix.IPV6_PKTINFO
+		c.SetLen(unix.CmsgLen(unix.SizeofInet6Pktinfo))
+		pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&s.oob[unix.CmsgLen(0)]))
+		pi.Ifindex = uint32(ifIndex)
+		if from.Is6() {
+			pi.Addr = from.As16()
+		}
+		oob = s.oob[:unix.CmsgSpace(unix.SizeofInet6Pktinfo)]
+	}
+	if _, _, err := s.conn6.WriteMsgUDPAddrPort(b, oob, to); err != nil {
 		s.st.sendErrors.Add(1)
 	}
 }

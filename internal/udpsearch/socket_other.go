@@ -23,9 +23,11 @@ func (*rxBatch) fill(int, *datagram, *uint32, *bool) bool { return false }
 
 type sockSender struct{ fwd *net.UDPConn }
 
-func newSockSender(*net.UDPConn, *counters, uint16) *sockSender   { return &sockSender{} }
-func (*sockSender) reply([]byte, netip.AddrPort, netip.Addr, int) {}
-func (*sockSender) forward([]byte)                                {}
+func newSockSender(*net.UDPConn, *net.UDPConn, *counters, uint16) *sockSender { return &sockSender{} }
+func listenSearchPort6(uint16, int) (*net.UDPConn, error)                     { return nil, errors.ErrUnsupported }
+func listenEphemeral6(uint16, int) (*net.UDPConn, error)                      { return nil, errors.ErrUnsupported }
+func (*sockSender) reply([]byte, netip.AddrPort, netip.Addr, int)             {}
+func (*sockSender) forward([]byte)                                            {}
 
 func prepMulticast(*net.UDPConn, *sendDest) error { return errors.ErrUnsupported }
 

@@ -61,7 +61,7 @@ type counters struct {
 	datagrams, searches, searchNames, forwards, responses, discoveryPings, beacons      atomic.Uint64
 	claims                                                                              atomic.Uint64
 	searchReplies, discoveryPongs, beaconsSent, clientSearches, sendErrors, kernelDrops atomic.Uint64
-	clientKernelDrops                                                                   atomic.Uint64
+	clientKernelDrops, kernelDrops6, clientKernelDrops6                                 atomic.Uint64
 	interfaceReload                                                                     atomic.Uint64
 
 	dropMulticastSource, dropUnknownInterface, dropTruncated, dropMalformed, dropControl atomic.Uint64
@@ -81,7 +81,7 @@ func (c *counters) snapshot() Stats {
 		Forwards: c.forwards.Load(), Responses: c.responses.Load(), Claims: c.claims.Load(), DiscoveryPings: c.discoveryPings.Load(),
 		Beacons: c.beacons.Load(), SearchReplies: c.searchReplies.Load(), DiscoveryPongs: c.discoveryPongs.Load(),
 		BeaconsSent: c.beaconsSent.Load(), ClientSearches: c.clientSearches.Load(), SendErrors: c.sendErrors.Load(),
-		KernelDrops: c.kernelDrops.Load(), ClientKernelDrops: c.clientKernelDrops.Load(), InterfaceReload: c.interfaceReload.Load(),
+		KernelDrops: c.kernelDrops.Load() + c.kernelDrops6.Load(), ClientKernelDrops: c.clientKernelDrops.Load() + c.clientKernelDrops6.Load(), InterfaceReload: c.interfaceReload.Load(),
 
 		DropMulticastSource: c.dropMulticastSource.Load(), DropUnknownInterface: c.dropUnknownInterface.Load(),
 		DropTruncated: c.dropTruncated.Load(), DropMalformed: c.dropMalformed.Load(), DropControl: c.dropControl.Load(),

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
@@ -329,4 +330,103 @@ func RSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// UDPAnswer is one CMD_SEARCH_RESPONSE received by UDPSearch.
+type UDPAnswer struct {
+	From     netip.AddrPort // the datagram's source: where the answer came from
+	GUID     pva.GUID
+	Endpoint netip.AddrPort // address and port named in the answer (not substituted)
+	Found    bool
+	CIDs     []uint32
+}
+
+// UDPSearch sends one UDP search for names (CIDs 1, 2, …; none: a
+// discovery ping with MustReply) from the namespace in from (nil: the
+// test's own) to the search port at to, from a socket of to's family, and
+// collects the answers that arrive within wait, resending once a second
+// until the first one comes.
+func UDPSearch(from *testutil.Netns, to netip.AddrPort, names []string, wait time.Duration) ([]UDPAnswer, error) {
+	network := "udp4"
+	if !to.Addr().Is4() {
+		network = "udp6"
+	}
+	var c *net.UDPConn
+	open := func() (err error) {
+		var pc net.PacketConn
+		pc, err = net.ListenPacket(network, ":0")
+		if err == nil {
+			c = pc.(*net.UDPConn)
+		}
+		return err
+	}
+	var err error
+	if from != nil {
+		err = from.Do(open)
+	} else {
+		err = open()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	p := pva.NewSearchPacker(uint16(c.LocalAddr().(*net.UDPAddr).Port))
+	p.Flags = pva.SearchUnicast
+	q := make([]pva.SearchName, len(names))
+	for i, n := range names {
+		q[i] = pva.SearchName{CID: uint32(i + 1), Name: []byte(n)}
+	}
+	var dgs [][]byte
+	if len(q) == 0 {
+		s := pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchMustReply | pva.SearchUnicast, ReplyPort: p.ReplyPort}
+		dgs = append(dgs, pva.AppendSearch(nil, pva.FlagBigEndian, &s))
+	} else if err := p.Pack(q, func(b []byte) { dgs = append(dgs, append([]byte(nil), b...)) }); err != nil {
+		return nil, err
+	}
+	var out []UDPAnswer
+	buf := make([]byte, 65536)
+	deadline := time.Now().Add(wait)
+	nextSend := time.Time{}
+	for time.Now().Before(deadline) {
+		if len(out) == 0 && time.Now().After(nextSend) {
+			for _, dg := range dgs {
+				if _, err := c.WriteToUDPAddrPort(dg, to); err != nil {
+					return nil, err
+				}
+			}
+			nextSend = time.Now().Add(time.Second)
+		}
+		rd := min(time.Until(deadline), 200*time.Millisecond)
+		_ = c.SetReadDeadline(time.Now().Add(rd))
+		n, src, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			continue
+		}
+		h, payload, _, err := pva.SplitMessage(buf[:n])
+		if err != nil || h.Command != pva.CmdSearchResponse {
+			continue
+		}
+		var m pva.SearchResponse
+		if err := m.Decode(payload, h.BigEndian()); err != nil {
+			return out, fmt.Errorf("undecodable answer from %s: %w", src, err)
+		}
+		out = append(out, UDPAnswer{From: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), GUID: m.GUID,
+			Endpoint: netip.AddrPortFrom(m.Addr.Addr(), m.Port), Found: m.Found, CIDs: append([]uint32(nil), m.CIDs...)})
+		if len(names) > 0 && answeredAll(out, len(names)) {
+			break
+		}
+	}
+	return out, nil
+}
+
+func answeredAll(out []UDPAnswer, n int) bool {
+	seen := map[uint32]bool{}
+	for _, a := range out {
+		if a.Found {
+			for _, c := range a.CIDs {
+				seen[c] = true
+			}
+		}
+	}
+	return len(seen) >= n
 }
