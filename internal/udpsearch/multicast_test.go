@@ -121,3 +121,79 @@ func TestMulticastDestinationTTLAndInterface(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// The IPv6 form of the documentation's example ([ff02::42:1],1@br0): an
+// IPv6 group is sent to from the IPv6 client socket with its hop limit,
+// through the interface named.
+func TestIPv6MulticastDestination(t *testing.T) {
+	a, b := newNetns(t), newNetns(t)
+	i := nsSeq.Add(1)
+	an, bn := fmt.Sprintf("pvm%d", i), fmt.Sprintf("pvn%d", i)
+	testutil.Veth(t, a.Netns, an, []string{"fd00:77::1/64 nodad"}, b.Netns, bn, []string{"fd00:77::2/64 nodad"})
+	group := netip.MustParseAddrPort("[ff02::42:1]:5077")
+	var r *net.UDPConn
+	if err := b.Do(func() error {
+		ifi, err := net.InterfaceByName(bn)
+		if err != nil {
+			return err
+		}
+		pc, err := net.ListenPacket("udp6", "[::]:5077")
+		if err != nil {
+			return err
+		}
+		r = pc.(*net.UDPConn)
+		rc, err := r.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		err = rc.Control(func(fd uintptr) {
+			mreq := &unix.IPv6Mreq{Multiaddr: group.Addr().As16(), Interface: uint32(ifi.Index)}
+			if serr = unix.SetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); serr != nil {
+				return
+			}
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1)
+		})
+		if err == nil {
+			err = serr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+
+	s := startServer(t, a, Options{GUID: ownGUID, TCPPort: 5075, Port: 5076, InterfaceRefresh: -1, IPv6: true,
+		AddrList: []Destination{{Addr: group, TTL: 3, Iface: an}}})
+	msg := searchMsg(pva.SearchMustReply, netip.Addr{}, s.ClientAddr().Port(), nil)
+	buf, oob := make([]byte, 2048), make([]byte, 256)
+	for start := time.Now(); ; {
+		if err := s.SendSearch(msg, nil); err != nil {
+			t.Fatal(err)
+		}
+		r.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		n, oobn, _, src, err := r.ReadMsgUDPAddrPort(buf, oob)
+		if err == nil {
+			if string(buf[:n]) != string(msg) {
+				t.Fatalf("group got other bytes")
+			}
+			if src.Port() != s.ClientAddr().Port() {
+				t.Errorf("sent from port %d, want the client port %d (shared by both families)", src.Port(), s.ClientAddr().Port())
+			}
+			msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+			hops := -1
+			for _, m := range msgs {
+				if m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_HOPLIMIT && len(m.Data) >= 4 {
+					hops = int(int32(m.Data[0]) | int32(m.Data[1])<<8 | int32(m.Data[2])<<16 | int32(m.Data[3])<<24)
+				}
+			}
+			if hops != 3 {
+				t.Errorf("hop limit %d, want 3", hops)
+			}
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("nothing reached the IPv6 group through the named interface")
+		}
+	}
+}
