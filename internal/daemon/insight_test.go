@@ -145,3 +145,31 @@ func order(t *testing.T, s string, words ...string) {
 		last = i
 	}
 }
+
+// Beacons from a server outside access.server_allow are ignored, and make
+// one "anomaly: not_allowed" event (not one per beacon).
+func TestNotAllowedBeaconAnomaly(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	c.Access.ServerAllow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	d := startDaemon(t, c)
+	startSite(t, sim.Options{Names: [][]string{{"outside:pv"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+		BeaconInterval: 50 * time.Millisecond})
+	count := func() int {
+		n := 0
+		for _, e := range d.Events.Recent(500) {
+			if e.Kind == "anomaly: "+insight.AnomalyNotAllowed {
+				n++
+			}
+		}
+		return n
+	}
+	testutil.WaitFor(t, 10*time.Second, "not_allowed anomaly event", func() bool { return count() > 0 })
+	time.Sleep(500 * time.Millisecond) // more beacons arrive meanwhile
+	if n := count(); n != 1 {
+		t.Errorf("%d not_allowed events, want 1 (at most one an hour per address)", n)
+	}
+	if d.Registry.Lookup([]byte("outside:pv")) != nil {
+		t.Error("a server outside the allow list was registered")
+	}
+}
