@@ -80,8 +80,10 @@ func TestHeaderClaimDoesNotAllocate(t *testing.T) {
 		cc.Write(make([]byte, 100)) // a little of the promised payload
 		cs = append(cs, <-served)
 	}
-	// Let every server read what was sent.
-	time.Sleep(300 * time.Millisecond)
+	// Let every server read what was sent (and refuse it).
+	for deadline := time.Now().Add(10 * time.Second); cnt.Oversize.Load() < conns && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	runtime.ReadMemStats(&after)
 	for _, cc := range clients {
 		cc.Close()

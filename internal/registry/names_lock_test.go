@@ -35,7 +35,7 @@ func TestNamesListingHoldsNoLock(t *testing.T) {
 		}
 		done <- time.Since(start)
 	}()
-	var worst time.Duration
+	var lat []time.Duration
 	ops := 0
 	q := []pva.SearchName{{CID: 1, Name: []byte(names[3][5])}}
 	out := make([]*Holder, 1)
@@ -54,15 +54,18 @@ func TestNamesListingHoldsNoLock(t *testing.T) {
 		if out[0] == nil {
 			t.Fatal("lookup lost a held name")
 		}
-		worst = max(worst, time.Since(start))
+		lat = append(lat, time.Since(start))
 		time.Sleep(time.Millisecond)
 	}
-	// A writer waiting for the lock would wait the whole listing (seconds);
-	// the bound leaves room for a loaded 2-core machine's scheduling.
-	if worst > 250*time.Millisecond {
-		t.Fatalf("an upsert+lookup took %v during a listing (%d ops); want no wait for the listing", worst, ops)
+	slices.Sort(lat)
+	p95, worst := lat[len(lat)*95/100], lat[len(lat)-1]
+	// A writer waiting for the lock would wait the whole listing (seconds,
+	// every op); the 95th percentile leaves room for a loaded 2-core
+	// machine's preemptions.
+	if p95 > 100*time.Millisecond {
+		t.Fatalf("upsert+lookup p95 %v (worst %v, %d ops) during a listing; want no wait for the listing", p95, worst, ops)
 	}
-	t.Logf("%d upsert+lookup during the listings, worst %v", ops, worst)
+	t.Logf("%d upsert+lookup during the listings, p95 %v, worst %v", ops, p95, worst)
 }
 
 // TestNamesContextResults: the chunked listing is exact on a quiet

@@ -50,7 +50,7 @@ func TestBeaconsNeverBlockSearches(t *testing.T) {
 	search := searchMsg(pva.SearchUnicast, netip.Addr{}, port, []string{"tcp"}, "pvans:held")
 	var lat []time.Duration
 	buf := make([]byte, 65536)
-	for i := 0; i < 20; i++ {
+	for i := 0; i < 40; i++ {
 		start := time.Now()
 		client.WriteToUDPAddrPort(search, to)
 		client.SetReadDeadline(time.Now().Add(2 * time.Second))
