@@ -173,3 +173,66 @@ func TestNotAllowedBeaconAnomaly(t *testing.T) {
 		t.Error("a server outside the allow list was registered")
 	}
 }
+
+// A server whose beacons stop while pvans's TCP watch on it still answers
+// is kept (issue 13) and reported as an "anomaly: beacons_stopped" event.
+func TestBeaconsStoppedAnomaly(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	c.Beacon.Expiry = time.Second
+	c.Beacon.CheckInterval = 100 * time.Millisecond
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{Names: [][]string{{"quiet:pv"}}, Host: lo})
+	if err := site.Beacon(0, d.udpAddr()); err != nil { // one beacon, then silence
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "quiet:pv listed", func() bool { return d.Registry.Lookup([]byte("quiet:pv")) != nil })
+	testutil.WaitFor(t, 10*time.Second, "beacons_stopped event", func() bool {
+		for _, e := range d.Events.Recent(500) {
+			if e.Kind == "anomaly: "+insight.AnomalyBeaconsStopped && e.Endpoint == site.Server(0).TCP.String() {
+				return true
+			}
+		}
+		return false
+	})
+	if d.Registry.Lookup([]byte("quiet:pv")) == nil {
+		t.Error("the watched server's names left the registry")
+	}
+}
+
+// A server restarting (new GUID at the same endpoint) more often than
+// insight.guid_changes_per_hour is reported once as "anomaly: guid_churn".
+func TestGUIDChurnAnomaly(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	c.Insight.GUIDChangesPerHour = 2
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{Names: [][]string{{"loop:pv"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+		BeaconInterval: 50 * time.Millisecond})
+	churn := func() int {
+		n := 0
+		for _, e := range d.Events.Recent(500) {
+			if e.Kind == "anomaly: "+insight.AnomalyGUIDChurn {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 4 {
+		prev := site.Server(0).GUID
+		testutil.WaitFor(t, 10*time.Second, "server listed", func() bool {
+			s, ok := d.Registry.Server(prev)
+			return ok && s.Names > 0
+		})
+		if i == 3 {
+			break
+		}
+		if n := churn(); n != 0 {
+			t.Fatalf("guid_churn reported after %d changes; the limit is 2", i)
+		}
+		if err := site.Restart(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, "guid_churn event", func() bool { return churn() == 1 })
+}
