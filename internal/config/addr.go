@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +142,33 @@ func IgnoreMatches(list []netip.AddrPort, src netip.AddrPort) bool {
 		}
 	}
 	return false
+}
+
+// parseInterfaces splits EPICS_PVAS_INTF_ADDR_LIST as PVXS does: unicast
+// and wildcard entries are interface addresses (ports ignored); multicast
+// entries (group[@iface]) are groups joined to receive searches on.
+func parseInterfaces(items []string, resolve Resolver) ([]netip.Addr, []Endpoint, error) {
+	eps, err := parseEndpoints(items, 0, resolve)
+	if err != nil {
+		return nil, nil, err
+	}
+	var addrs []netip.Addr
+	var groups []Endpoint
+	seen := make(map[netip.Addr]bool, len(eps))
+	for _, ep := range eps {
+		switch {
+		case ep.IsMulticast():
+			ep.AddrPort = netip.AddrPortFrom(ep.Addr(), 0)
+			ep.TTL = NoTTL
+			if !slices.Contains(groups, ep) {
+				groups = append(groups, ep)
+			}
+		case !seen[ep.Addr()]:
+			seen[ep.Addr()] = true
+			addrs = append(addrs, ep.Addr())
+		}
+	}
+	return addrs, groups, nil
 }
 
 func parseInterfaceList(items []string, resolve Resolver) ([]netip.Addr, error) {

@@ -55,6 +55,10 @@ type PVA struct {
 	// Interfaces the UDP and TCP listeners bind (EPICS_PVAS_INTF_ADDR_LIST).
 	// Ports written in the list are parsed and ignored, as in PVXS.
 	Interfaces []netip.Addr
+	// SearchGroups are the multicast entries of the interface list
+	// (group[@iface]): the UDP search port joins each, on its interface,
+	// to receive searches sent to the group, as PVXS does.
+	SearchGroups []Endpoint
 	// ServerPort is the TCP name-server port.
 	ServerPort uint16
 	// BroadcastPort is the UDP search and beacon port.

@@ -162,6 +162,11 @@ func TestEPICSVariables(t *testing.T) {
 			return reflect.DeepEqual(c.PVA.Interfaces, []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")})
 		}},
 		{"EPICS_PVAS_INTF_ADDR_LIST", "localhost", func(c *Config) bool { return c.PVA.Interfaces[0] == netip.MustParseAddr("127.0.0.1") }},
+		// Multicast entries are groups to receive searches on (PVXS); a
+		// list of groups alone serves on 0.0.0.0.
+		{"EPICS_PVAS_INTF_ADDR_LIST", "239.1.2.3@eth1 [ff02::42:1]@br0 239.1.2.3,5@eth1", func(c *Config) bool {
+			return joinStrings(c.PVA.Interfaces) == "0.0.0.0" && joinStrings(c.PVA.SearchGroups) == "239.1.2.3:0@eth1 [ff02::42:1]:0@br0"
+		}},
 		{"EPICS_PVAS_SERVER_PORT", "1", func(c *Config) bool { return c.PVA.ServerPort == 1 }},
 		{"EPICS_PVA_SERVER_PORT", " 65535 ", func(c *Config) bool { return c.PVA.ServerPort == 65535 }},
 		{"EPICS_PVAS_BROADCAST_PORT", "15076", func(c *Config) bool { return c.PVA.BroadcastPort == 15076 }},
@@ -196,7 +201,6 @@ func TestEPICSVariables(t *testing.T) {
 
 	bad := []struct{ name, value, why string }{
 		{"EPICS_PVAS_INTF_ADDR_LIST", "127.0.0.1 not-a-host", `"not-a-host": cannot resolve host`},
-		{"EPICS_PVAS_INTF_ADDR_LIST", "224.0.0.128", "multicast"},
 		{"EPICS_PVAS_SERVER_PORT", "70000", "port must be 1-65535"},
 		{"EPICS_PVAS_SERVER_PORT", "0", "port must be 1-65535"},
 		{"EPICS_PVA_SERVER_PORT", "http", `port "http" is not a number`},

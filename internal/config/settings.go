@@ -69,24 +69,35 @@ func init() {
 	add(spec{key: "pva.interfaces", env: []string{"EPICS_PVAS_INTF_ADDR_LIST"}, isList: true,
 		usage: "local interface addresses pvans serves: the TCP listener binds each; the UDP search port binds 0.0.0.0 and answers only searches that reached one of these addresses (see UDP binding); ports are ignored; empty means 0.0.0.0",
 		set: func(c *Config, x *loadCtx, v raw) error {
-			l, err := parseInterfaceList(v.items, x.resolve)
+			l, groups, err := parseInterfaces(v.items, x.resolve)
 			if err != nil {
 				return err
 			}
 			if len(l) == 0 {
 				l = []netip.Addr{netip.IPv4Unspecified()}
 			}
-			c.PVA.Interfaces = l
+			c.PVA.Interfaces, c.PVA.SearchGroups = l, groups
 			return nil
 		},
-		get: func(c *Config) string { return joinStrings(c.PVA.Interfaces) },
+		get: func(c *Config) string {
+			s := joinStrings(c.PVA.Interfaces)
+			if len(c.PVA.SearchGroups) > 0 {
+				s += " " + joinStrings(c.PVA.SearchGroups)
+			}
+			return s
+		},
 		check: func(c *Config) string {
 			if len(c.PVA.Interfaces) == 0 {
 				return "at least one interface is needed (0.0.0.0 for all)"
 			}
 			for _, a := range c.PVA.Interfaces {
 				if a.IsMulticast() {
-					return fmt.Sprintf("%s is a multicast group: pvans does not join groups from the interface list (PVXS listens for searches on them)", a)
+					return fmt.Sprintf("%s is a multicast group, not an interface address", a)
+				}
+			}
+			for _, g := range c.PVA.SearchGroups {
+				if !g.IsMulticast() {
+					return fmt.Sprintf("%s is not a multicast group", g)
 				}
 			}
 			return ""

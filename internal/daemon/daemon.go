@@ -162,6 +162,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Interfaces:       ifaces,
 		GUID:             d.guid,
 		IPv6:             udpIPv6(cfg.PVA.Interfaces),
+		Groups:           endpoints(cfg.PVA.SearchGroups),
 		TCPPort:          cfg.PVA.ServerPort, // the bound port, if 0 was asked, is set in Start
 		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
 		AddrList:         addrList,

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
@@ -194,6 +195,53 @@ func TestIPv6MulticastDestination(t *testing.T) {
 		}
 		if time.Since(start) > 10*time.Second {
 			t.Fatal("nothing reached the IPv6 group through the named interface")
+		}
+	}
+}
+
+// A multicast entry of the interface list (group@iface) is joined: a
+// search a client sends to the group through the link is answered, from
+// pvans's address on that link. Without the join nothing arrives.
+func TestSearchGroupJoined(t *testing.T) {
+	a, b := newNetns(t), newNetns(t)
+	i := nsSeq.Add(1)
+	an, bn := fmt.Sprintf("pvm%d", i), fmt.Sprintf("pvn%d", i)
+	testutil.Veth(t, a.Netns, an, []string{"10.78.0.1/24"}, b.Netns, bn, []string{"10.78.0.2/24"})
+	group := netip.MustParseAddrPort("239.255.19.1:5076")
+	s := startServer(t, a, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true, InterfaceRefresh: -1,
+		Groups:   []Destination{{Addr: group, TTL: -1, Iface: an}},
+		Resolver: newMapResolver(map[string]resolver.Endpoint{"pvans:held": srvX})})
+	client := udpIn(t, b, "10.78.0.2:0")
+	setSockInt(t, client, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1)
+	rc, _ := client.SyscallConn()
+	var serr error
+	rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInet4Addr(int(fd), unix.IPPROTO_IP, unix.IP_MULTICAST_IF, [4]byte{10, 78, 0, 2})
+	})
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	msg := searchMsg(0, netip.Addr{}, client.LocalAddr().(*net.UDPAddr).AddrPort().Port(), []string{"tcp"}, "pvans:held")
+	buf := make([]byte, 2048)
+	for start := time.Now(); ; {
+		if _, err := client.WriteToUDPAddrPort(msg, group); err != nil {
+			t.Fatal(err)
+		}
+		client.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		n, src, err := client.ReadFromUDPAddrPort(buf)
+		if err == nil {
+			h, payload, _, err := pva.SplitMessage(buf[:n])
+			var m pva.SearchResponse
+			if err != nil || m.Decode(payload, h.BigEndian()) != nil || !m.Found || m.GUID != srvX.GUID {
+				t.Fatalf("answer %+v %v", m, err)
+			}
+			if src.Addr() != netip.MustParseAddr("10.78.0.1") {
+				t.Errorf("answered from %s, want pvans's address on the link", src)
+			}
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("no answer to a search sent to the group (stats %+v)", s.Stats())
 		}
 	}
 }

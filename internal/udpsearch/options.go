@@ -55,6 +55,12 @@ type Options struct {
 	// (each answer carries the real server's GUID and endpoint).
 	AnswerNames bool
 
+	// Groups are multicast groups the search port joins (on each one's
+	// Iface, or the kernel's choice) to receive searches sent to them:
+	// the multicast entries of EPICS_PVAS_INTF_ADDR_LIST. A search to a
+	// group is answered from an address of the interface it arrived on.
+	// IPv6 groups need IPv6.
+	Groups []Destination
 	// IPv6 opens the IPv6 sockets too: [::]:Port (IPV6_V6ONLY) beside the
 	// IPv4 search port, and an IPv6 client socket on the IPv4 client
 	// socket's port. IPv6 searches are answered directly from the address

@@ -2,6 +2,7 @@ package udpsearch
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -181,6 +182,15 @@ func (s *Server) Listen() (err error) {
 			return err
 		}
 	}
+	if err = s.joinGroups(); err != nil {
+		s.main.Close()
+		s.client.Close()
+		if s.beaconConn != nil {
+			s.beaconConn.Close()
+		}
+		s.close6()
+		return err
+	}
 	out := newSockSender(s.main, s.main6, &s.st, o.Port)
 	if err = s.listenForward(out); err != nil {
 		s.main.Close()
@@ -239,6 +249,22 @@ func (s *Server) listen6() (err error) {
 		s.sendMu.Unlock()
 	}
 	return err
+}
+
+// joinGroups joins Options.Groups on the search port sockets.
+func (s *Server) joinGroups() error {
+	for _, g := range resolveDests(s.o.Groups, s.warnDest) {
+		conn := s.main
+		if !g.Addr.Addr().Is4() {
+			if conn = s.main6; conn == nil {
+				return fmt.Errorf("search group %s: %w", g.Destination, errNoIPv6)
+			}
+		}
+		if err := joinGroup(conn, &g); err != nil {
+			return fmt.Errorf("join search group %s: %w", g.Destination, err)
+		}
+	}
+	return nil
 }
 
 // close6 closes the IPv6 sockets that are open.

@@ -422,3 +422,29 @@ func setReceiveBuffer(c *net.UDPConn, n int) error {
 	}
 	return serr
 }
+
+// joinGroup joins the group d on conn, on d's interface (PVXS
+// SockEndpoint::resolve then mcast_join).
+func joinGroup(conn *net.UDPConn, d *sendDest) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		if d.Addr.Addr().Is4() {
+			m := &unix.IPMreqn{Multiaddr: d.Addr.Addr().As4(), Ifindex: int32(d.ifIndex)}
+			if d.ifAddr.IsValid() {
+				m.Address = d.ifAddr.As4()
+			}
+			serr = unix.SetsockoptIPMreqn(int(fd), unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, m)
+			return
+		}
+		m := &unix.IPv6Mreq{Multiaddr: d.Addr.Addr().As16(), Interface: uint32(d.ifIndex)}
+		serr = unix.SetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, m)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}

@@ -41,3 +41,5 @@ type sockDiag struct{}
 func openSockDiag() (*sockDiag, error)                             { return nil, errors.ErrUnsupported }
 func (*sockDiag) close() error                                     { return nil }
 func (*sockDiag) otherSocketsOnPort(uint16, []uint64) (int, error) { return 0, errors.ErrUnsupported }
+
+func joinGroup(*net.UDPConn, *sendDest) error { return errors.ErrUnsupported }
