@@ -77,6 +77,10 @@ type handler struct {
 	// ownSrc is the forwarder socket's address: datagrams from it are
 	// pvans's own forwards looped back (invalid: none recognised).
 	ownSrc netip.AddrPort
+	// ownClient are the ports of pvans's own client sockets (search-through
+	// searches): a search from one of them on a local address is not told
+	// to insight.
+	ownClient [2]uint16
 	// peers decides whether a unicast search is forwarded at all; nil:
 	// always.
 	peers *portPeers
@@ -291,7 +295,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		} else {
 			h.st.searchNames.Add(uint64(len(s.Names)))
 			h.o.Resolver.Lookup(s.Names, &h.batch)
-			if ob := h.o.Insight; ob != nil {
+			if ob := h.o.Insight; ob != nil && !h.ownSearch(client) {
 				found := 0
 				for i := range h.batch.Groups {
 					found += len(h.batch.Groups[i].CIDs)
@@ -314,6 +318,22 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	if !answered && s.MustReply() {
 		h.sendNegative(dest, from, pin)
 	}
+}
+
+// ownSearch reports whether a search came from one of pvans's own client
+// sockets: one of their ports on a loopback or local address.
+func (h *handler) ownSearch(c netip.AddrPort) bool {
+	p := c.Port()
+	if p == 0 || (p != h.ownClient[0] && p != h.ownClient[1]) {
+		return false
+	}
+	if a := c.Addr().Unmap(); a.IsLoopback() {
+		return true
+	} else if t := h.ifs.Load(); t != nil {
+		_, local := t.local[a]
+		return local
+	}
+	return false
 }
 
 // replyable refuses reply destinations that would make pvans a reflector

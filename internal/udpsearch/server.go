@@ -292,6 +292,12 @@ func (s *Server) Start() {
 	if s.bq != nil {
 		s.bq.start()
 	}
+	// pvans's own searches (search-through, from the client sockets) are
+	// answered like anyone's but are not a client's traffic for insight.
+	s.h.ownClient[0] = s.ClientAddr().Port()
+	if s.client6 != nil {
+		s.h6.ownClient[1] = s.client6.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	}
 	s.wg.Add(2)
 	go s.rxLoop(s.main, s.o.Batch, s.h.handle, &s.st.kernelDrops)
 	go s.rxLoop(s.client, 4, s.ch.handleClient, &s.st.clientKernelDrops)
