@@ -490,3 +490,21 @@ func TestExpectedHostAnswers(t *testing.T) {
 		t.Fatalf("%d delivered, %d unsolicited; want 1 and 2", n, s.Stats().HintUnsolicited)
 	}
 }
+
+// Reply destinations: IPv6 unicast is fine now that the participant has
+// IPv6 sockets; IPv4-mapped, unspecified and multicast IPv6 are not.
+func TestReplyableIPv6(t *testing.T) {
+	h, _ := testHandler(t, Options{}, &recSender{})
+	cases := map[string]bool{
+		"2001:db8::5": true, "fd00:18:2::2": true, "10.0.0.9": true,
+		"::": false, "::ffff:10.0.0.9": false, "ff02::1": false, "0.0.0.0": false, "10.0.0.255": false,
+	}
+	for a, want := range cases {
+		if got := h.replyable(netip.MustParseAddr(a), 5076); got != want {
+			t.Errorf("replyable(%s) = %v, want %v", a, got, want)
+		}
+	}
+	if h.replyable(netip.MustParseAddr("2001:db8::5"), 0) {
+		t.Errorf("port 0 replyable")
+	}
+}
