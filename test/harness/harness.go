@@ -52,6 +52,9 @@ type Options struct {
 	NoWait bool
 	// Command wraps the binary, e.g. {"taskset", "-c", "1"} (nil: none).
 	Command []string
+	// Bin is the pvans binary (default Binary: PVANS_BIN or a fresh
+	// build), e.g. an older build measured side by side.
+	Bin string
 }
 
 // Pvans is one daemon process under test.
@@ -69,7 +72,10 @@ type Pvans struct {
 // ends; Stop ends it earlier with SIGTERM.
 func Start(t testing.TB, o Options) *Pvans {
 	t.Helper()
-	bin := Binary(t)
+	bin := o.Bin
+	if bin == "" {
+		bin = Binary(t)
+	}
 	if !o.Addr.IsValid() {
 		o.Addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}

@@ -68,6 +68,12 @@ func startPVANS(t *testing.T, extra ...string) *pvans {
 // one), so a restarted daemon hears the same beacons.
 func startPVANSOn(t *testing.T, udp uint16, extra ...string) *pvans {
 	t.Helper()
+	return startPVANSBin(t, "", udp, extra...)
+}
+
+// startPVANSBin is startPVANSOn with a given binary ("": the default).
+func startPVANSBin(t *testing.T, bin string, udp uint16, extra ...string) *pvans {
+	t.Helper()
 	if udp == 0 {
 		udp = harness.FreePort(t)
 	}
@@ -79,7 +85,7 @@ func startPVANSOn(t *testing.T, udp uint16, extra ...string) *pvans {
 		// Discovery pings go to our own port only (nothing answers there).
 		args = append(args, "--addr-list", fmt.Sprintf("127.0.0.1:%d", udp))
 	}
-	o := harness.Options{UDPPort: udp, Args: append(args, extra...)}
+	o := harness.Options{UDPPort: udp, Args: append(args, extra...), Bin: bin}
 	if cpu := os.Getenv("PERF_SERVER_CPU"); cpu != "" {
 		o.Command = []string{"taskset", "-c", cpu}
 	}

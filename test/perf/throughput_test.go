@@ -23,7 +23,8 @@ type target struct {
 	udp, tcp netip.AddrPort
 	pid      int
 	hits     []string // names it holds
-	p        *pvans   // set when the target is the pvans under test
+	p        *pvans   // set when the target is a pvans under test
+	peer     *portPeer
 }
 
 // measurement is one figure of one run.
@@ -59,16 +60,14 @@ func runUDP(tb testing.TB, t target, p *pvans, rate float64, dur time.Duration) 
 	if r.Replies != 0 {
 		tb.Fatalf("%s answered %d all-miss searches", t.name, r.Replies)
 	}
-	// Both copies of a search (as sent, and forwarded back over the
-	// loopback group) arrive on the port; losing either loses the search.
 	handled := float64(r.Messages - drops)
 	m := measurement{target: t.name, value: handled / r.Seconds,
 		extra: fmt.Sprintf("sent %.0f/s drops %d names/dgram %.1f", r.MessagesPerSec, drops, float64(r.Names)/float64(max(r.Messages, 1)))}
 	if before != nil {
 		if after, err := p.Metrics(); err == nil {
 			d := func(k string) float64 { return after[k] - before[k] }
-			m.extra += fmt.Sprintf(" pvans: searches %.0f forwards %.0f rx_overflow %.0f", d("pvans_udp_searches_total"),
-				d("pvans_udp_forwards_total"), d(`pvans_udp_drops_total{reason="rx_overflow"}`))
+			m.extra += fmt.Sprintf(" pvans: searches %.0f forwards %.0f skipped %.0f rx_overflow %.0f", d("pvans_udp_searches_total"),
+				d("pvans_udp_forwards_total"), d("pvans_udp_forwards_skipped_total"), d(`pvans_udp_drops_total{reason="rx_overflow"}`))
 		}
 	}
 	if r.CPU != nil && handled > 0 {
@@ -76,6 +75,54 @@ func runUDP(tb testing.TB, t target, p *pvans, rate float64, dur time.Duration) 
 		m.extra += fmt.Sprintf(" cpu %.0f%%", 100*r.CPU.Utilization)
 	}
 	return m
+}
+
+// runUDPHit drives t with 38-name datagrams of names it holds (all found),
+// up to 64 unanswered, as fast as replies come back: names found/s
+// (claims/s) and target CPU per datagram.
+func runUDPHit(tb testing.TB, t target, dur time.Duration) measurement {
+	tb.Helper()
+	r, err := bench.Run(context.Background(), bench.Config{
+		Mode: bench.UDP, Target: t.udp, Hits: t.hits, HitFraction: 1,
+		Window: 64, Timeout: 50 * time.Millisecond, Duration: dur, PID: t.pid,
+	})
+	if err != nil {
+		tb.Fatalf("%s udp: %v", t.name, err)
+	}
+	// Names found: a server that answers a name twice (PVXS's mailbox does
+	// over loopback) finds it once.
+	m := measurement{target: t.name, value: float64(min(r.Claims, r.Hits)) / r.Seconds,
+		extra: fmt.Sprintf("%.0f dgrams/s replies/dgram %.2f unanswered %d claims/hits %d/%d", r.MessagesPerSec,
+			float64(r.Replies)/float64(max(r.Messages, 1)), r.Timeouts, r.Claims, r.Hits)}
+	if r.CPU != nil && r.Messages > 0 {
+		m.cpuUs = r.CPU.PerMessageUs
+		m.extra += fmt.Sprintf(" cpu %.0f%%", 100*r.CPU.Utilization)
+	}
+	return m
+}
+
+// runIdle is the target's CPU with no load at all (timers, beacons, echo
+// with the site's servers): value = CPU µs per second, the share of the
+// per-datagram CPU at low rates that is not the datagrams'.
+func runIdle(tb testing.TB, t target, dur time.Duration) measurement {
+	tb.Helper()
+	before := procTicks(tb, t.pid)
+	time.Sleep(dur)
+	used := float64(procTicks(tb, t.pid)-before) * 1e6 / 100 // USER_HZ
+	return measurement{target: t.name, value: used / dur.Seconds(), extra: "cpu µs/s (10 ms ticks)"}
+}
+
+// procTicks is utime + stime of pid in clock ticks.
+func procTicks(tb testing.TB, pid int) int64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
 }
 
 // runTCP drives t with 38-name searches of names it holds over conns
@@ -148,11 +195,20 @@ func readNameFile(t *testing.T, path string) []string {
 //   - udp-paced: PERF_UDP_RATE datagrams/s (default 20000): target CPU µs
 //     per datagram below saturation.
 //
+//   - udp-paced:N: the same at N datagrams/s.
+//   - udp-hit: 38 held names a datagram, up to 64 unanswered: names
+//     found/s (claims/s) and CPU per datagram.
+//
 // Both pvans and PVXS treat a datagram addressed to one of their own
-// interface addresses (here 127.0.0.1) as unicast whatever its flags: they
-// forward it to 224.0.0.128 over loopback and handle the looped copy, so
-// each search costs both a forward pass and a lookup pass.
+// interface addresses (here 127.0.0.1) as unicast whatever its flags. PVXS
+// forwards it to 224.0.0.128 over loopback and handles the looped copy, so
+// each search costs it a forward pass and a lookup pass. pvans answers the
+// original and forwards only while another socket shares its search port
+// (the "+peer" variants; its own copy is then dropped unread).
 //   - tcp-N: N connections pipelining 38-name searches of held names.
+//
+// PERF_VARIANTS lists the pvans processes (see below); every pvans variant
+// is compared with the first and with the comparison server.
 func TestThroughput(t *testing.T) {
 	requirePerf(t)
 	servers, names := envInt(t, "PERF_SERVERS", 1), envInt(t, "PERF_NAMES", 1000)
@@ -165,8 +221,34 @@ func TestThroughput(t *testing.T) {
 	if f := os.Getenv("PERF_CMP_NAMES"); f != "" {
 		cmpNames = readNameFile(t, f)
 	}
-	p := startPVANS(t, "-discovery-at-start=false")
-	o := sim.Options{Servers: servers, NamesPerServer: names, NameLen: 30, BeaconDests: []netip.AddrPort{p.UDP}}
+	// PERF_VARIANTS: the pvans processes measured side by side, each on
+	// its own ports: "pvans" (PVANS_BIN), "base" (PERF_BASE_BIN, e.g. a
+	// build from before a change), "alt" (PERF_ALT_BIN); a "+peer" suffix adds another socket on
+	// that daemon's search port (portPeer), as a PVXS server on the same
+	// host would be, so unicast searches must be forwarded.
+	var targets []target
+	var dests []netip.AddrPort
+	for _, v := range strings.Split(envStr("PERF_VARIANTS", "pvans"), ",") {
+		bin, peer := "", strings.HasSuffix(v, "+peer")
+		switch strings.TrimSuffix(v, "+peer") {
+		case "pvans":
+		case "base", "alt":
+			env := "PERF_" + strings.ToUpper(strings.TrimSuffix(v, "+peer")) + "_BIN"
+			if bin = os.Getenv(env); bin == "" {
+				t.Fatalf("variant %s needs %s", v, env)
+			}
+		default:
+			t.Fatalf("PERF_VARIANTS: unknown %q", v)
+		}
+		p := startPVANSBin(t, bin, 0, "-discovery-at-start=false")
+		tg := target{name: v, udp: p.UDP, tcp: p.TCP, pid: p.PID(), p: p}
+		if peer {
+			tg.peer = startPortPeer(t, p.UDP.Port())
+		}
+		targets = append(targets, tg)
+		dests = append(dests, p.UDP)
+	}
+	o := sim.Options{Servers: servers, NamesPerServer: names, NameLen: 30, BeaconDests: dests}
 	if cmpNames != nil {
 		if servers != 1 {
 			t.Fatal("PERF_CMP_NAMES needs PERF_SERVERS=1")
@@ -179,10 +261,13 @@ func TestThroughput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer site.Close()
-	if _, ok := p.waitMetric("pvans_registry_names", func(v float64) bool { return v >= float64(servers*names) }, 100*time.Millisecond, 180*time.Second); !ok {
-		t.Fatalf("registry not full")
+	for i := range targets {
+		if _, ok := targets[i].p.waitMetric("pvans_registry_names", func(v float64) bool { return v >= float64(servers*names) }, 100*time.Millisecond, 180*time.Second); !ok {
+			t.Fatalf("%s: registry not full", targets[i].name)
+		}
+		targets[i].hits = site.AllNames()
 	}
-	targets := []target{{name: "pvans", udp: p.UDP, tcp: p.TCP, pid: p.PID(), hits: site.AllNames(), p: p}}
+	nPVANS := len(targets)
 	if u := os.Getenv("PERF_CMP_UDP"); u != "" {
 		c := target{name: "cmp", hits: cmpNames}
 		var err error
@@ -201,11 +286,17 @@ func TestThroughput(t *testing.T) {
 		targets = append(targets, c)
 	}
 	kinds := strings.Split(envStr("PERF_KINDS", "udp-flood,udp-paced,tcp-1,tcp-10,tcp-100"), ",")
+	cmpName := ""
+	if len(targets) > nPVANS {
+		cmpName = targets[len(targets)-1].name
+	}
 	type key struct{ kind, target string }
 	vals := map[key][]float64{}
 	cpus := map[key][]float64{}
-	ratios := map[string][]float64{}
-	cpuRatios := map[string][]float64{}
+	// ratios[kind][target]: target vs the comparison server (cmp), and
+	// each pvans variant vs the first (same round).
+	ratios := map[key][]float64{}
+	cpuRatios := map[key][]float64{}
 	for rep := range repeat {
 		for _, kind := range kinds {
 			var got []measurement
@@ -216,6 +307,16 @@ func TestThroughput(t *testing.T) {
 					m = runUDP(t, tg, tg.p, 0, dur)
 				case kind == "udp-paced":
 					m = runUDP(t, tg, tg.p, rate, dur)
+				case strings.HasPrefix(kind, "udp-paced:"): // udp-paced:RATE
+					r, err := strconv.Atoi(strings.TrimPrefix(kind, "udp-paced:"))
+					if err != nil || r <= 0 {
+						t.Fatalf("kind %q", kind)
+					}
+					m = runUDP(t, tg, tg.p, float64(r), dur)
+				case kind == "udp-hit":
+					m = runUDPHit(t, tg, dur)
+				case kind == "idle":
+					m = runIdle(t, tg, dur)
 				case strings.HasPrefix(kind, "tcp-"):
 					n, err := strconv.Atoi(strings.TrimPrefix(kind, "tcp-"))
 					if err != nil {
@@ -230,13 +331,28 @@ func TestThroughput(t *testing.T) {
 				vals[k] = append(vals[k], m.value)
 				cpus[k] = append(cpus[k], m.cpuUs)
 				got = append(got, m)
+				if tg.peer != nil {
+					m.extra += fmt.Sprintf(" peer_received_total %d", tg.peer.received())
+				}
 				fmt.Printf("TPUT rep=%d %s %s size=%dx%d value=%.0f cpu_us=%.2f %s load=%q\n",
 					rep, kind, tg.name, servers, names, m.value, m.cpuUs, m.extra, loadAvg())
 				time.Sleep(500 * time.Millisecond) // let queues drain between runs
 			}
-			if len(got) == 2 && got[1].value > 0 && got[1].cpuUs > 0 {
-				ratios[kind] = append(ratios[kind], got[0].value/got[1].value)
-				cpuRatios[kind] = append(cpuRatios[kind], got[0].cpuUs/got[1].cpuUs)
+			for i, m := range got[:nPVANS] {
+				against := []measurement{}
+				if cmpName != "" {
+					against = append(against, got[len(got)-1])
+				}
+				if i > 0 {
+					against = append(against, got[0])
+				}
+				for _, a := range against {
+					if a.value > 0 && a.cpuUs > 0 {
+						k := key{kind, m.target + "/" + a.target}
+						ratios[k] = append(ratios[k], m.value/a.value)
+						cpuRatios[k] = append(cpuRatios[k], m.cpuUs/a.cpuUs)
+					}
+				}
 			}
 		}
 	}
@@ -246,8 +362,15 @@ func TestThroughput(t *testing.T) {
 			k := key{kind, tg.name}
 			line += fmt.Sprintf(" %s=%.0f/s (%.2f µs CPU)", tg.name, median(vals[k]), median(cpus[k]))
 		}
-		if r := ratios[kind]; len(r) > 0 {
-			line += fmt.Sprintf(" ratio pvans/cmp rate %.2f cpu %.2f", median(r), median(cpuRatios[kind]))
+		var rk []key
+		for k := range ratios {
+			if k.kind == kind {
+				rk = append(rk, k)
+			}
+		}
+		slices.SortFunc(rk, func(a, b key) int { return strings.Compare(a.target, b.target) })
+		for _, k := range rk {
+			line += fmt.Sprintf(" ratio %s rate %.2f cpu %.2f", k.target, median(ratios[k]), median(cpuRatios[k]))
 		}
 		t.Log(line)
 		fmt.Println(line)
