@@ -112,11 +112,28 @@ func TestDurationBound(t *testing.T) {
 	}
 }
 
+// The thread run times of this very process: exact (not in 10 ms steps)
+// and growing with the work done.
+func TestReadSchedstat(t *testing.T) {
+	a, err := readSchedstat(os.Getpid())
+	if err != nil {
+		t.Skipf("no schedstat: %v", err)
+	}
+	x := 0
+	for i := range 20_000_000 {
+		x += i ^ x
+	}
+	b, _ := readSchedstat(os.Getpid())
+	if d := b.sub(a).ns; d <= 0 || d%10_000_000 == 0 {
+		t.Fatalf("run time moved by %d ns (x=%d)", d, x)
+	}
+}
+
 func TestParseProcStat(t *testing.T) {
 	line := "1234 (my (odd) name) S 1 1234 1234 0 -1 4194560 500 0 0 0 250 75 0 0 20 0 1 0 100 0 0"
 	c, err := parseProcStat(line)
-	if err != nil || c.ticks != 325 {
-		t.Fatalf("got %+v %v, want 325 ticks", c, err)
+	if err != nil || c.ns != 3_250_000_000 {
+		t.Fatalf("got %+v %v, want 325 ticks = 3.25 s", c, err)
 	}
 	if _, err := parseProcStat("garbage"); err == nil {
 		t.Fatal("garbage accepted")

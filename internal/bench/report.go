@@ -135,17 +135,25 @@ func (r *Report) String() string {
 	return b.String()
 }
 
-// procCPU is utime+stime of a process in clock ticks.
-type procCPU struct{ ticks int64 }
+// procCPU is the CPU time of a process in nanoseconds.
+type procCPU struct{ ns int64 }
 
 // clockTicks is USER_HZ, 100 on every Linux ABI Go supports.
 const clockTicks = 100
 
-func (p procCPU) sub(q procCPU) procCPU { return procCPU{p.ticks - q.ticks} }
-func (p procCPU) seconds() float64      { return float64(p.ticks) / clockTicks }
+func (p procCPU) sub(q procCPU) procCPU { return procCPU{p.ns - q.ns} }
+func (p procCPU) seconds() float64      { return float64(p.ns) / 1e9 }
 
-// readProcCPU reads utime and stime (fields 14 and 15) of /proc/<pid>/stat.
+// readProcCPU is the run time of every thread of pid from
+// /proc/<pid>/task/*/schedstat (nanoseconds, exact: the scheduler's own
+// sum), else utime and stime of /proc/<pid>/stat (10 ms ticks, sampled at
+// the timer tick: too coarse for a target using a few % of a core). A
+// thread that exits between two reads takes its time with it; the
+// daemons measured here keep their threads.
 func readProcCPU(pid int) (procCPU, error) {
+	if c, err := readSchedstat(pid); err == nil {
+		return c, nil
+	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procCPU{}, fmt.Errorf("bench: target CPU: %w", err)
@@ -169,7 +177,32 @@ func parseProcStat(s string) (procCPU, error) {
 	if err1 != nil || err2 != nil {
 		return procCPU{}, fmt.Errorf("bench: malformed /proc stat times")
 	}
-	return procCPU{u + st}, nil
+	return procCPU{(u + st) * (1e9 / clockTicks)}, nil
+}
+
+func readSchedstat(pid int) (procCPU, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return procCPU{}, err
+	}
+	var total int64
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 1 {
+			return procCPU{}, fmt.Errorf("bench: malformed schedstat")
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return procCPU{}, err
+		}
+		total += ns
+	}
+	return procCPU{total}, nil
 }
 
 // readUDPDrops sums the drops column of /proc/net/udp and /proc/net/udp6

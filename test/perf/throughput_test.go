@@ -106,23 +106,30 @@ func runUDPHit(tb testing.TB, t target, dur time.Duration) measurement {
 // per-datagram CPU at low rates that is not the datagrams'.
 func runIdle(tb testing.TB, t target, dur time.Duration) measurement {
 	tb.Helper()
-	before := procTicks(tb, t.pid)
+	before := runNs(tb, t.pid)
 	time.Sleep(dur)
-	used := float64(procTicks(tb, t.pid)-before) * 1e6 / 100 // USER_HZ
-	return measurement{target: t.name, value: used / dur.Seconds(), extra: "cpu µs/s (10 ms ticks)"}
+	used := float64(runNs(tb, t.pid)-before) / 1e3
+	return measurement{target: t.name, value: used / dur.Seconds(), extra: "cpu µs/s"}
 }
 
-// procTicks is utime + stime of pid in clock ticks.
-func procTicks(tb testing.TB, pid int) int64 {
+// runNs is the run time of every thread of pid (schedstat, ns).
+func runNs(tb testing.TB, pid int) int64 {
 	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
+	var total int64
+	for _, e := range ents {
+		if b, err := os.ReadFile(dir + "/" + e.Name() + "/schedstat"); err == nil {
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
 }
 
 // runTCP drives t with 38-name searches of names it holds over conns
