@@ -209,9 +209,15 @@ func newRxBatch(n, size int) *rxBatch {
 	return r
 }
 
+// recvmmsg is called on the non-blocking socket, so it never waits in
+// the kernel: it goes in as a raw system call. A plain one (entersyscall)
+// wakes the runtime's sysmon thread whenever it is in its deep sleep,
+// which on an otherwise idle daemon is every datagram: a futex wake and a
+// 20 µs sleep cycle on another thread, about as much CPU as the datagram
+// itself at low rates (issue 20, docs/PERFORMANCE.md).
 func (r *rxBatch) recvmmsg(fd uintptr) bool {
 	for {
-		r1, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(len(r.hdrs)), 0, 0, 0)
+		r1, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(len(r.hdrs)), 0, 0, 0)
 		switch e {
 		case unix.EINTR:
 			continue
