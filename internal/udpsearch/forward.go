@@ -183,8 +183,14 @@ func (s *Server) listenForward(out *sockSender) error {
 		fwd.Close()
 		return err
 	}
+	owns := []uint64{own}
+	if s.main6 != nil { // pvans's own IPv6 search port socket is no peer
+		if own6, err := socketInode(s.main6); err == nil {
+			owns = append(owns, own6)
+		}
+	}
 	port, diag := s.o.Port, s.diag
-	s.h.peers = &portPeers{count: func() (int, error) { return diag.otherSocketsOnPort(port, []uint64{own}) },
+	s.h.peers = &portPeers{count: func() (int, error) { return diag.otherSocketsOnPort(port, owns) },
 		clk: s.o.Clock, every: s.o.PortPeerCheck, st: &s.st.fwdCounters, log: s.o.Logger}
 	return nil
 }
@@ -196,4 +202,24 @@ func (s *Server) closeForward() error {
 		return nil
 	}
 	return s.diag.close()
+}
+
+// batchReplies gives the search port handler a sender of its own that
+// queues replies until the receive batch is handled (flushReplies); the
+// client socket's handler keeps out.
+func (s *Server) batchReplies(out *sockSender) {
+	tx, err := newTxBatch(s.main, &s.st)
+	if err != nil {
+		return
+	}
+	mo := *out
+	mo.tx = tx
+	s.mainOut = &mo
+	s.h.out = s.mainOut
+}
+
+func (s *Server) flushReplies() {
+	if s.mainOut != nil {
+		s.mainOut.flush()
+	}
 }

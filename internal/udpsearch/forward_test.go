@@ -157,3 +157,26 @@ func TestLocalBeaconRechecksThePort(t *testing.T) {
 		t.Fatalf("after a local beacon: the new socket got %d forwards, want 1 (%+v)", n, s.Stats().ForwardStats)
 	}
 }
+
+// pvans's own IPv6 search port socket shares the port number but is no
+// peer: alone with it, a unicast search is not forwarded.
+func TestOwnIPv6SocketIsNoPortPeer(t *testing.T) {
+	ns := newNetns(t)
+	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true, IPv6: true,
+		Resolver: newMapResolver(map[string]resolver.Endpoint{"pvans:held": srvX})})
+	if s.main6 == nil {
+		t.Skip("no IPv6 in the namespace")
+	}
+	client := udpIn(t, ns, "127.0.0.1:0")
+	cport := client.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	msg := searchMsg(pva.SearchUnicast, netip.Addr{}, cport, []string{"tcp"}, "pvans:held")
+	if _, err := client.WriteToUDPAddrPort(msg, netip.MustParseAddrPort("127.0.0.1:5076")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(collect(client, 200*time.Millisecond, 0)); n != 1 {
+		t.Fatalf("%d answers", n)
+	}
+	if st := s.Stats(); st.ForwardsSkipped != 1 || st.Forwards != 0 || st.PortPeers != 0 {
+		t.Fatalf("%+v", st.ForwardStats)
+	}
+}

@@ -30,6 +30,7 @@ type Server struct {
 	main, client, beaconConn *net.UDPConn // beaconConn: sendMu
 	fwd                      *net.UDPConn // forwarder (forward.go)
 	diag                     *sockDiag
+	mainOut                  *sockSender // the search port handler's, batching replies
 	h, ch                    *handler
 	// IPv6 (Options.IPv6): nil when not open. beaconConn6: sendMu.
 	main6, client6, beaconConn6 *net.UDPConn
@@ -206,6 +207,7 @@ func (s *Server) Listen() (err error) {
 	// (its control-message scratch is per sender). IPv6 is never forwarded.
 	out6 := newSockSender(s.main, s.main6, &s.st, o.Port)
 	s.h6.out, s.ch6.out = out6, out6
+	s.batchReplies(out)
 	return nil
 }
 
@@ -387,6 +389,9 @@ func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), kernel
 				continue
 			}
 			handle(&d)
+		}
+		if kernelDrops == &s.st.kernelDrops { // the IPv4 search port
+			s.flushReplies()
 		}
 	}
 }

@@ -305,6 +305,9 @@ type sockSender struct {
 	// fwd, when set, is the forwarder socket (listenForwarder), connected
 	// to the group.
 	fwd *net.UDPConn
+	// tx, when set, queues replies until flush (txbatch_linux.go); only
+	// the search port's receive goroutine may use such a sender.
+	tx *txBatch
 }
 
 func newSockSender(conn, conn6 *net.UDPConn, st *counters, port uint16) *sockSender {
@@ -318,6 +321,10 @@ func newSockSender(conn, conn6 *net.UDPConn, st *counters, port uint16) *sockSen
 func (s *sockSender) reply(b []byte, to netip.AddrPort, from netip.Addr, ifIndex int) {
 	if !to.Addr().Is4() {
 		s.reply6(b, to, from, ifIndex)
+		return
+	}
+	if s.tx != nil {
+		s.tx.add(b, to, from, ifIndex)
 		return
 	}
 	var oob []byte
@@ -359,6 +366,13 @@ func (s *sockSender) reply6(b []byte, to netip.AddrPort, from netip.Addr, ifInde
 	}
 	if _, _, err := s.conn6.WriteMsgUDPAddrPort(b, oob, to); err != nil {
 		s.st.sendErrors.Add(1)
+	}
+}
+
+// flush sends the queued replies, if any.
+func (s *sockSender) flush() {
+	if s.tx != nil {
+		s.tx.flush()
 	}
 }
 

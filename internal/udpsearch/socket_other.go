@@ -21,7 +21,10 @@ func newRxBatch(int, int) *rxBatch                        { return &rxBatch{} }
 func (*rxBatch) recv(syscall.RawConn) (int, error)        { return 0, net.ErrClosed }
 func (*rxBatch) fill(int, *datagram, *uint32, *bool) bool { return false }
 
-type sockSender struct{ fwd *net.UDPConn }
+type sockSender struct {
+	fwd *net.UDPConn
+	tx  *txBatch
+}
 
 func newSockSender(*net.UDPConn, *net.UDPConn, *counters, uint16) *sockSender { return &sockSender{} }
 func listenSearchPort6(uint16, int) (*net.UDPConn, error)                     { return nil, errors.ErrUnsupported }
@@ -43,3 +46,8 @@ func (*sockDiag) close() error                                     { return nil 
 func (*sockDiag) otherSocketsOnPort(uint16, []uint64) (int, error) { return 0, errors.ErrUnsupported }
 
 func joinGroup(*net.UDPConn, *sendDest) error { return errors.ErrUnsupported }
+
+type txBatch struct{}
+
+func newTxBatch(*net.UDPConn, *counters) (*txBatch, error) { return nil, errors.ErrUnsupported }
+func (*sockSender) flush()                                 {}
