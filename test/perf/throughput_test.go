@@ -197,12 +197,15 @@ func readNameFile(t *testing.T, path string) []string {
 // too.
 //
 // Figures (all-miss UDP: 38 names of 30 bytes a datagram, no reply):
+//
 //   - udp-flood: one sender as fast as it goes; handled datagrams/s =
 //     (sent − kernel drops at the port) / s.
+//
 //   - udp-paced: PERF_UDP_RATE datagrams/s (default 20000): target CPU µs
 //     per datagram below saturation.
 //
 //   - udp-paced:N: the same at N datagrams/s.
+//
 //   - udp-hit: 38 held names a datagram, up to 64 unanswered: names
 //     found/s (claims/s) and CPU per datagram.
 //
