@@ -167,6 +167,9 @@ func (s *Server) listenForward(out *sockSender) error {
 		return err
 	}
 	s.fwd, out.fwd = fwd, fwd
+	if w, err := newRawWriter(fwd); err == nil {
+		out.fw = w
+	}
 	s.h.ownSrc = fwd.LocalAddr().(*net.UDPAddr).AddrPort()
 	s.st.portPeers.Store(-1)
 	if s.o.PortPeerCheck < 0 {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,4 +64,55 @@ func socketInode(conn *net.UDPConn) (uint64, error) {
 		return 0, err
 	}
 	return st.Ino, serr
+}
+
+// rawWriter writes datagrams on a connected non-blocking socket with a raw
+// system call: it never waits in the kernel, and a plain one would wake
+// the runtime's sysmon on an idle daemon (see rxBatch.recvmmsg). Used
+// from one goroutine at a time.
+type rawWriter struct {
+	rc    syscall.RawConn
+	b     []byte
+	errno syscall.Errno
+	write func(fd uintptr) bool // made once: a closure per call allocates
+}
+
+func newRawWriter(conn *net.UDPConn) (*rawWriter, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	w := &rawWriter{rc: rc}
+	w.write = w.writeFD
+	return w, nil
+}
+
+func (w *rawWriter) writeFD(fd uintptr) bool {
+	for {
+		_, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&w.b[0])), uintptr(len(w.b)))
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false // rc.Write waits for room, as conn.Write would
+		}
+		w.errno = e
+		return true
+	}
+}
+
+func (w *rawWriter) send(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	w.b, w.errno = b, 0
+	err := w.rc.Write(w.write)
+	w.b = nil
+	if err != nil {
+		return err
+	}
+	if w.errno != 0 {
+		return w.errno
+	}
+	return nil
 }

@@ -308,6 +308,8 @@ type sockSender struct {
 	// tx, when set, queues replies until flush (txbatch_linux.go); only
 	// the search port's receive goroutine may use such a sender.
 	tx *txBatch
+	// fw sends on fwd with a raw system call (forward_linux.go).
+	fw *rawWriter
 }
 
 func newSockSender(conn, conn6 *net.UDPConn, st *counters, port uint16) *sockSender {
@@ -378,7 +380,9 @@ func (s *sockSender) flush() {
 
 func (s *sockSender) forward(b []byte) {
 	var err error
-	if s.fwd != nil {
+	if s.fw != nil {
+		err = s.fw.send(b)
+	} else if s.fwd != nil {
 		_, err = s.fwd.Write(b)
 	} else {
 		_, err = s.conn.WriteToUDPAddrPort(b, s.group)

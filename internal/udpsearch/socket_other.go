@@ -24,6 +24,7 @@ func (*rxBatch) fill(int, *datagram, *uint32, *bool) bool { return false }
 type sockSender struct {
 	fwd *net.UDPConn
 	tx  *txBatch
+	fw  *rawWriter
 }
 
 func newSockSender(*net.UDPConn, *net.UDPConn, *counters, uint16) *sockSender { return &sockSender{} }
@@ -51,3 +52,8 @@ type txBatch struct{}
 
 func newTxBatch(*net.UDPConn, *counters) (*txBatch, error) { return nil, errors.ErrUnsupported }
 func (*sockSender) flush()                                 {}
+
+type rawWriter struct{}
+
+func newRawWriter(*net.UDPConn) (*rawWriter, error) { return nil, errors.ErrUnsupported }
+func (*rawWriter) send([]byte) error                { return errors.ErrUnsupported }
