@@ -119,9 +119,16 @@ func (n *narrator) tell(e events.Event) {
 	case "appeared":
 		n.seen[e.GUID] = seen{at: e.At}
 		line = fmt.Sprintf("%s appeared: GUID %s (%s)%s", who, short(e.GUID), e.Detail, after)
-	case "restarted":
+	case "restart claimed":
+		// A beacon with a new GUID at a known endpoint: a hint, which pvans
+		// checks over TCP before the names move (docs/SECURITY.md, Trust).
 		n.seen[e.GUID] = seen{at: e.At, restart: true}
-		line = fmt.Sprintf("%s restarted: new GUID %s (%s)%s", who, short(e.GUID), e.Detail, after)
+		line = fmt.Sprintf("%s restarted: new GUID %s (%s; checking it over TCP)%s", who, short(e.GUID), e.Detail, after)
+	case "restarted":
+		if _, ok := n.seen[e.GUID]; !ok {
+			n.seen[e.GUID] = seen{at: e.At, restart: true}
+		}
+		line = fmt.Sprintf("%s: new GUID %s %s", who, short(e.GUID), e.Detail)
 	case "listed":
 		what := strings.NewReplacer("(", "", ")", "").Replace(e.Detail) // "listed 100 names"
 		line = fmt.Sprintf("%s %s", who, what)
