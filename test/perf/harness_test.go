@@ -79,6 +79,8 @@ func startPVANSBin(t *testing.T, bin string, udp uint16, extra ...string) *pvans
 	}
 	args := []string{"--beacon-addr-list", "127.0.0.1",
 		"--rate-limit-udp-searches-per-second", "0", "--rate-limit-tcp-messages-per-second", "0",
+		// Every simulated server beacons from 127.0.0.1: one sender.
+		"--rate-limit-beacons-per-second", "0",
 		"--log-level", "warn",
 	}
 	if !slices.Contains(extra, "-addr-list") && !slices.Contains(extra, "--addr-list") {
