@@ -269,10 +269,3 @@ func (v regView) Name(name string) (registry.NameInfo, bool) {
 	}
 	return ni, true
 }
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}

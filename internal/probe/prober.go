@@ -620,16 +620,6 @@ func (p *Prober) report(f func(Sink)) {
 
 func (p *Prober) deliver() { p.calls.Drain(&p.mu, func(f func()) { f() }) }
 
-// dropConn closes s's watch connection on our initiative, reporting the
-// server lost if a result for it is outstanding. Called with p.mu held.
-func (p *Prober) dropConn(s *server, reason string) {
-	if s.cl != nil {
-		s.cl.conn.Close()
-		s.cl = nil
-	}
-	p.lostLocked(s, reason)
-}
-
 func (p *Prober) lostLocked(s *server, reason string) {
 	if !s.reported {
 		return

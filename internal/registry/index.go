@@ -3,7 +3,6 @@ package registry
 import (
 	"bytes"
 	"hash/maphash"
-	"iter"
 	"strings"
 )
 
@@ -212,17 +211,6 @@ func (t *nameIndex) rebuilt(n int) ([]uint32, []entry, uint, uint32) {
 		tags[i], ents[i] = g, t.ents[j]
 	}
 	return tags, ents, shift, mask
-}
-
-// all yields every held name and its server slot, in table order.
-func (t *nameIndex) all() iter.Seq2[string, uint32] {
-	return func(yield func(string, uint32) bool) {
-		for i, g := range t.tags {
-			if g != 0 && !yield(t.ents[i].name, t.ents[i].srv) {
-				return
-			}
-		}
-	}
 }
 
 // reserveIndex makes room for n more held names before the caller takes

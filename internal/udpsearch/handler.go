@@ -570,10 +570,3 @@ func (h *handler) handleClient(d *datagram) {
 		h.onResponse(d.src, hdr, payload, true)
 	}
 }
-
-func endpoint(a pva.Address, port uint16, src netip.AddrPort) netip.AddrPort {
-	if a.IsAny() {
-		return netip.AddrPortFrom(src.Addr(), port)
-	}
-	return netip.AddrPortFrom(a.Addr(), port)
-}
