@@ -89,7 +89,7 @@ func TestSecondSocketStartsReceivingForwards(t *testing.T) {
 	}
 	t.Cleanup(func() { obs.Close() })
 	sent := 1
-	deadline := time.Now().Add(10 * time.Second) // the check interval is 250 ms
+	deadline := time.Now().Add(10 * time.Second) // the check interval is 1 s
 	for {
 		sent++
 		if n := search(); n != 1 {
