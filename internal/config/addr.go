@@ -248,7 +248,10 @@ func parseEndpoint(tok string, defPort uint16, resolve Resolver) (Endpoint, erro
 	}
 	if z := a.Zone(); z != "" {
 		// PVXS turns a scope id into the interface name and drops it
-		// from the address.
+		// from the address. The zone must then be a name @ would take.
+		if err := checkIface(z); err != nil {
+			return Endpoint{}, fmt.Errorf("IPv6 zone: %w", err)
+		}
 		if ep.Iface == "" {
 			ep.Iface = z
 		}
