@@ -42,6 +42,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = log.Sync() }()
 	log.Info("pvans starting", zap.String("version", buildinfo.String()), zap.Int("pid", os.Getpid()))
 
+	// Catch signals before anything starts: a SIGHUP (a reload) that
+	// arrives during start-up would otherwise end the process, SIGHUP's
+	// default action. It is handled once the daemon runs.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
 	notify := sdnotify.FromEnv()
 	d, err := daemon.New(cfg, daemon.Options{Logger: log})
 	if err != nil {
@@ -70,9 +77,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}()
 	}
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			_ = notify.Reloading()
