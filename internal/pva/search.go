@@ -227,7 +227,7 @@ func (m *Beacon) Decode(payload []byte, bigEndian bool) error {
 	m.Port = r.U16("serverPort")
 	proto := r.StringBytes("protocol")
 	if !r.Failed() && len(proto) > MaxProtocolLen {
-		return ErrProtocolTooLong
+		return &DecodeError{Msg: "CMD_BEACON", Field: "protocol", Off: r.Off, Reason: "longer than MaxProtocolLen", Cause: ErrProtocolTooLong}
 	}
 	m.Protocol = KnownProtocol(proto)
 	m.Status = nil
