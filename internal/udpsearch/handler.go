@@ -237,9 +237,12 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		}
 		to = d.src.Addr()
 	} else {
-		to = s.ReplyAddr.Addr()
+		to = s.ReplyAddr.Addr().Unmap()
 	}
-	if !h.replyable(to, s.ReplyPort) {
+	// A socket answers only its own family: an IPv6 reply address in a
+	// search that came over IPv4 (or the reverse) cannot be reached from
+	// here.
+	if to.Is4() != d.src.Addr().Unmap().Is4() || !h.replyable(to, s.ReplyPort) {
 		h.st.dropReplyAddr.Add(1)
 		return
 	}
