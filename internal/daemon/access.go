@@ -3,7 +3,6 @@ package daemon
 import (
 	"net/netip"
 	"strings"
-	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -87,7 +86,7 @@ func (d *Daemon) withAnomalies(p udpsearch.Policy) udpsearch.Policy {
 			if allow(a) {
 				return true
 			}
-			d.anomaly(insight.AnomalyNotAllowed, pva.GUID{}, netip.AddrPortFrom(a, 0))(d.Insight.NotAllowed(a, time.Now()))
+			d.anomaly(insight.AnomalyNotAllowed, pva.GUID{}, netip.AddrPortFrom(a, 0))(d.Insight.NotAllowed(a, d.clk.Now()))
 			return false
 		}
 	}

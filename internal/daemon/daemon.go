@@ -105,7 +105,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	d := &Daemon{boot: cfg, log: o.Logger, clk: o.Clock, started: time.Now(), Events: events.New(500)}
+	d := &Daemon{boot: cfg, log: o.Logger, clk: o.Clock, started: o.Clock.Now(), Events: events.New(500)}
 	d.cur.Store(cfg)
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)
@@ -337,7 +337,7 @@ func (d *Daemon) Ready() (bool, string) {
 func (d *Daemon) Discover() error {
 	ping := pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchMustReply, ReplyPort: d.UDP.ClientAddr().Port()}
 	msg := pva.AppendSearch(nil, pva.FlagBigEndian, &ping)
-	d.Events.Add(events.Event{At: time.Now(), Kind: "discovery", Detail: "discovery ping sent"})
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "discovery", Detail: "discovery ping sent"})
 	return d.UDP.SendSearch(msg, nil)
 }
 

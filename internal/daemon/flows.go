@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -102,7 +101,7 @@ func (d *Daemon) anomaly(kind string, g pva.GUID, ep netip.AddrPort) func(string
 	return func(detail string, due bool) {
 		if due {
 			d.log.Warn("beacon anomaly", zap.String("kind", kind), zap.Stringer("endpoint", ep), zap.String("detail", detail))
-			d.Events.Add(events.Event{At: time.Now(), Kind: "anomaly: " + kind, GUID: g.String(), Endpoint: ep.String(), Detail: detail})
+			d.Events.Add(events.Event{At: d.clk.Now(), Kind: "anomaly: " + kind, GUID: g.String(), Endpoint: ep.String(), Detail: detail})
 		}
 	}
 }
@@ -122,21 +121,21 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	if e, ok := d.Tracker.Lookup(ep, "tcp"); ok && e.GUID == guid {
 		how = viaSource(e.Via)
 	}
-	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: how, LastSeen: time.Now()}, names, registry.SourceProbe)
+	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: how, LastSeen: d.clk.Now()}, names, registry.SourceProbe)
 	switch {
 	case errors.Is(err, registry.ErrGUIDElsewhere), errors.Is(err, registry.ErrServerLimit):
 		d.log.Warn("listed server not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
-		d.Events.Add(events.Event{At: time.Now(), Kind: "not registered", GUID: guid.String(), Endpoint: ep.String(), Detail: err.Error()})
+		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "not registered", GUID: guid.String(), Endpoint: ep.String(), Detail: err.Error()})
 		return
 	case err != nil:
 		d.log.Warn("names not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
 	}
 	for _, old := range replaced {
-		d.Events.Add(events.Event{At: time.Now(), Kind: "restarted", GUID: guid.String(), Endpoint: ep.String(),
+		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "restarted", GUID: guid.String(), Endpoint: ep.String(),
 			Detail: "replaces " + old.String() + " (confirmed over TCP)"})
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
-	d.Events.Add(events.Event{At: time.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
 		Detail: "listed (" + strconv.Itoa(len(names)) + " names)"})
 }
 
@@ -144,14 +143,14 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 // beside (never replacing or replaced by) a real server at the endpoint.
 func (s probeSink) staticFile(guid pva.GUID, ep netip.AddrPort, names []string, info probe.Info) {
 	d := s.d
-	if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceStatic, LastSeen: time.Now()}); err != nil && !errors.Is(err, registry.ErrEndpointHeld) {
+	if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceStatic, LastSeen: d.clk.Now()}); err != nil && !errors.Is(err, registry.ErrEndpointHeld) {
 		d.log.Warn("static names not registered", zap.Stringer("endpoint", ep), zap.String("file", info.File), zap.Error(err))
 		return
 	}
 	if err := d.Registry.ReplaceNames(guid, names, registry.SourceStatic); err != nil {
 		d.log.Warn("names not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
 	}
-	d.Events.Add(events.Event{At: time.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
 		Detail: "static names from " + info.File + " (" + strconv.Itoa(len(names)) + " names)"})
 }
 
@@ -165,7 +164,7 @@ func (s probeSink) Unlistable(guid pva.GUID, ep netip.AddrPort, err error) {
 		ce.Write(zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("category", cat), zap.Error(err))
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, errors.New(cat))
-	d.Events.Add(events.Event{At: time.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: cat})
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: cat})
 	d.askUnlistable(ep, err)
 }
 
@@ -176,7 +175,7 @@ func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 		_ = d.Registry.RemoveServer(guid)
 		d.serverGone(guid)
 	}
-	d.Events.Add(events.Event{At: time.Now(), Kind: "lost", GUID: guid.String(), Endpoint: ep.String(), Detail: reason})
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "lost", GUID: guid.String(), Endpoint: ep.String(), Detail: reason})
 }
 
 // onUDPSearchResponse gets every search response heard on the UDP
@@ -207,7 +206,7 @@ func (d *Daemon) onSearchResolved(name string, guid pva.GUID, ep netip.AddrPort)
 		if len(confirmed) == 0 {
 			return
 		}
-		_, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceSearchThrough, LastSeen: time.Now()})
+		_, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceSearchThrough, LastSeen: d.clk.Now()})
 		if err != nil {
 			// Another server holds the endpoint, or the GUID is elsewhere:
 			// the probe's listing decides that.
@@ -222,7 +221,7 @@ func (d *Daemon) onSearchResolved(name string, guid pva.GUID, ep netip.AddrPort)
 
 func (d *Daemon) onSearchDuplicate(name string, first, second pva.GUID) {
 	d.log.Warn("duplicate PV name: two servers claim it", zap.String("name", name), zap.Stringer("guid", first), zap.Stringer("other_guid", second))
-	d.Events.Add(events.Event{At: time.Now(), Kind: "duplicate", GUID: second.String(), Detail: name + " also claimed (first: " + first.String() + ")"})
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "duplicate", GUID: second.String(), Detail: name + " also claimed (first: " + first.String() + ")"})
 }
 
 var _ udpsearch.BeaconSink = beaconFilter{}
