@@ -361,6 +361,9 @@ type Insight struct {
 	Names      int   // unresolved-name slots per summary
 	Clients    int   // client slots per summary
 	QueueBytes int64 // staging between the answer paths and the summaries
+	// DigestNamesPerSecond: unclaimed names a second the name summaries
+	// take in full; beyond it they count a weighted sample (0: no limit).
+	DigestNamesPerSecond int
 	// GUIDChangesPerHour: more GUID changes than this at one server
 	// endpoint within an hour is reported as a beacon anomaly event.
 	GUIDChangesPerHour int
@@ -440,7 +443,7 @@ func Defaults() Config {
 			BeaconsPerSecond: 20,
 			BeaconBurst:      200,
 		},
-		Insight: Insight{Names: 10000, Clients: 10000, QueueBytes: 4 << 20, GUIDChangesPerHour: 3},
+		Insight: Insight{Names: 10000, Clients: 10000, QueueBytes: 4 << 20, DigestNamesPerSecond: 10000, GUIDChangesPerHour: 3},
 	}
 	c.TCP.IdleTimeout = c.PVA.TCPTimeout()
 	return c

@@ -24,6 +24,7 @@ var restartOnly = map[string]string{
 	"insight.clients":                 "the insight summaries are allocated at start",
 	"insight.queue_bytes":             "the insight staging buffers are allocated at start",
 	"insight.guid_changes_per_hour":   "insight takes its threshold when it is built",
+	"insight.digest_names_per_second": "insight takes its budget when it is built",
 }
 
 // NeedsRestart reports whether a changed value of the setting key takes

@@ -361,6 +361,8 @@ func init() {
 		func(c *Config) *int { return &c.Insight.Clients }))
 	add(bytesSpec("insight.queue_bytes", "staging between the answer paths and the insight summaries; searches beyond it are not summarised (counted)", 32<<10, 1<<30,
 		func(c *Config) *int64 { return &c.Insight.QueueBytes }))
+	add(intSpec("insight.digest_names_per_second", "unclaimed names a second the name summaries count in full; beyond it (a storm of distinct missing names) they count a weighted random sample, so their CPU stays bounded; 0 = no limit", 0, 1_000_000_000,
+		func(c *Config) *int { return &c.Insight.DigestNamesPerSecond }))
 	add(intSpec("insight.guid_changes_per_hour", "more GUID changes than this at one server endpoint within an hour is reported as an anomaly event", 1, 1_000_000,
 		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }))
 }

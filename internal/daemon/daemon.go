@@ -7,6 +7,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -116,12 +117,14 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.Registry = registry.New(registry.Options{Clock: d.clk, Logger: d.log.Named("registry")})
 	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver")})
 	d.Insight = insight.New(insight.Options{
-		Names:              cfg.Insight.Names,
-		Clients:            cfg.Insight.Clients,
-		QueueBytes:         int(cfg.Insight.QueueBytes),
-		GUIDChangesPerHour: cfg.Insight.GUIDChangesPerHour,
-		Known:              func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
-		Clock:              d.clk,
+		Names:      cfg.Insight.Names,
+		Clients:    cfg.Insight.Clients,
+		QueueBytes: int(cfg.Insight.QueueBytes),
+		// 0 in the configuration is "no limit", the package's negative.
+		DigestNamesPerSecond: cmp.Or(cfg.Insight.DigestNamesPerSecond, -1),
+		GUIDChangesPerHour:   cfg.Insight.GUIDChangesPerHour,
+		Known:                func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
+		Clock:                d.clk,
 	})
 	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())

@@ -8,6 +8,7 @@ import (
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/httpapi"
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -30,6 +31,7 @@ func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
 	dur := func(d time.Duration) any { return d }
 	pairs := []pair{
 		{"registry.DefaultMaxServers", "registry.max_servers", registry.DefaultMaxServers, c.Registry.MaxServers},
+		{"insight.DefaultDigestNamesPerSecond", "insight.digest_names_per_second", insight.DefaultDigestNamesPerSecond, c.Insight.DigestNamesPerSecond},
 		{"registry.DefaultMaxNames", "registry.max_names", registry.DefaultMaxNames, c.Registry.MaxNames},
 		{"registry.DefaultUnverifiedTTL", "snapshot.unverified_window", dur(registry.DefaultUnverifiedTTL), c.Snapshot.UnverifiedWindow},
 		{"beacon.DefaultExpiry", "beacon.expiry", dur(beacon.DefaultExpiry), c.Beacon.Expiry},

@@ -42,6 +42,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
@@ -55,9 +56,18 @@ type Options struct {
 	// QueueBytes bounds the staging buffers (all shards, double
 	// buffered); default 4 MiB.
 	QueueBytes int
-	// DigestEvery is how often staged records are folded in at the latest;
-	// default 250 ms (sooner when a staging buffer is half full).
+	// DigestEvery is how soon after a search is staged it is folded in at
+	// the latest; default 250 ms (sooner when a staging buffer is half
+	// full). Nothing is scheduled while nothing is staged: an idle daemon
+	// pays no wake-ups for insight.
 	DigestEvery time.Duration
+	// DigestNamesPerSecond is how many unclaimed names a second the name
+	// summaries take in full; beyond it (a storm of distinct missing
+	// names) they take a random sample of the search messages, each
+	// weighted by the inverse of the sampling rate, so the digest's CPU
+	// stays bounded whatever the search rate. Default 10,000; negative:
+	// no limit. The client summaries always count every message.
+	DigestNamesPerSecond int
 	// Known reports whether a name is answerable now (the registry holds
 	// it): such a name is taken out of "unresolved". nil: none is.
 	Known func(name string) bool
@@ -79,6 +89,13 @@ type Insight struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
+	// The digest timer runs only while something is staged: the first
+	// search staged after a digest arms it (armed), Start allows it.
+	started, armed atomic.Bool
+	tmu            sync.Mutex // tmr and closed; never held with mu
+	tmr            clock.Timer
+	closed         bool
+
 	mu     sync.Mutex // the summaries and the digest
 	win    [2]window
 	seed   maphash.Seed
@@ -90,11 +107,10 @@ type Insight struct {
 	// malformed counts packed records whose span did not parse (a bug,
 	// or a payload changed under us); their names are not summarised.
 	malformed uint64
-	tmr       clock.Timer
+	samp      sampler
 
-	amu    sync.Mutex // beacon anomalies
-	an     anomalyState
-	closed bool
+	amu sync.Mutex // beacon anomalies
+	an  anomalyState
 }
 
 // New allocates every summary and staging buffer. Call Start to digest in
@@ -112,6 +128,9 @@ func New(o Options) *Insight {
 	if o.DigestEvery <= 0 {
 		o.DigestEvery = 250 * time.Millisecond
 	}
+	if o.DigestNamesPerSecond == 0 {
+		o.DigestNamesPerSecond = DefaultDigestNamesPerSecond
+	}
 	if o.GUIDChangesPerHour <= 0 {
 		o.GUIDChangesPerHour = 3
 	}
@@ -121,6 +140,7 @@ func New(o Options) *Insight {
 	in := &Insight{o: o, wake: make(chan struct{}, 1), done: make(chan struct{}), seed: maphash.MakeSeed(),
 		aggIdx: make(map[uint64]int32)}
 	in.an.init()
+	in.samp.init(o.DigestNamesPerSecond, o.Clock.Now().UnixNano())
 	per := max(o.QueueBytes/(2*shards), 4096)
 	for i := range in.stages {
 		in.stages[i].buf = make([]byte, 0, per)
@@ -137,6 +157,7 @@ func New(o Options) *Insight {
 		}
 		w.idx = now.UnixNano() / int64(w.period)
 		w.start[w.cur] = now.UnixNano()
+		w.rate = [2]float64{1, 1}
 	}
 	return in
 }
@@ -155,37 +176,54 @@ func (in *Insight) Start() {
 			}
 		}
 	}()
-	in.mu.Lock()
-	in.armLocked()
-	in.mu.Unlock()
+	in.started.Store(true)
+	for i := range in.stages { // what was staged before
+		s := &in.stages[i]
+		s.mu.Lock()
+		staged := len(s.buf) > 0
+		s.mu.Unlock()
+		if staged {
+			in.arm()
+			break
+		}
+	}
 }
 
-func (in *Insight) armLocked() {
-	if in.closed {
+// arm schedules a digest DigestEvery from now unless one is pending. The
+// answer path calls it for every search it stages; past the first after a
+// digest it costs one atomic load.
+func (in *Insight) arm() {
+	if in.armed.Load() || !in.started.Load() || !in.armed.CompareAndSwap(false, true) {
 		return
 	}
-	in.tmr = in.o.Clock.AfterFunc(in.o.DigestEvery, func() {
-		in.signal()
-		in.mu.Lock()
-		in.armLocked()
-		in.mu.Unlock()
-	})
+	in.tmu.Lock()
+	if !in.closed {
+		in.tmr = in.o.Clock.AfterFunc(in.o.DigestEvery, func() {
+			// Cleared before the digest swaps the buffers: a search staged
+			// after the swap arms the next one.
+			in.armed.Store(false)
+			in.signal()
+		})
+	}
+	in.tmu.Unlock()
 }
 
 // Close stops the background digest.
 func (in *Insight) Close() {
-	in.mu.Lock()
+	in.tmu.Lock()
 	if in.closed {
-		in.mu.Unlock()
+		in.tmu.Unlock()
 		return
 	}
 	in.closed = true
 	if in.tmr != nil {
 		in.tmr.Stop()
 	}
-	in.mu.Unlock()
-	close(in.done)
-	in.wg.Wait()
+	in.tmu.Unlock()
+	if in.started.Load() {
+		close(in.done)
+		in.wg.Wait()
+	}
 }
 
 // Flush folds every staged record into the summaries now.
@@ -200,13 +238,27 @@ func (in *Insight) flushLocked() int64 {
 	for i := range in.win {
 		in.win[i].roll(now)
 	}
+	var bufs [shards][]byte
+	staged := 0
 	for i := range in.stages {
 		s := &in.stages[i]
 		s.mu.Lock()
-		b := s.buf
+		bufs[i] = s.buf
 		s.buf, s.signaled, s.last = in.spare[i][:0], false, -1
 		s.mu.Unlock()
-		in.digest(b, now)
+		staged += stagedNames(bufs[i])
+	}
+	// One sampling rate for the whole flush: every client has the same
+	// chance, whichever shard its address falls in.
+	p := in.samp.rate(staged, now)
+	if p < 1 {
+		for i := range in.win {
+			w := &in.win[i]
+			w.rate[w.cur] = min(w.rate[w.cur], p)
+		}
+	}
+	for i, b := range bufs {
+		in.digest(b, now, p)
 		in.spare[i] = b[:0]
 	}
 	return now
@@ -233,6 +285,14 @@ func (in *Insight) Totals() Totals {
 	return t
 }
 
+// SampledOut returns how many unclaimed names the name summaries did not
+// take because the digest was over insight.digest_names_per_second.
+func (in *Insight) SampledOut() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.samp.out
+}
+
 // Evictions returns how many keys lost their slot to another, per summary
 // kind, over both windows: a steadily growing count means more distinct
 // names (or clients) than slots, and small counts are then less exact.
@@ -255,6 +315,7 @@ type window struct {
 	idx     int64 // period number of cur
 	cur     int   // index of the current period; the previous is 1-cur
 	start   [2]int64
+	rate    [2]float64 // lowest name sampling rate in the period (1: every search counted)
 	names   [2]nameSum
 	clients [2]clientSum
 }
@@ -271,12 +332,21 @@ func (w *window) roll(now int64) {
 		prev := 1 - w.cur
 		w.names[prev].reset()
 		w.clients[prev].reset()
-		w.start[prev] = 0
+		w.start[prev], w.rate[prev] = 0, 1
 	}
 	w.idx = p
 	w.names[w.cur].reset()
 	w.clients[w.cur].reset()
-	w.start[w.cur] = p * int64(w.period)
+	w.start[w.cur], w.rate[w.cur] = p*int64(w.period), 1
+}
+
+// sampleRate is the lowest name sampling rate over the window's data.
+func (w *window) sampleRate() float64 {
+	r := w.rate[w.cur]
+	if w.start[1-w.cur] != 0 {
+		r = min(r, w.rate[1-w.cur])
+	}
+	return r
 }
 
 // since is where the window's data starts.
@@ -308,6 +378,13 @@ type Report struct {
 	// ErrorBound is the most any count below is off by (N/k per period,
 	// summed over the window's two periods).
 	ErrorBound uint64 `json:"error_bound"`
+	// SampleRate is the lowest share of search messages whose names were
+	// counted in the window (1: all; below 1 only in a storm beyond
+	// insight.digest_names_per_second). Below 1, name counts (and N) are
+	// estimates scaled by 1/rate, each with a standard error of about
+	// sqrt(count·(1−rate)/rate) beside ErrorBound. Client figures are
+	// always exact counts.
+	SampleRate float64 `json:"sample_rate"`
 }
 
 // Unresolved is one name searched for and not found.
@@ -361,7 +438,7 @@ type ClientsReport struct {
 
 func (in *Insight) report(w *window, now int64, n uint64, k int, minPrev, errNow uint64) Report {
 	return Report{Window: w.name, Since: time.Unix(0, w.since()).UTC(), At: time.Unix(0, now).UTC(),
-		Counted: n, Slots: k, ErrorBound: errNow + minPrev}
+		Counted: n, Slots: k, ErrorBound: errNow + minPrev, SampleRate: w.sampleRate()}
 }
 
 func seconds(w *window, now int64) float64 {

@@ -2,6 +2,7 @@ package insight
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -184,7 +185,9 @@ func TestWindowsRoll(t *testing.T) {
 // through the other slots.
 func TestHeavyHittersSurviveChurn(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
-	in := New(Options{Names: 50, Clients: 50, Clock: clk})
+	// Every message counted (no sampling) even though the fake clock does
+	// not move: this is the space-saving bound alone.
+	in := New(Options{Names: 50, Clients: 50, Clock: clk, DigestNamesPerSecond: -1})
 	truth := map[string]uint64{}
 	for i := range 20000 {
 		n := fmt.Sprintf("noise:%d", i) // 20,000 distinct one-offs
@@ -333,7 +336,9 @@ func TestMemoryFixedUnderMillionDistinctNames(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("1M names; heap figures mean nothing under the race detector")
 	}
-	in := New(Options{}) // production sizes: 10,000 names and clients
+	// Production sizes (10,000 names and clients), every name digested:
+	// the summaries, not the sampler, must keep memory fixed.
+	in := New(Options{DigestNamesPerSecond: -1})
 	batch := make([]pva.SearchName, 38)
 	bufs := make([][]byte, 38)
 	for i := range bufs {
@@ -400,4 +405,97 @@ func absDiff(a, b uint64) uint64 {
 		return a - b
 	}
 	return b - a
+}
+
+// Beyond DigestNamesPerSecond (a storm of distinct missing names) the name
+// summaries take a weighted sample: the digest's work stays within the
+// budget, the heavy names still rank first with unbiased estimates, the
+// report says it sampled, client figures stay exact, and traffic within
+// the budget is counted exactly again in a later window.
+func TestStormOfDistinctNamesIsSampled(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const budget = 1000
+	in := New(Options{Names: 200, Clients: 50, Clock: clk, DigestNamesPerSecond: budget})
+	truth := map[string]uint64{}
+	const secs, perSec = 10, 20000 // 20× the budget
+	for s := range secs {
+		for i := range perSec {
+			n := fmt.Sprintf("storm:%d:%d", s, i)
+			if i%10 == 0 {
+				n = fmt.Sprintf("heavy:%d", i%50/10) // 5 names, 400/s each
+			}
+			truth[n]++
+			srch(t, in, cA, false, []int{0}, 0, n)
+			if i%2000 == 0 {
+				in.Flush()
+			}
+		}
+		in.Flush()
+		clk.Advance(time.Second)
+	}
+	r, _ := in.Unresolved("1m", 5)
+	if r.SampleRate >= 0.2 || r.SampleRate <= 0 {
+		t.Fatalf("sample rate %v: a storm of 20× the budget must be sampled", r.SampleRate)
+	}
+	total := uint64(secs * perSec)
+	if out := in.SampledOut(); out < total*8/10 {
+		t.Errorf("only %d of %d names left out: the budget of %d/s was not kept", out, total, budget)
+	}
+	// Unbiased: N estimates the true total within a few standard errors.
+	if d := absDiff(r.Counted, total); float64(d) > 5*math.Sqrt(float64(total)*(1-r.SampleRate)/r.SampleRate) {
+		t.Errorf("estimated %d names counted, true %d (rate %.3f)", r.Counted, total, r.SampleRate)
+	}
+	for i, u := range r.Names {
+		if !strings.HasPrefix(u.Name, "heavy:") {
+			t.Fatalf("rank %d is %s (%d searches)", i, u.Name, u.Searches)
+		}
+		c := float64(truth[u.Name])
+		if d := absDiff(u.Searches, truth[u.Name]); float64(d) > float64(u.MaxError)+5*math.Sqrt(c*(1-r.SampleRate)/r.SampleRate) {
+			t.Errorf("%s: %d searches, true %d, max_error %d, rate %.3f", u.Name, u.Searches, truth[u.Name], u.MaxError, r.SampleRate)
+		}
+	}
+	c, _ := in.Clients("1m", 1)
+	if c.Clients[0].Searches != total || c.Clients[0].NotFound != total {
+		t.Errorf("client figures must stay exact: %+v", c.Clients[0])
+	}
+	// Two hours later, a trickle within the budget is counted exactly.
+	clk.Advance(2 * time.Hour)
+	for range 300 {
+		srch(t, in, cB, false, []int{0}, 0, "trickle")
+	}
+	r, _ = in.Unresolved("1m", 0)
+	if r.SampleRate != 1 || len(r.Names) != 1 || r.Names[0].Searches != 300 {
+		t.Errorf("after the storm: rate %v, names %+v", r.SampleRate, r.Names)
+	}
+}
+
+// An idle Insight schedules nothing: the digest timer is armed by the
+// first search staged after a digest, not by a ticker.
+func TestNoDigestTimerWhileIdle(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	in := New(Options{Clock: clk})
+	in.Start()
+	defer in.Close()
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("%d timers pending while nothing is staged", n)
+	}
+	srch(t, in, cA, false, []int{0}, 0, "wake")
+	srch(t, in, cA, false, []int{0}, 0, "wake2")
+	if n := clk.Pending(); n != 1 {
+		t.Fatalf("%d timers pending after two searches, want one", n)
+	}
+	clk.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r, _ := in.Unresolved("1m", 0); len(r.Names) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("staged searches never digested")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("%d timers pending after the digest, nothing staged", n)
+	}
 }

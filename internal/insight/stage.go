@@ -120,6 +120,7 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 			string(p[recHeader+packedExtra:recHeader+packedExtra+hi-lo]) == string(payload[lo:hi]) {
 			binary.NativeEndian.PutUint16(p[23:], binary.NativeEndian.Uint16(p[23:])+1)
 			s.mu.Unlock()
+			in.arm()
 			return
 		}
 	}
@@ -177,6 +178,7 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 	if wake {
 		in.signal()
 	}
+	in.arm()
 }
 
 // maxName bounds a staged name; PVA names are far shorter, and the record
@@ -207,10 +209,11 @@ type record struct {
 // name by the same client within one buffer (a client retrying, a storm)
 // are summed first and applied once, with their weight: most of a storm
 // costs one hash and one probe per name.
-func (in *Insight) digest(b []byte, now int64) {
+func (in *Insight) digest(b []byte, now int64, p float64) {
 	r := &in.rec
 	var prevClient netip.Addr
 	var prevBody, prevHead []byte
+	prevTaken := false
 	in.prevAgg = in.prevAgg[:0]
 	for len(b) >= recHeader {
 		n := recordLen(b)
@@ -232,13 +235,23 @@ func (in *Insight) digest(b []byte, now int64) {
 		// names again, without decoding or hashing them.
 		body := rec[recHeader:]
 		if r.client == prevClient && string(body) == string(prevBody) && string(rec[16:23]) == string(prevHead) {
+			if !prevTaken {
+				in.samp.out += uint64(m * r.times)
+				continue
+			}
+			w := in.samp.weight(r.times, p)
 			for _, j := range in.prevAgg {
-				in.aggs[j].n += uint64(r.times)
+				in.aggs[j].n += w
 			}
 			continue
 		}
 		prevClient, prevBody, prevHead = r.client, body, rec[16:23]
 		in.prevAgg = in.prevAgg[:0]
+		if prevTaken = m == 0 || in.samp.take(p); !prevTaken {
+			in.samp.out += uint64(m * r.times)
+			continue
+		}
+		weight := in.samp.weight(r.times, p)
 		rec = rec[recHeader:]
 		r.missing = r.missing[:0]
 		if fl&flagPacked != 0 {
@@ -277,7 +290,7 @@ func (in *Insight) digest(b []byte, now int64) {
 				j = int32(len(in.aggs))
 				in.aggs = append(in.aggs, agg{name: n, client: r.client, ch: ch})
 			}
-			in.aggs[j].n += uint64(r.times)
+			in.aggs[j].n += weight
 			in.prevAgg = append(in.prevAgg, j)
 		}
 	}
