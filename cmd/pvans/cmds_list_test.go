@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
@@ -79,9 +80,10 @@ func TestListUnresolvedAndClients(t *testing.T) {
 // emptyReg is a registry with nothing in it.
 type emptyReg struct{}
 
-func (emptyReg) Servers() []registry.ServerInfo              { return nil }
+func (emptyReg) View() registry.View                         { return registry.View{} }
+func (emptyReg) Revision() (uint64, <-chan struct{})         { return 0, nil }
 func (emptyReg) Server(pva.GUID) (registry.ServerInfo, bool) { return registry.ServerInfo{}, false }
-func (emptyReg) Names(string, int) []registry.NameInfo       { return nil }
-func (emptyReg) Name(string) (registry.NameInfo, bool)       { return registry.NameInfo{}, false }
-func (emptyReg) Duplicates() []registry.Duplicate            { return nil }
-func (emptyReg) Counts() registry.Counts                     { return registry.Counts{} }
+func (emptyReg) NamesContext(context.Context, string, int) ([]registry.NameInfo, error) {
+	return nil, nil
+}
+func (emptyReg) Name(string) (registry.NameInfo, bool) { return registry.NameInfo{}, false }

@@ -214,6 +214,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		// discovery rate limit.
 		Limits: httpLimits(cfg),
 		Logger: d.log.Named("http"),
+		Clock:  d.clk,
 	})
 	// pvans's own beacons tell peers what it answers moved.
 	d.Registry.SubscribeChanges(d.UDP.BumpChangeCount)

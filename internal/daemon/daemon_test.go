@@ -229,8 +229,8 @@ func TestLastSeenFollowsBeacons(t *testing.T) {
 		s, _ := view.Server(g)
 		return s.LastSeen.Sub(first.LastSeen) >= 100*time.Millisecond
 	})
-	if ss := view.Servers(); len(ss) != 1 || !ss[0].LastSeen.After(first.LastSeen) {
-		t.Fatalf("Servers() last seen not refreshed: %+v", ss)
+	if ss := view.View().Servers; len(ss) != 1 || !ss[0].LastSeen.After(first.LastSeen) {
+		t.Fatalf("View() last seen not refreshed: %+v", ss)
 	}
 }
 

@@ -240,12 +240,12 @@ func (v regView) lastSeen(s *registry.ServerInfo) {
 	}
 }
 
-func (v regView) Servers() []registry.ServerInfo {
-	ss := v.Registry.Servers()
-	for i := range ss {
-		v.lastSeen(&ss[i])
+func (v regView) View() registry.View {
+	w := v.Registry.View()
+	for i := range w.Servers {
+		v.lastSeen(&w.Servers[i])
 	}
-	return ss
+	return w
 }
 
 func (v regView) Server(g pva.GUID) (registry.ServerInfo, bool) {

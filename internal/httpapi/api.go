@@ -1,12 +1,13 @@
 // Package httpapi is the operator's window on the daemon: /healthz (the
 // process is alive), /readyz (sockets bound and the registry primed by a
 // discovery round or a snapshot), the JSON API under /v1 (servers, names,
-// duplicates, discovery on demand), the read-only status page at / and
-// Prometheus metrics at /metrics. It only reads what other parts know; it
-// owns no state but the handlers.
+// duplicates, a long poll for their changes, discovery on demand), the
+// read-only status page at / and Prometheus metrics at /metrics. It only
+// reads what other parts know; it owns no state but the handlers.
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/events"
 	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -31,12 +33,15 @@ import (
 
 // Registry is what the API reads from the registry.
 type Registry interface {
-	Servers() []registry.ServerInfo
+	// View is servers, duplicates and counts from one read transaction.
+	View() registry.View
+	// Revision is View's Revision and Changed alone, for the long poll.
+	Revision() (uint64, <-chan struct{})
 	Server(g pva.GUID) (registry.ServerInfo, bool)
-	Names(glob string, limit int) []registry.NameInfo
+	// NamesContext lists held names; the listing ends when ctx does
+	// (ListTimeout).
+	NamesContext(ctx context.Context, glob string, limit int) ([]registry.NameInfo, error)
 	Name(name string) (registry.NameInfo, bool)
-	Duplicates() []registry.Duplicate
-	Counts() registry.Counts
 }
 
 // Options wires the API to the daemon.
@@ -61,19 +66,17 @@ type Options struct {
 	// Limits bound the listener and the costly endpoints (NewService).
 	Limits Limits
 	Logger *zap.Logger
-	// Now is the clock of the discovery rate limit; nil = time.Now.
-	Now func() time.Time
+	// Clock times the discovery rate limit and the long poll's wait; nil =
+	// clock.Real.
+	Clock clock.Clock
 
 	cnt *counters // set by NewService; Handler alone makes its own
 	// lim holds Limits as SetLimits changes them (set by NewService;
 	// Handler alone makes its own).
 	lim *atomic.Pointer[Limits]
-}
-
-// namesContext is implemented by a registry whose listing can be stopped
-// (the real one): a listing then ends at ListTimeout.
-type namesContext interface {
-	NamesContext(ctx context.Context, glob string, limit int) ([]registry.NameInfo, error)
+	// closing is closed when the Service shuts down: waiting long polls
+	// answer at once instead of holding the shutdown (nil: never).
+	closing <-chan struct{}
 }
 
 // MaxNamesLimit caps /v1/names so one request cannot serialize a million
@@ -91,8 +94,8 @@ func Handler(o Options) http.Handler {
 	if o.cnt == nil {
 		o.cnt = new(counters)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	a := &api{o: o, listings: make(chan struct{}, MaxListings), ll: limitlog.New(o.Logger, 0, nil)}
 	mux := http.NewServeMux()
@@ -103,6 +106,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/names", a.names)
 	mux.HandleFunc("GET /v1/names/{name}", a.name)
 	mux.HandleFunc("GET /v1/duplicates", a.duplicates)
+	mux.HandleFunc("GET /v1/changes", a.changes)
 	mux.HandleFunc("GET /v1/events", a.events)
 	mux.HandleFunc("GET /v1/insight/unresolved", a.insightUnresolved)
 	mux.HandleFunc("GET /v1/insight/clients", a.insightClients)
@@ -121,6 +125,7 @@ type api struct {
 	o        Options
 	ll       *limitlog.Log
 	listings chan struct{} // semaphore: MaxListings
+	waiting  atomic.Int64  // long polls waiting now
 
 	discoverMu   sync.Mutex
 	lastDiscover time.Time
@@ -243,23 +248,32 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-func sortedServers(reg Registry) []registry.ServerInfo {
-	ss := reg.Servers()
+// sortServers orders servers by endpoint, then GUID.
+func sortServers(ss []registry.ServerInfo) {
 	sort.Slice(ss, func(i, j int) bool {
 		if c := ss[i].Addr.Compare(ss[j].Addr); c != 0 {
 			return c < 0
 		}
-		return ss[i].GUID.String() < ss[j].GUID.String()
+		return bytes.Compare(ss[i].GUID[:], ss[j].GUID[:]) < 0
 	})
-	return ss
+}
+
+// RevisionHeader carries the registry revision an answer was read at
+// (GET /v1/servers, /v1/duplicates, /v1/changes).
+const RevisionHeader = "Pvans-Revision"
+
+func setRevision(w http.ResponseWriter, rev uint64) {
+	w.Header().Set(RevisionHeader, strconv.FormatUint(rev, 10))
 }
 
 func (a *api) servers(w http.ResponseWriter, r *http.Request) {
-	ss := sortedServers(a.o.Registry)
-	out := make([]Server, 0, len(ss))
-	for _, s := range ss {
+	v := a.o.Registry.View()
+	sortServers(v.Servers)
+	out := make([]Server, 0, len(v.Servers))
+	for _, s := range v.Servers {
 		out = append(out, ServerJSON(s))
 	}
+	setRevision(w, v.Revision)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -308,19 +322,14 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("%d listings already running; retry", MaxListings))
 		return
 	}
-	var ns []registry.NameInfo
-	if nc, ok := a.o.Registry.(namesContext); ok {
-		ctx, cancel := context.WithTimeout(r.Context(), ListTimeout)
-		defer cancel()
-		var err error
-		if ns, err = nc.NamesContext(ctx, match, limit); err != nil {
-			a.o.cnt.listingsTimedOut.Add(1)
-			a.ll.Hit("http_listing_timeout", "listing ran out of time; answered 503", zap.Duration("list_timeout", ListTimeout))
-			writeErr(w, http.StatusServiceUnavailable, "listing did not finish within "+ListTimeout.String()+"; narrow the match")
-			return
-		}
-	} else {
-		ns = a.o.Registry.Names(match, limit)
+	ctx, cancel := context.WithTimeout(r.Context(), ListTimeout)
+	defer cancel()
+	ns, err := a.o.Registry.NamesContext(ctx, match, limit)
+	if err != nil {
+		a.o.cnt.listingsTimedOut.Add(1)
+		a.ll.Hit("http_listing_timeout", "listing ran out of time; answered 503", zap.Duration("list_timeout", ListTimeout))
+		writeErr(w, http.StatusServiceUnavailable, "listing did not finish within "+ListTimeout.String()+"; narrow the match")
+		return
 	}
 	out := make([]Name, 0, len(ns))
 	for _, n := range ns {
@@ -356,13 +365,81 @@ func (a *api) name(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) duplicates(w http.ResponseWriter, r *http.Request) {
-	ds := a.o.Registry.Duplicates()
-	sort.Slice(ds, func(i, j int) bool { return ds[i].Name < ds[j].Name })
-	out := make([]Duplicate, 0, len(ds))
-	for _, d := range ds {
+	v := a.o.Registry.View()
+	out := make([]Duplicate, 0, len(v.Duplicates))
+	for _, d := range v.Duplicates { // by name, then claim order
 		out = append(out, DuplicateJSON(d))
 	}
+	setRevision(w, v.Revision)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Changes is the answer of GET /v1/changes.
+type Changes struct {
+	Revision uint64 `json:"revision"`
+}
+
+// changes answers GET /v1/changes?revision=N&wait=D: the registry's
+// revision, as soon as it differs from N or after the wait. It waits on
+// the registry's watch channel, so a change answers at once.
+func (a *api) changes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	lim := a.o.lim.Load()
+	maxWait := max(lim.WriteTimeout-WaitMargin, 0)
+	wait := maxWait
+	if s := q.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			writeErr(w, http.StatusBadRequest, "bad wait "+strconv.Quote(s)+": want a duration such as 25s")
+			return
+		}
+		wait = min(d, maxWait)
+	}
+	since, given := uint64(0), false
+	if s := q.Get("revision"); s != "" {
+		var err error
+		if since, err = strconv.ParseUint(s, 10, 64); err != nil {
+			writeErr(w, http.StatusBadRequest, "bad revision "+strconv.Quote(s)+": want the number a previous answer gave")
+			return
+		}
+		given = true
+	}
+	rev, changed := a.o.Registry.Revision()
+	if given && since == rev && wait > 0 {
+		if !a.wait(w, r, changed, wait, lim.MaxConns) {
+			return
+		}
+		rev, _ = a.o.Registry.Revision()
+	}
+	setRevision(w, rev)
+	writeJSON(w, http.StatusOK, Changes{Revision: rev})
+}
+
+// wait blocks until changed is closed, the wait passes or the service
+// shuts down. At most half of maxConns requests wait at once, so waiting
+// pages never hold every connection; beyond that it answers 503 and
+// returns false, as it does when the client has gone.
+func (a *api) wait(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, wait time.Duration, maxConns int) bool {
+	if n := a.waiting.Add(1); n > int64(maxConns/2) {
+		a.waiting.Add(-1)
+		a.o.cnt.waitersBusy.Add(1)
+		a.ll.Hit("http_waiters", "long polls already waiting; /v1/changes answered 503", zap.Int("max_waiting", maxConns/2))
+		w.Header().Set("Retry-After", "5")
+		writeErr(w, http.StatusServiceUnavailable, "too many requests waiting; retry")
+		return false
+	}
+	defer a.waiting.Add(-1)
+	timeout := make(chan struct{})
+	t := a.o.Clock.AfterFunc(wait, func() { close(timeout) })
+	defer t.Stop()
+	select {
+	case <-changed:
+	case <-timeout:
+	case <-a.o.closing:
+	case <-r.Context().Done():
+		return false
+	}
+	return true
 }
 
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
@@ -400,7 +477,7 @@ func (a *api) discover(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", MaxBodyBytes))
 		return
 	}
-	now := a.o.Now()
+	now := a.o.Clock.Now()
 	a.discoverMu.Lock()
 	iv := a.o.lim.Load().DiscoverInterval
 	wait := a.lastDiscover.Add(iv).Sub(now)

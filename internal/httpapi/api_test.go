@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,11 +22,18 @@ type fakeReg struct {
 	servers []registry.ServerInfo
 	names   []registry.NameInfo
 	dups    []registry.Duplicate
+	rev     uint64
+	changed chan struct{} // nil: the registry never changes
 }
 
-func (f *fakeReg) Servers() []registry.ServerInfo {
-	return append([]registry.ServerInfo(nil), f.servers...)
+// View counts servers, names and duplicates, and no unverified server.
+func (f *fakeReg) View() registry.View {
+	return registry.View{Revision: f.rev, Changed: f.changed,
+		Servers:    append([]registry.ServerInfo(nil), f.servers...),
+		Duplicates: append([]registry.Duplicate(nil), f.dups...),
+		Counts:     registry.Counts{Servers: len(f.servers), Names: len(f.names), DuplicateNames: len(f.dups)}}
 }
+func (f *fakeReg) Revision() (uint64, <-chan struct{}) { return f.rev, f.changed }
 func (f *fakeReg) Server(g pva.GUID) (registry.ServerInfo, bool) {
 	for _, s := range f.servers {
 		if s.GUID == g {
@@ -34,14 +42,14 @@ func (f *fakeReg) Server(g pva.GUID) (registry.ServerInfo, bool) {
 	}
 	return registry.ServerInfo{}, false
 }
-func (f *fakeReg) Names(glob string, limit int) []registry.NameInfo {
+func (f *fakeReg) NamesContext(_ context.Context, glob string, limit int) ([]registry.NameInfo, error) {
 	var out []registry.NameInfo
 	for _, n := range f.names {
 		if ok, _ := path.Match(glob, n.Name); ok && len(out) < limit {
 			out = append(out, n)
 		}
 	}
-	return out
+	return out, nil
 }
 func (f *fakeReg) Name(name string) (registry.NameInfo, bool) {
 	for _, n := range f.names {
@@ -50,10 +58,6 @@ func (f *fakeReg) Name(name string) (registry.NameInfo, bool) {
 		}
 	}
 	return registry.NameInfo{}, false
-}
-func (f *fakeReg) Duplicates() []registry.Duplicate { return f.dups }
-func (f *fakeReg) Counts() registry.Counts {
-	return registry.Counts{Servers: len(f.servers), Names: len(f.names), DuplicateNames: len(f.dups)}
 }
 
 var (

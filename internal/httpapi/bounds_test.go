@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/registry"
 )
 
@@ -22,10 +24,10 @@ import (
 // 2.5 s": one discovery round per interval, the rest answered 429 with
 // Retry-After.
 func TestDiscoverRateLimited(t *testing.T) {
-	now := time.Unix(1000, 0)
+	clk := clock.NewFake(time.Unix(1000, 0))
 	rounds := 0
 	h := Handler(Options{Registry: &fakeReg{}, Discover: func() error { rounds++; return nil },
-		Now: func() time.Time { return now }, Limits: Limits{DiscoverInterval: 10 * time.Second}})
+		Clock: clk, Limits: Limits{DiscoverInterval: 10 * time.Second}})
 	codes := map[int]int{}
 	for i := 0; i < 5000; i++ {
 		rec := httptest.NewRecorder()
@@ -36,12 +38,12 @@ func TestDiscoverRateLimited(t *testing.T) {
 		if ra := rec.Header().Get("Retry-After"); rec.Code == 429 && (ra < "1" || ra > "9" && ra != "10") {
 			t.Fatalf("429 with Retry-After %q; want 1..10 s", ra)
 		}
-		now = now.Add(500 * time.Microsecond) // 5000 in 2.5 s
+		clk.Advance(500 * time.Microsecond) // 5000 in 2.5 s
 	}
 	if rounds != 1 || codes[202] != 1 || codes[429] != 4999 {
 		t.Fatalf("%d discovery rounds, answers %v; want 1 round, 4999 × 429", rounds, codes)
 	}
-	now = now.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/v1/discover", nil)
 	req.Header.Set("Content-Type", "application/json")
@@ -122,9 +124,9 @@ type countingReg struct {
 	calls atomic.Int64
 }
 
-func (c *countingReg) Names(glob string, limit int) []registry.NameInfo {
+func (c *countingReg) NamesContext(context.Context, string, int) ([]registry.NameInfo, error) {
 	c.calls.Add(1)
-	return nil
+	return nil, nil
 }
 
 // startService serves o on a loopback port with the hardened listener.

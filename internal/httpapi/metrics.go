@@ -17,5 +17,6 @@ func (s *Service) RegisterMetrics(m *metrics.Metrics) {
 		"body_size":              func() uint64 { return st().BodyTooLarge },
 		"listings_busy":          func() uint64 { return st().ListingsBusy },
 		"listing_timeout":        func() uint64 { return st().ListingsTimedOut },
+		"waiters_busy":           func() uint64 { return st().WaitersBusy },
 	})
 }

@@ -11,12 +11,15 @@ import (
 	"image/draw"
 	"image/png"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,14 +41,14 @@ const chromiumTimeout = 60 * time.Second
 // page's "unverified" card has something to show.
 type shotReg struct{ *fakeReg }
 
-func (r shotReg) Counts() registry.Counts {
-	c := r.fakeReg.Counts()
+func (r shotReg) View() registry.View {
+	v := r.fakeReg.View()
 	for _, s := range r.servers {
 		if !s.Verified {
-			c.Unverified++
+			v.Counts.Unverified++
 		}
 	}
-	return c
+	return v
 }
 
 // screenshotSite is a small but complete site: healthy servers, one loaded
@@ -210,15 +213,108 @@ func TestStatusPageScreenshot(t *testing.T) {
 	})
 }
 
+// TestStatusPageFollowsChanges: the page open in a browser reloads itself
+// as soon as a server appears, without waiting for its meta refresh. The
+// browser runs the page's script on virtual time (--virtual-time-budget,
+// which stands still while a request is pending): it loads the page, its
+// long poll waits, a server appears, the poll answers, the page reloads
+// and the next poll waits until this test ends it; the DOM is dumped once
+// the script's pause after that poll has used up the budget.
+func TestStatusPageFollowsChanges(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("%s not found; install Debian's chromium package (apt-get install -y chromium) to run this test: %v", chromiumPath, err)
+	}
+	reg := liveReg{registry.New(registry.Options{})}
+	if _, err := reg.Listed(registry.ServerInfo{GUID: g1, Addr: a1, Discovered: registry.SourceBeacon}, []string{"ioc:a:temp"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := reg.Revision()
+	clk := clock.NewFake(time.Now())
+	h := Handler(Options{Registry: reg, Clock: clk, Version: "v0.0.0-test", Ready: func() (bool, string) { return true, "" }})
+	polls := make(chan string, 100)
+	pages := 0
+	var mu sync.Mutex
+	o := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/":
+			mu.Lock()
+			pages++
+			mu.Unlock()
+		case "/v1/changes":
+			polls <- r.URL.Query().Get("revision")
+		}
+		h.ServeHTTP(w, r)
+	})
+	stop := make(chan struct{})
+	driven := make(chan error, 1)
+	go func() {
+		// The first poll is the first page's: a server appears. Later polls
+		// are the reloaded page's: end their wait.
+		appeared := false
+		for {
+			select {
+			case <-stop:
+				driven <- nil
+				return
+			case rev := <-polls:
+				switch {
+				case rev == strconv.FormatUint(first, 10) && !appeared:
+					appeared = true
+					if _, err := reg.UpsertServer(registry.ServerInfo{GUID: g2, Addr: a2, Discovered: registry.SourceBeacon}); err != nil {
+						driven <- err
+						return
+					}
+				case appeared:
+					for clk.Pending() == 0 {
+						select {
+						case <-stop:
+							driven <- nil
+							return
+						case <-time.After(time.Millisecond):
+						}
+					}
+					clk.Advance(time.Minute)
+				}
+			}
+		}
+	}()
+	dom := runChromium(t, t.TempDir(), "--dump-dom", "--virtual-time-budget=2000", serveHandler(t, o))
+	close(stop)
+	if err := <-driven; err != nil {
+		t.Fatal(err)
+	}
+	now, _ := reg.Revision()
+	mu.Lock()
+	loads := pages
+	mu.Unlock()
+	if loads < 2 {
+		t.Errorf("the page was loaded %d times; want a reload after the server appeared", loads)
+	}
+	for _, want := range []string{a1.String(), a2.String(), `data-revision="` + strconv.FormatUint(now, 10) + `"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page in the browser lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+	}
+}
+
 // serve starts the real handler on 127.0.0.1, the one address the
 // browser is allowed to reach.
 func serve(t *testing.T, o Options) string {
+	t.Helper()
+	return serveHandler(t, Handler(o))
+}
+
+// serveHandler serves h on 127.0.0.1.
+func serveHandler(t *testing.T, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(Handler(o))
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()

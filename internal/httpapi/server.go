@@ -40,6 +40,10 @@ const (
 	ListTimeout = 5 * time.Second
 	// MaxListings is the listings scanning at once; more are answered 503.
 	MaxListings = 2
+	// WaitMargin: a GET /v1/changes wait ends this long before
+	// WriteTimeout (25 s at most by default), so its answer is written in
+	// time. At most half of MaxConns requests wait at once.
+	WaitMargin = 5 * time.Second
 )
 
 // Limits are the HTTP listener's settings; zero fields take the defaults.
@@ -95,11 +99,12 @@ type Stats struct {
 	BodyTooLarge      uint64 // request bodies over MaxBodyBytes
 	ListingsBusy      uint64 // listings answered 503: MaxListings already scanning
 	ListingsTimedOut  uint64 // listings answered 503: ListTimeout passed
+	WaitersBusy       uint64 // GET /v1/changes answered 503: MaxConns/2 already waiting
 }
 
 type counters struct {
 	rejected, perSource, acceptErrors, discoverLimited, discoverRefused,
-	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut atomic.Uint64
+	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut, waitersBusy atomic.Uint64
 	open atomic.Int64
 }
 
@@ -125,6 +130,7 @@ func NewService(o Options) *Service {
 	o.lim = new(atomic.Pointer[Limits])
 	o.lim.Store(&o.Limits)
 	s := &Service{lim: o.lim, cnt: cnt, ll: limitlog.New(o.Logger, 0, nil), closed: make(chan struct{})}
+	o.closing = s.closed
 	s.srv = &http.Server{
 		Handler:           Handler(o),
 		ReadHeaderTimeout: o.Limits.ReadHeaderTimeout,
@@ -172,7 +178,8 @@ func (s *Service) Stats() Stats {
 	return Stats{Open: c.open.Load(), Rejected: c.rejected.Load(), PerSourceRejected: c.perSource.Load(),
 		AcceptErrors: c.acceptErrors.Load(), DiscoverLimited: c.discoverLimited.Load(),
 		DiscoverRefused: c.discoverRefused.Load(), MatchRefused: c.matchRefused.Load(),
-		BodyTooLarge: c.bodyTooLarge.Load(), ListingsBusy: c.listingsBusy.Load(), ListingsTimedOut: c.listingsTimedOut.Load()}
+		BodyTooLarge: c.bodyTooLarge.Load(), ListingsBusy: c.listingsBusy.Load(), ListingsTimedOut: c.listingsTimedOut.Load(),
+		WaitersBusy: c.waitersBusy.Load()}
 }
 
 // limitListener closes connections beyond the limits at accept, and backs

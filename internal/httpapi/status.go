@@ -13,7 +13,10 @@ import (
 )
 
 // The status page is server-rendered and refreshes itself, so an operator
-// can leave it open on a wall screen; no JavaScript, no front-end build.
+// can leave it open on a wall screen; no front-end build. One small script
+// long-polls GET /v1/changes and reloads the page as soon as the servers or
+// duplicates change; a meta refresh reloads it every 30 s anyway (the
+// "ago" times, the events), and alone without JavaScript.
 // It leads with one coloured verdict for the whole site, then the counts,
 // then the servers with the troubled ones first, so the answer to "is
 // anything wrong?" is readable from across the room.
@@ -27,7 +30,7 @@ var statusTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 	"short":   shortGUID,
 	"evclass": eventClass,
 }).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="30">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{if ne .Health "ok"}}(!) {{end}}pvans status</title>
 <style>
@@ -65,7 +68,7 @@ footer{padding:0 24px 16px;color:var(--muted)} a{color:#1f5fbf}
 form.lookup{padding:10px 14px} form.lookup input{font:inherit;padding:4px 8px;border:1px solid #c3ccd5;border-radius:6px}
 form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;background:#1f2933;color:#fff}
 .answer{padding:0 14px 10px}
-</style></head><body>
+</style></head><body data-revision="{{.Revision}}">
 <header><h1>pvans</h1><span class="sub">PVAccess name server · version {{.Version}}{{if .Uptime}} · up {{.Uptime}}{{end}} · </span>{{if .Ready}}<span class="rdy">ready</span>{{else}}<span class="nrdy">not ready</span>{{end}}</header>
 <main>
 <div class="banner {{.Health}}" id="health"><span class="word">{{.Word}}</span><span class="why">{{.Verdict}}</span></div>
@@ -95,11 +98,34 @@ form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;back
 {{else}}<tr><td colspan="5" class="none">nothing yet</td></tr>{{end}}
 </tbody></table></section>
 </main>
-<footer>Refreshes every 10 s · JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/v1/insight/unresolved">/v1/insight/unresolved</a> · <a href="/v1/insight/clients">/v1/insight/clients</a> · <a href="/metrics">/metrics</a></footer>
+<footer>Updates when servers or duplicates change, and every 30 s · JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/v1/insight/unresolved">/v1/insight/unresolved</a> · <a href="/v1/insight/clients">/v1/insight/clients</a> · <a href="/metrics">/metrics</a></footer>
+<script>
+// Reload when the registry's revision moves (docs/api.md, GET /v1/changes),
+// but not under a cursor in the lookup box; back off when busy or down.
+(async () => {
+  const rev = document.body.dataset.revision;
+  const pause = ms => new Promise(ok => setTimeout(ok, ms));
+  const reload = () => {
+    const f = document.activeElement;
+    if (f && f.tagName === "INPUT") f.addEventListener("blur", reload, {once: true});
+    else location.reload();
+  };
+  for (;;) {
+    try {
+      const r = await fetch("/v1/changes?revision=" + rev, {cache: "no-store"});
+      if (r.ok && String((await r.json()).revision) !== rev) return reload();
+      await pause(r.ok ? 1000 : 10000);
+    } catch (e) {
+      await pause(10000);
+    }
+  }
+})();
+</script>
 </body></html>
 `))
 
 type statusData struct {
+	Revision   uint64 // of the registry view shown
 	Version    string
 	Uptime     string
 	Ready      bool
@@ -204,9 +230,12 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	if a.o.Ready != nil {
 		d.Ready, why = a.o.Ready()
 	}
-	c := a.o.Registry.Counts()
+	v := a.o.Registry.View() // servers, duplicates and counts of one commit
+	d.Revision = v.Revision
+	c := v.Counts
 	d.Counts = countsView{Servers: c.Servers, Names: c.Names, DuplicateNames: c.DuplicateNames, Unverified: c.Unverified}
-	for _, s := range sortedServers(a.o.Registry) {
+	sortServers(v.Servers)
+	for _, s := range v.Servers {
 		row := statusServer{Server: ServerJSON(s)}
 		row.State, row.Class, row.rank = serverState(row.Server)
 		row.Shadowed = max(0, s.Names-s.Held)
@@ -217,7 +246,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.SliceStable(d.Servers, func(i, j int) bool { return d.Servers[i].rank < d.Servers[j].rank })
 	d.verdict(why)
-	for i, dup := range a.o.Registry.Duplicates() {
+	for i, dup := range v.Duplicates {
 		if i == 200 {
 			break
 		}

@@ -29,27 +29,53 @@
 // of its own: it shares its endpoint with a real server and only its file
 // removes it.
 //
-// It owns the go-memdb database (tables "servers" and "conflicts"), the
-// read-optimized name index every search is answered from, duplicate-claim
-// bookkeeping, the field-name rule, the bounds on servers and names, and the
-// snapshot file. It does not own sockets, beacon expiry (internal/beacon),
+// It owns the go-memdb database (tables "servers", "conflicts" and
+// "revision"), the read-optimized name index every search is answered from,
+// duplicate-claim bookkeeping, the field-name rule, the bounds on servers and
+// names, and the snapshot file. It does not own sockets, beacon expiry (internal/beacon),
 // probing (internal/probe) or waiting clients (internal/resolver).
 //
 // # Two stores, one writer
 //
+// go-memdb is the one store of servers and claims:
+//
+//   - "servers": one row per server, its ServerInfo (endpoint, discovery,
+//     probe state, name counts), keyed by the GUID's 12 bytes (a small
+//     custom indexer), with an index "slot" (the uint32 the name index
+//     stores per name) and an index "addr" (who is at an endpoint: one
+//     endpoint, one listener);
+//   - "conflicts": one row per duplicate claim (name, holder, claimant,
+//     claim order), keyed by name and claimant, indexed by name;
+//   - "revision": one row, the number of the last commit that changed the
+//     two tables above, with the Counts as of that commit.
+//
+// Rows are never changed once inserted (a change inserts a copy), so a
+// read transaction is a consistent snapshot that takes no registry lock:
+// View returns the servers, duplicates and counts of one commit, with a
+// watch channel (the revision row's) closed by the next commit that
+// changes them; the operator API's long poll (GET /v1/changes) and the
+// status page wait on it. The writer finds servers through the indexes:
+// by GUID, by slot, by endpoint.
+//
 // A row per name in go-memdb costs ~540-1,080 heap bytes and ~3 µs per
 // lookup at 1M names (measured, see docs/PERFORMANCE.md), while the search
-// path must cost about one hash lookup per name. So go-memdb keeps what it is
-// good at — one row per server (identity, endpoint, discovery, probe state,
-// name counts) and one row per duplicate claim, with transactions and watch
-// channels for the operator API — and the per-name truth lives in the
-// "index", a hash table from name to a uint32 server slot, plus each
-// server's own []string name set sharing the same string data. All
-// mutations are serialized by one writer mutex; the index is published to
-// readers under a sync.RWMutex that the writer holds only while applying an
-// already computed diff, so a reader sees a server's name set either wholly
-// before or wholly after a replace, never half of it. LookupBatch takes the
-// read lock once per batch, not per name.
+// path must cost about one hash lookup per name. So the per-name truth
+// lives beside memdb in one structure, the name index: a hash table from
+// each held name to its holder's slot and its number of duplicate claims
+// (the writer's "has claimants?" test, without a memdb read per name), and
+// the slot table (slot → *Holder, the endpoint an answer names). What memdb
+// cannot hold cheaply per server — its []string name set, whose string
+// bytes the index entries share, the names learned outside a listing (how
+// and when) and how many names it holds — is the writer's private state:
+// it hangs off the server's row (every version of the row points at the
+// same state), and only the writer, holding its mutex, follows it.
+//
+// All mutations are serialized by one writer mutex and commit one memdb
+// transaction each; the index is published to readers under a
+// sync.RWMutex that the writer holds only while applying an already
+// computed diff, so a reader sees a server's name set either wholly before
+// or wholly after a replace, never half of it. LookupBatch takes the read
+// lock once per batch, not per name.
 //
 // # The name index
 //
@@ -105,7 +131,7 @@
 // # Names and "how learned"
 //
 // A name's (source, time) is the source and time of the ReplaceNames that
-// last listed it, or of the AddName(s) that added it since; stored per
+// last listed it, or of the AddNames that added it since; stored per
 // server and per exception rather than per name to stay within the memory
 // budget. Names passed in are kept as given (strings are immutable), so a
 // caller should not pass substrings of large buffers.

@@ -6,13 +6,15 @@ import (
 	"strings"
 )
 
-// nameIndex maps a held name to its holder's server slot. It is an
-// open-addressing hash table with linear probing in flat slices; see the
-// package doc ("The name index") for why it beats a Go map here.
+// nameIndex maps a held name to its holder's server slot and the number of
+// other servers also claiming it. It is an open-addressing hash table with
+// linear probing in flat slices; see the package doc ("The name index") for
+// why it beats a Go map here.
 //
 // Slot i is tags[i] (4 bytes) and ents[i] (24 bytes: the name's string
 // header, which shares the bytes of the holder's name set — the index never
-// copies a name — and the server slot). The tag is the top 32 bits of the
+// copies a name — the server slot, and the claimant count in what would
+// otherwise be padding). The tag is the top 32 bits of the
 // name's 64-bit hash, 0 meaning empty (a hash whose top bits are 0 gets tag
 // 1, which has the same home). The home slot is the tag's top log2(len)
 // bits, so:
@@ -37,6 +39,8 @@ type nameIndex struct {
 	shift uint // 32 - log2(len(tags))
 	mask  uint32
 	count int
+	// dupNames counts the names with claimants, dupClaims the claimants.
+	dupNames, dupClaims int
 	// dotted counts the held names that contain a '.', by the low bits of
 	// their tag: a counting filter small enough to stay in cache. A query
 	// record.FIELD whose tag's counter is 0 cannot be held as it is, so the
@@ -52,6 +56,10 @@ const dottedBuckets = 1 << 14
 type entry struct {
 	name string
 	srv  uint32
+	// dups is the number of duplicate claims on name (rows of
+	// "conflicts"): the writer reads it instead of memdb to know whether a
+	// name has claimants, and lookups never read it.
+	dups uint32
 }
 
 const (
@@ -128,8 +136,33 @@ func (t *nameIndex) get(name string) (uint32, bool) {
 	return 0, false
 }
 
+// holder returns name's server slot and its number of duplicate claims.
+func (t *nameIndex) holder(name string) (srv, dups uint32, ok bool) {
+	if i := t.find(name); i >= 0 {
+		return t.ents[i].srv, t.ents[i].dups, true
+	}
+	return 0, 0, false
+}
+
+// addDups changes the duplicate claims on held name by d.
+func (t *nameIndex) addDups(name string, d int) {
+	i := t.find(name)
+	if i < 0 {
+		panic("registry: duplicate claim on a name nobody holds")
+	}
+	e := &t.ents[i]
+	if e.dups == 0 {
+		t.dupNames++
+	}
+	e.dups = uint32(int(e.dups) + d)
+	if e.dups == 0 {
+		t.dupNames--
+	}
+	t.dupClaims += d
+}
+
 // set makes srv the holder of name, storing this name string (so that the
-// previous holder's copy can be collected).
+// previous holder's copy can be collected); its duplicate claims stay.
 func (t *nameIndex) set(name string, srv uint32) {
 	tag := t.hashString(name)
 	i := tag >> t.shift
@@ -139,7 +172,7 @@ func (t *nameIndex) set(name string, srv uint32) {
 			break
 		}
 		if g == tag && t.ents[i].name == name {
-			t.ents[i] = entry{name, srv}
+			t.ents[i].name, t.ents[i].srv = name, srv
 			return
 		}
 		i = (i + 1) & t.mask
@@ -151,7 +184,7 @@ func (t *nameIndex) set(name string, srv uint32) {
 		t.set(name, srv)
 		return
 	}
-	t.tags[i], t.ents[i] = tag, entry{name, srv}
+	t.tags[i], t.ents[i] = tag, entry{name: name, srv: srv}
 	t.count++
 	t.countDotted(name, tag, 1)
 }
@@ -169,6 +202,10 @@ func (t *nameIndex) delete(name string) {
 func (t *nameIndex) deleteAt(i uint32) {
 	tags, ents, mask, shift := t.tags, t.ents, t.mask, t.shift
 	t.countDotted(ents[i].name, tags[i], -1)
+	if d := ents[i].dups; d > 0 {
+		t.dupNames--
+		t.dupClaims -= int(d)
+	}
 	j := i
 	for {
 		j = (j + 1) & mask

@@ -30,8 +30,8 @@ func TestNamesListingHoldsNoLock(t *testing.T) {
 	go func() {
 		start := time.Now()
 		for i := 0; i < 3; i++ {
-			r.Names(pattern, 10)
-			r.Names("", 10000)
+			listNames(r, pattern, 10)
+			listNames(r, "", 10000)
 		}
 		done <- time.Since(start)
 	}()
@@ -83,7 +83,7 @@ func TestNamesContextResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(all)
-	got := r.Names("", 0)
+	got := listNames(r, "", 0)
 	if len(got) != len(all) {
 		t.Fatalf("listed %d of %d", len(got), len(all))
 	}
@@ -92,10 +92,10 @@ func TestNamesContextResults(t *testing.T) {
 			t.Fatalf("entry %d = %+v, want %s", i, got[i], all[i])
 		}
 	}
-	if got := r.Names("pv:b", 5); len(got) != 5 || got[0].Name != all[slices.IndexFunc(all, func(s string) bool { return strings.HasPrefix(s, "pv:b") })] {
+	if got := listNames(r, "pv:b", 5); len(got) != 5 || got[0].Name != all[slices.IndexFunc(all, func(s string) bool { return strings.HasPrefix(s, "pv:b") })] {
 		t.Fatalf("prefix+limit: %+v", got)
 	}
-	if got := r.Names("*-1?", 0); len(got) != 10 {
+	if got := listNames(r, "*-1?", 0); len(got) != 10 {
 		t.Fatalf("glob *-1? matched %d, want 10", len(got))
 	}
 	ctx, cancel := context.WithCancel(context.Background())

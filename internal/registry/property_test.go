@@ -81,7 +81,7 @@ func TestIndexAgreesWithMemdb(t *testing.T) {
 			"add": func(rt *rapid.T) {
 				s := srvGen.Draw(rt, "s")
 				n := nameGen.Draw(rt, "n")
-				err := r.AddName(guid(s), n, SourceSearchThrough)
+				err := r.AddNames(guid(s), []string{n}, SourceSearchThrough)
 				if !m.servers[s] {
 					if err == nil {
 						rt.Fatal("add on unknown server succeeded")
@@ -179,13 +179,13 @@ func checkAgainstModel(t *rapid.T, r *Registry, m *model, fieldNames bool) {
 		if !m.servers[i] || s.Held != held[i] || s.Names != names[i] {
 			t.Fatalf("server %d row held=%d names=%d, model held=%d names=%d", i, s.Held, s.Names, held[i], names[i])
 		}
-		got, _ := r.ServerNames(s.GUID)
+		got, _ := claimsOf(r, s.GUID)
 		if want := m.claimedBy(i); !slices.Equal(got, want) {
 			t.Fatalf("server %d names %v, model %v", i, got, want)
 		}
 	}
 	var gotDups []string
-	for _, d := range r.Duplicates() {
+	for _, d := range r.View().Duplicates {
 		h, _ := r.LookupName(d.Name)
 		if h == nil || h.GUID != d.Holder {
 			t.Fatalf("conflict row holder %v disagrees with index %+v", d.Holder, h)
@@ -200,5 +200,12 @@ func checkAgainstModel(t *rapid.T, r *Registry, m *model, fieldNames bool) {
 	c := r.Counts()
 	if c.Names != len(m.claims) || c.Servers != len(m.servers) || c.Duplicates != len(wantDups) {
 		t.Fatalf("counts %+v, model names %d", c, len(m.claims))
+	}
+	checkView(t, r.View())
+	// The index's claimant counts agree with the conflicts table.
+	for _, n := range listNames(r, "", 0) {
+		if want := len(m.claims[n.Name]) - 1; n.Claimant != want {
+			t.Fatalf("%s: %d claimants listed, model %d", n.Name, n.Claimant, want)
+		}
 	}
 }

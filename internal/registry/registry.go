@@ -2,10 +2,8 @@ package registry
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,59 +43,22 @@ const (
 	DefaultUnverifiedTTL = 10 * time.Minute
 )
 
-const (
-	tabServers   = "servers"
-	tabConflicts = "conflicts"
-)
-
-// serverRow is a row of "servers"; rows are immutable once inserted.
-type serverRow struct {
-	Key     string // GUID hex
-	AddrKey string // Addr.String(), "" if unset
-	Info    ServerInfo
-}
-
-// conflictRow is a row of "conflicts": Claimant claims Name, held by Holder.
-type conflictRow struct {
-	Name     string
-	Holder   string // GUID hex
-	Claimant string // GUID hex
-	Seq      uint64 // claim order; the lowest takes over
-	Since    time.Time
-	How      Source
-}
-
-func schema() *memdb.DBSchema {
-	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		tabServers: {Name: tabServers, Indexes: map[string]*memdb.IndexSchema{
-			"id":   {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Key"}},
-			"addr": {Name: "addr", AllowMissing: true, Indexer: &memdb.StringFieldIndex{Field: "AddrKey"}},
-		}},
-		tabConflicts: {Name: tabConflicts, Indexes: map[string]*memdb.IndexSchema{
-			"id": {Name: "id", Unique: true, Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-				&memdb.StringFieldIndex{Field: "Name"}, &memdb.StringFieldIndex{Field: "Claimant"}}}},
-			"name":     {Name: "name", Indexer: &memdb.StringFieldIndex{Field: "Name"}},
-			"holder":   {Name: "holder", Indexer: &memdb.StringFieldIndex{Field: "Holder"}},
-			"claimant": {Name: "claimant", Indexer: &memdb.StringFieldIndex{Field: "Claimant"}},
-		}},
-	}}
-}
-
 // learned is how and when one name was added outside a listing.
 type learned struct {
 	how Source
 	at  time.Time
 }
 
-// server is the writer's private state for one server.
+// server is the writer's state for one server: what memdb cannot hold
+// cheaply (its name set and learned sources, per name). It is reachable
+// only from the server's row; read and changed with wmu held.
 type server struct {
-	id    uint32
-	key   string
+	slot  uint32
 	guid  pva.GUID
 	names []string // every claim, held or not; shares strings with the index
 	extra map[string]learned
 	held  int
-	row   *serverRow
+	row   *serverRow // the version of its row memdb holds now
 }
 
 // Registry is safe for concurrent use.
@@ -107,23 +68,26 @@ type Registry struct {
 	fieldNames atomic.Bool
 	log        *zap.Logger
 	clk        clock.Clock
-	db         *memdb.MemDB
+	// db holds every server and every duplicate claim; the writer changes
+	// it in transactions (wtxn), readers read it without a registry lock.
+	db *memdb.MemDB
 
 	// wmu serializes every mutation and owns the fields below it.
-	wmu      sync.Mutex
-	byGUID   map[pva.GUID]*server
-	byID     []*server
-	free     []uint32
-	claims   int
-	seq      uint64
-	dupNames map[string]int // name -> non-holding claimants; avoids a memdb read per release
-	expiry   clock.Timer
-	loadedAt time.Time // when the snapshot was loaded (expiry runs from it)
-	limitLog map[string]time.Time
+	wmu        sync.Mutex
+	free       []uint32 // slots of removed servers, reused first
+	claims     int
+	unverified int    // servers loaded from a snapshot and not confirmed
+	seq        uint64 // claim order of duplicate claims
+	rev        uint64 // the last revision committed
+	expiry     clock.Timer
+	loadedAt   time.Time // when the snapshot was loaded (expiry runs from it)
+	limitLog   map[string]time.Time
 
 	// imu publishes idx and holders to readers; written only with wmu held.
-	imu     sync.RWMutex
-	idx     nameIndex
+	imu sync.RWMutex
+	idx nameIndex
+	// holders is the slot table: holders[slot] is the Holder of the
+	// server with that slot, nil for a free slot.
 	holders []*Holder
 
 	subMu      sync.Mutex
@@ -162,14 +126,18 @@ func New(o Options) *Registry {
 	}
 	r := &Registry{
 		opts: o, log: o.Logger, clk: o.Clock, db: db,
-		byGUID:   make(map[pva.GUID]*server),
-		dupNames: make(map[string]int),
 		limitLog: make(map[string]time.Time),
 		idx:      newNameIndex(),
 	}
 	r.fieldNames.Store(o.FieldNames)
+	w := r.write()
+	w.changed = true // revision 1: empty
+	r.commit(w)
 	return r
 }
+
+// serverCount is the number of servers; wmu held.
+func (r *Registry) serverCount() int { return len(r.holders) - len(r.free) }
 
 // Limits are the options a running registry can change (a configuration
 // reload). Zero MaxServers, MaxNames or UnverifiedTTL keep the current one.
@@ -200,7 +168,7 @@ func (r *Registry) SetLimits(l Limits) {
 		if r.expiry != nil {
 			r.expiry.Stop()
 			wait := max(r.loadedAt.Add(l.UnverifiedTTL).Sub(r.clk.Now()), 0)
-			r.expiry = r.clk.AfterFunc(wait, func() { r.ExpireUnverified(r.clk.Now()) })
+			r.expiry = r.clk.AfterFunc(wait, func() { r.expireUnverified(r.clk.Now()) })
 		}
 	}
 	r.fieldNames.Store(l.FieldNames)
@@ -228,10 +196,6 @@ func (r *Registry) SubscribeChanges(f func()) {
 	r.subMu.Unlock()
 }
 
-// NameGeneration moves (it never repeats) whenever the answerable set
-// changes.
-func (r *Registry) NameGeneration() uint64 { return r.gen.Load() }
-
 func (r *Registry) notify(added []string) {
 	if g := r.gen.Load(); r.notifiedGen.Swap(g) != g {
 		r.subMu.Lock()
@@ -251,9 +215,6 @@ func (r *Registry) notify(added []string) {
 		f(added)
 	}
 }
-
-// FieldNames reports whether the record.FIELD rule is on.
-func (r *Registry) FieldNames() bool { return r.fieldNames.Load() }
 
 // RecordOf returns the record part of a record.FIELD name when the field
 // rule is on; ok is false for other names or when the rule is off.
@@ -327,19 +288,6 @@ func (r *Registry) LookupBatch(q []pva.SearchName, out []*Holder) {
 	r.imu.RUnlock()
 }
 
-// LookupNames is LookupBatch for names as byte slices.
-func (r *Registry) LookupNames(names [][]byte, out []*Holder) {
-	out = out[:len(names)]
-	var chunk [lookupChunk][]byte
-	r.imu.RLock()
-	for len(names) > 0 {
-		k := copy(chunk[:], names)
-		r.lookupMany(&chunk, k, out, r.fieldNames.Load())
-		names, out = names[k:], out[k:]
-	}
-	r.imu.RUnlock()
-}
-
 // Lookup answers one name given as bytes; it does not allocate.
 func (r *Registry) Lookup(name []byte) *Holder {
 	r.imu.RLock()
@@ -382,8 +330,6 @@ func (r *Registry) limited(kind, msg string, fields ...zap.Field) {
 	r.log.Warn(msg, fields...)
 }
 
-func guidKey(g pva.GUID) string { return g.String() }
-
 func addrKey(r *ServerInfo) string {
 	if !r.Addr.IsValid() {
 		return ""
@@ -414,23 +360,23 @@ func (r *Registry) UpsertServer(in ServerInfo) (created bool, err error) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 
-	txn := r.db.Txn(true)
-	defer txn.Abort()
-	s := r.byGUID[in.GUID]
-	if s == nil && in.Addr.IsValid() && in.Discovered != SourceStatic && len(r.othersAtLocked(txn, in.Addr, in.GUID)) > 0 {
+	w := r.write()
+	defer w.abort()
+	s := w.server(in.GUID)
+	if s == nil && in.Addr.IsValid() && in.Discovered != SourceStatic && len(othersAt(w, in.Addr, in.GUID)) > 0 {
 		r.st.hintsRefused.Add(1)
 		return false, ErrEndpointHeld
 	}
 	if s == nil {
-		if len(r.byGUID) >= r.opts.MaxServers {
+		if r.serverCount() >= r.opts.MaxServers {
 			r.st.serverLimit.Add(1)
 			r.limited("servers", "server limit reached; server not tracked",
 				zap.Int("max_servers", r.opts.MaxServers), zap.Stringer("guid", in.GUID),
 				zap.Stringer("endpoint", in.Addr), zap.Uint64("refused_total", r.st.serverLimit.Load()))
 			return false, ErrServerLimit
 		}
-		r.createLocked(txn, in, now)
-		txn.Commit()
+		r.createLocked(w, in, now)
+		r.commit(w)
 		return true, nil
 	}
 	info := s.row.Info
@@ -448,13 +394,13 @@ func (r *Registry) UpsertServer(in ServerInfo) (created bool, err error) {
 	if info.Discovered == SourceUnknown {
 		info.Discovered = in.Discovered
 	}
-	r.putRow(txn, s, &info)
-	txn.Commit()
+	r.putRow(w, s, &info)
+	r.commit(w)
 	return false, err
 }
 
 // createLocked inserts a new server without names.
-func (r *Registry) createLocked(txn *memdb.Txn, in ServerInfo, now time.Time) *server {
+func (r *Registry) createLocked(w *wtxn, in ServerInfo, now time.Time) *server {
 	info := in
 	if info.FirstSeen.IsZero() {
 		info.FirstSeen = now
@@ -463,24 +409,20 @@ func (r *Registry) createLocked(txn *memdb.Txn, in ServerInfo, now time.Time) *s
 		info.LastSeen = now
 	}
 	info.Names, info.Held, info.Verified, info.LoadedAt = 0, 0, true, time.Time{}
-	s := r.newServerLocked(in.GUID)
-	r.setHolderLocked(s, &info)
-	r.putRow(txn, s, &info)
+	r.imu.Lock()
+	s := r.newServerLocked(&info)
+	r.imu.Unlock()
+	r.putRow(w, s, &info)
 	return s
 }
 
-// othersAtLocked returns the servers other than g registered at ep, except
-// those whose names come from a static name file.
-func (r *Registry) othersAtLocked(txn *memdb.Txn, ep netip.AddrPort, g pva.GUID) []*server {
-	it, _ := txn.Get(tabServers, "addr", ep.String())
+// othersAt returns the servers other than g registered at ep, except those
+// whose names come from a static name file.
+func othersAt(w *wtxn, ep netip.AddrPort, g pva.GUID) []*server {
 	var out []*server
-	for o := it.Next(); o != nil; o = it.Next() {
-		row := o.(*serverRow)
-		if row.Info.GUID == g || row.Info.ListedHow == SourceStatic {
-			continue
-		}
-		if s := r.byGUID[row.Info.GUID]; s != nil {
-			out = append(out, s)
+	for _, row := range w.serversAt(ep) {
+		if row.GUID != g && row.Info.ListedHow != SourceStatic {
+			out = append(out, row.srv)
 		}
 	}
 	return out
@@ -505,23 +447,23 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 	r.wmu.Lock()
 	var added []string
 	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	txn := r.db.Txn(true)
-	defer txn.Abort()
-	s := r.byGUID[in.GUID]
+	w := r.write()
+	defer w.abort()
+	s := w.server(in.GUID)
 	if s != nil && s.row.Info.Addr != in.Addr {
 		r.st.guidElsewhere.Add(1)
 		return nil, ErrGUIDElsewhere
 	}
-	olds := r.othersAtLocked(txn, in.Addr, in.GUID)
+	olds := othersAt(w, in.Addr, in.GUID)
 	if s == nil {
-		if len(r.byGUID)-len(olds) >= r.opts.MaxServers {
+		if r.serverCount()-len(olds) >= r.opts.MaxServers {
 			r.st.serverLimit.Add(1)
 			r.limited("servers", "server limit reached; server not tracked",
 				zap.Int("max_servers", r.opts.MaxServers), zap.Stringer("guid", in.GUID),
 				zap.Stringer("endpoint", in.Addr), zap.Uint64("refused_total", r.st.serverLimit.Load()))
 			return nil, ErrServerLimit
 		}
-		s = r.createLocked(txn, in, now)
+		s = r.createLocked(w, in, now)
 	}
 	if len(olds) > 0 {
 		listed := make(map[string]struct{}, len(names))
@@ -531,13 +473,13 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 		for _, o := range olds {
 			r.log.Info("server restarted: new GUID confirmed over TCP at its endpoint",
 				zap.Stringer("old_guid", o.guid), zap.Stringer("guid", s.guid), zap.Stringer("endpoint", in.Addr))
-			r.handOverLocked(txn, o, s, listed)
-			added = append(added, r.removeLocked(txn, o)...)
+			r.handOverLocked(w, o, s, listed)
+			added = append(added, r.removeLocked(w, o)...)
 			replaced = append(replaced, o.guid)
 			r.st.replaced.Add(1)
 		}
 	}
-	a, err := r.replaceLocked(txn, s, names, how, now)
+	a, err := r.replaceLocked(w, s, names, how, now)
 	added = append(added, a...)
 	info := s.row.Info
 	info.LastSeen = now
@@ -551,8 +493,8 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 		info.Protocol = in.Protocol
 		r.setHolderLocked(s, &info)
 	}
-	r.putRow(txn, s, &info)
-	txn.Commit()
+	r.putRow(w, s, &info)
+	r.commit(w)
 	r.shrinkIndex()
 	return replaced, err
 }
@@ -560,41 +502,36 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 // handOverLocked makes s the holder of every name o holds that s lists, in
 // place: the index entry changes server, no reader sees the name missing
 // and no duplicate claimant takes it over.
-func (r *Registry) handOverLocked(txn *memdb.Txn, o, s *server, listed map[string]struct{}) {
+func (r *Registry) handOverLocked(w *wtxn, o, s *server, listed map[string]struct{}) {
 	r.imu.Lock()
 	defer r.imu.Unlock()
 	keep := make([]string, 0, len(o.names))
 	for _, n := range o.names {
-		id, ok := r.idx.get(n)
-		if _, want := listed[n]; !want || !ok || id != o.id {
+		slot, dups, ok := r.idx.holder(n)
+		if _, want := listed[n]; !want || !ok || slot != o.slot {
 			keep = append(keep, n)
 			continue
 		}
-		if r.dupNames[n] > 0 {
-			if c, _ := txn.First(tabConflicts, "id", n, s.key); c != nil {
+		if dups > 0 {
+			if c := w.conflict(n, s.guid); c != nil {
 				// s claimed it as a duplicate: it is no longer one.
-				_ = txn.Delete(tabConflicts, c)
-				r.decDup(n)
+				w.delete(tabConflicts, c)
+				r.idx.addDups(n, -1)
 				r.claims-- // o's claim goes below, s's stays
 			} else {
 				s.names = append(s.names, n)
 			}
-			it, _ := txn.Get(tabConflicts, "name", n)
-			var rows []*conflictRow
-			for c := it.Next(); c != nil; c = it.Next() {
-				rows = append(rows, c.(*conflictRow))
-			}
-			for _, c := range rows {
-				if c.Holder == o.key {
+			for _, c := range w.conflictsOn(n) {
+				if c.Holder == o.guid {
 					cc := *c
-					cc.Holder = s.key
-					_ = txn.Insert(tabConflicts, &cc)
+					cc.Holder = s.guid
+					w.insert(tabConflicts, &cc)
 				}
 			}
 		} else {
 			s.names = append(s.names, n)
 		}
-		r.idx.set(n, s.id)
+		r.idx.set(n, s.slot)
 		r.gen.Add(1)
 		o.held--
 		s.held++
@@ -602,36 +539,45 @@ func (r *Registry) handOverLocked(txn *memdb.Txn, o, s *server, listed map[strin
 	o.names = keep
 }
 
-func (r *Registry) newServerLocked(g pva.GUID) *server {
-	s := &server{guid: g, key: guidKey(g)}
+// newServerLocked gives a new server a slot and its Holder; wmu and imu
+// held. Its row is inserted by putRow.
+func (r *Registry) newServerLocked(info *ServerInfo) *server {
+	h := &Holder{GUID: info.GUID, Addr: info.Addr, Protocol: info.Protocol}
 	if n := len(r.free); n > 0 {
-		s.id = r.free[n-1]
-		r.free = r.free[:n-1]
-		r.byID[s.id] = s
+		h.ID, r.free = r.free[n-1], r.free[:n-1]
+		r.holders[h.ID] = h
 	} else {
-		s.id = uint32(len(r.byID))
-		r.byID = append(r.byID, s)
+		h.ID = uint32(len(r.holders))
+		r.holders = append(r.holders, h)
 	}
-	r.byGUID[g] = s
-	return s
+	return &server{slot: h.ID, guid: info.GUID}
 }
 
+// setHolderLocked gives s a new Holder (Holders are immutable); wmu held.
 func (r *Registry) setHolderLocked(s *server, info *ServerInfo) {
-	h := &Holder{ID: s.id, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol}
+	h := &Holder{ID: s.slot, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol}
 	r.imu.Lock()
-	for int(s.id) >= len(r.holders) {
-		r.holders = append(r.holders, nil)
-	}
-	r.holders[s.id] = h
+	r.holders[s.slot] = h
 	r.imu.Unlock()
 }
 
-func (r *Registry) putRow(txn *memdb.Txn, s *server, info *ServerInfo) {
+// putRow stores info, with s's name counts, as s's row: a new row, since
+// rows are immutable, and none when nothing changed, so that watchers are
+// woken only by changes.
+func (r *Registry) putRow(w *wtxn, s *server, info *ServerInfo) {
 	info.Names, info.Held = len(s.names), s.held
-	row := &serverRow{Key: s.key, AddrKey: addrKey(info), Info: *info}
-	if err := txn.Insert(tabServers, row); err != nil {
-		panic(fmt.Sprintf("registry: insert server: %v", err)) // schema invariant
+	old := s.row
+	if old != nil && old.Info == *info {
+		return
 	}
+	if old != nil && !old.Info.Verified {
+		r.unverified--
+	}
+	if !info.Verified {
+		r.unverified++
+	}
+	row := &serverRow{GUID: s.guid, Slot: s.slot, AddrKey: addrKey(info), Info: *info, srv: s}
+	w.insert(tabServers, row)
 	s.row = row
 }
 
@@ -640,7 +586,9 @@ func (r *Registry) putRow(txn *memdb.Txn, s *server, info *ServerInfo) {
 func (r *Registry) SetProbeState(g pva.GUID, st ProbeState, probeErr error) error {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	s := r.byGUID[g]
+	w := r.write()
+	defer w.abort()
+	s := w.server(g)
 	if s == nil {
 		return ErrUnknownServer
 	}
@@ -656,9 +604,8 @@ func (r *Registry) SetProbeState(g pva.GUID, st ProbeState, probeErr error) erro
 	if st == ProbeConnected || st == ProbeListed {
 		info.Verified = true
 	}
-	txn := r.db.Txn(true)
-	r.putRow(txn, s, &info)
-	txn.Commit()
+	r.putRow(w, s, &info)
+	r.commit(w)
 	return nil
 }
 
@@ -671,23 +618,21 @@ func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
 	r.wmu.Lock()
 	var added []string
 	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	s := r.byGUID[g]
+	w := r.write()
+	defer w.abort()
+	s := w.server(g)
 	if s == nil {
 		return ErrUnknownServer
 	}
-	txn := r.db.Txn(true)
-	defer txn.Abort()
-	added, err := r.replaceLocked(txn, s, names, how, r.clk.Now())
-	info := s.row.Info
-	r.putRow(txn, s, &info)
-	txn.Commit()
+	added, err := r.replaceLocked(w, s, names, how, r.clk.Now())
+	r.commit(w)
 	r.shrinkIndex()
 	return err
 }
 
 // replaceLocked replaces s's claims by names; wmu held. It returns the
 // names that became answerable.
-func (r *Registry) replaceLocked(txn *memdb.Txn, s *server, names []string, how Source, now time.Time) (added []string, err error) {
+func (r *Registry) replaceLocked(w *wtxn, s *server, names []string, how Source, now time.Time) (added []string, err error) {
 	g := s.guid
 	fresh := make(map[string]struct{}, len(names))
 	for _, n := range names {
@@ -730,12 +675,12 @@ func (r *Registry) replaceLocked(txn *memdb.Txn, s *server, names []string, how 
 	var dl dupLog
 	r.imu.Lock()
 	for _, n := range removed {
-		if t := r.releaseLocked(txn, s, n); t != "" {
+		if t := r.releaseLocked(w, s, n); t != "" {
 			added = append(added, t)
 		}
 	}
 	for _, n := range adds {
-		if r.claimLocked(txn, s, n, how, now, &dl) {
+		if r.claimLocked(w, s, n, how, now, &dl) {
 			added = append(added, n)
 		}
 	}
@@ -745,14 +690,9 @@ func (r *Registry) replaceLocked(txn *memdb.Txn, s *server, names []string, how 
 	s.extra = nil
 	info := s.row.Info
 	info.ListedAt, info.ListedHow, info.Verified = now, how, true
-	r.putRow(txn, s, &info)
+	r.putRow(w, s, &info)
 	dl.flush(r, s)
 	return added, err
-}
-
-// AddName adds one claim (search-through reply or static configuration).
-func (r *Registry) AddName(g pva.GUID, name string, how Source) error {
-	return r.AddNames(g, []string{name}, how)
 }
 
 // AddNames adds claims to g's set, keeping the rest; names already claimed
@@ -762,13 +702,13 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 	var added []string
 	var err error
 	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	s := r.byGUID[g]
+	w := r.write()
+	defer w.abort()
+	s := w.server(g)
 	if s == nil {
 		return ErrUnknownServer
 	}
 	now := r.clk.Now()
-	txn := r.db.Txn(true)
-	defer txn.Abort()
 	var dl dupLog
 	if s.extra == nil {
 		s.extra = make(map[string]learned)
@@ -779,7 +719,7 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 		if n == "" || !r.nameFits(n) {
 			continue
 		}
-		if _, ok := s.extra[n]; ok || r.claimsLocked(txn, s, n) {
+		if _, ok := s.extra[n]; ok || r.claimsLocked(w, s, n) {
 			s.extra[n] = learned{how, now}
 			continue
 		}
@@ -791,7 +731,7 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 			err = ErrNameLimit
 			continue
 		}
-		if r.claimLocked(txn, s, n, how, now, &dl) {
+		if r.claimLocked(w, s, n, how, now, &dl) {
 			added = append(added, n)
 		}
 		r.claims++
@@ -800,22 +740,19 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 	}
 	r.imu.Unlock()
 	info := s.row.Info
-	r.putRow(txn, s, &info)
-	txn.Commit()
+	r.putRow(w, s, &info)
+	r.commit(w)
 	dl.flush(r, s)
 	return err
 }
 
 // claimsLocked reports whether s already claims n (held or duplicate).
-func (r *Registry) claimsLocked(txn *memdb.Txn, s *server, n string) bool {
-	if id, ok := r.idx.get(n); ok && id == s.id {
-		return true
-	}
-	if r.dupNames[n] == 0 {
+func (r *Registry) claimsLocked(w *wtxn, s *server, n string) bool {
+	slot, dups, ok := r.idx.holder(n)
+	if !ok {
 		return false
 	}
-	o, _ := txn.First(tabConflicts, "id", n, s.key)
-	return o != nil
+	return slot == s.slot || dups > 0 && w.conflict(n, s.guid) != nil
 }
 
 // dupLog bounds duplicate logging to a few lines per operation.
@@ -840,10 +777,10 @@ func (d *dupLog) flush(r *Registry, s *server) {
 	if d.n == 0 {
 		return
 	}
-	for id := range d.other {
-		h := r.byID[id]
+	for slot := range d.other {
+		h := r.holders[slot]
 		r.log.Warn("duplicate PV names: first claim kept",
-			zap.Stringer("holder_guid", h.guid), zap.Stringer("holder", h.row.Info.Addr),
+			zap.Stringer("holder_guid", h.GUID), zap.Stringer("holder", h.Addr),
 			zap.Stringer("claimant_guid", s.guid), zap.Stringer("claimant", s.row.Info.Addr),
 			zap.Int("names", d.n), zap.Strings("examples", d.first))
 	}
@@ -851,19 +788,16 @@ func (d *dupLog) flush(r *Registry, s *server) {
 
 // claimLocked records s's claim on n (not yet claimed by s); imu and wmu
 // held. It reports whether s became the holder.
-func (r *Registry) claimLocked(txn *memdb.Txn, s *server, n string, how Source, now time.Time, dl *dupLog) bool {
-	if id, ok := r.idx.get(n); ok {
+func (r *Registry) claimLocked(w *wtxn, s *server, n string, how Source, now time.Time, dl *dupLog) bool {
+	if slot, ok := r.idx.get(n); ok {
 		r.seq++
-		row := &conflictRow{Name: n, Holder: r.byID[id].key, Claimant: s.key, Seq: r.seq, Since: now, How: how}
-		if err := txn.Insert(tabConflicts, row); err != nil {
-			panic(fmt.Sprintf("registry: insert conflict: %v", err))
-		}
-		r.dupNames[n]++
+		w.insert(tabConflicts, &conflictRow{Name: n, Holder: r.holders[slot].GUID, Claimant: s.guid, Seq: r.seq, Since: now, How: how})
+		r.idx.addDups(n, 1)
 		r.st.dups.Add(1)
-		dl.add(n, id)
+		dl.add(n, slot)
 		return false
 	}
-	r.idx.set(n, s.id)
+	r.idx.set(n, s.slot)
 	r.gen.Add(1)
 	s.held++
 	return true
@@ -872,64 +806,43 @@ func (r *Registry) claimLocked(txn *memdb.Txn, s *server, n string, how Source, 
 // releaseLocked drops s's claim on n; imu and wmu held. If s held n and
 // another server claims it, the earliest claimant takes over and n is
 // returned (the name is answerable by a new server).
-func (r *Registry) releaseLocked(txn *memdb.Txn, s *server, n string) string {
-	id, ok := r.idx.get(n)
-	if !ok || id != s.id {
-		if r.dupNames[n] > 0 {
-			if c, _ := txn.First(tabConflicts, "id", n, s.key); c != nil {
-				_ = txn.Delete(tabConflicts, c)
-				r.decDup(n)
+func (r *Registry) releaseLocked(w *wtxn, s *server, n string) string {
+	slot, dups, ok := r.idx.holder(n)
+	if !ok || slot != s.slot {
+		if dups > 0 {
+			if c := w.conflict(n, s.guid); c != nil {
+				w.delete(tabConflicts, c)
+				r.idx.addDups(n, -1)
 			}
 		}
 		return ""
 	}
 	s.held--
 	r.gen.Add(1)
-	if r.dupNames[n] == 0 {
+	if dups == 0 {
 		r.idx.delete(n)
 		return ""
 	}
-	it, _ := txn.Get(tabConflicts, "name", n)
-	var rows []*conflictRow
-	for o := it.Next(); o != nil; o = it.Next() {
-		rows = append(rows, o.(*conflictRow))
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Seq < rows[j].Seq })
+	rows := w.conflictsOn(n)
 	next := rows[0]
-	ns := r.byGUID[mustGUID(next.Claimant)]
-	_ = txn.Delete(tabConflicts, next)
-	r.decDup(n)
-	r.idx.set(next.Name, ns.id) // the claimant's copy of the string, so s's can go
+	ns := w.server(next.Claimant)
+	w.delete(tabConflicts, next)
+	r.idx.addDups(n, -1)
+	r.idx.set(next.Name, ns.slot) // the claimant's copy of the string, so s's can go
 	ns.held++
 	for _, c := range rows[1:] {
 		cc := *c
-		cc.Holder = ns.key
-		_ = txn.Insert(tabConflicts, &cc)
+		cc.Holder = ns.guid
+		w.insert(tabConflicts, &cc)
 	}
 	if ns.row != nil {
 		info := ns.row.Info
-		r.putRow(txn, ns, &info)
+		r.putRow(w, ns, &info)
 	}
 	r.st.takeovers.Add(1)
 	r.log.Info("duplicate PV name taken over", zap.String("name", n),
 		zap.Stringer("old_guid", s.guid), zap.Stringer("guid", ns.guid), zap.Stringer("endpoint", ns.row.Info.Addr))
 	return n
-}
-
-func (r *Registry) decDup(n string) {
-	if r.dupNames[n] <= 1 {
-		delete(r.dupNames, n)
-	} else {
-		r.dupNames[n]--
-	}
-}
-
-func mustGUID(k string) pva.GUID {
-	g, err := pva.ParseGUID(k)
-	if err != nil {
-		panic(err)
-	}
-	return g
 }
 
 // RemoveServer removes g and every claim it made; names it held pass to
@@ -938,127 +851,63 @@ func (r *Registry) RemoveServer(g pva.GUID) error {
 	r.wmu.Lock()
 	var added []string
 	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	s := r.byGUID[g]
+	w := r.write()
+	defer w.abort()
+	s := w.server(g)
 	if s == nil {
 		return ErrUnknownServer
 	}
-	txn := r.db.Txn(true)
-	defer txn.Abort()
-	added = r.removeLocked(txn, s)
-	txn.Commit()
+	added = r.removeLocked(w, s)
+	r.commit(w)
 	r.shrinkIndex()
 	return nil
 }
 
-func (r *Registry) removeLocked(txn *memdb.Txn, s *server) (added []string) {
+func (r *Registry) removeLocked(w *wtxn, s *server) (added []string) {
 	r.imu.Lock()
 	for _, n := range s.names {
-		if t := r.releaseLocked(txn, s, n); t != "" {
+		if t := r.releaseLocked(w, s, n); t != "" {
 			added = append(added, t)
 		}
 	}
-	r.holders[s.id] = nil
+	r.holders[s.slot] = nil
 	r.imu.Unlock()
 	r.claims -= len(s.names)
-	_ = txn.Delete(tabServers, s.row)
-	delete(r.byGUID, s.guid)
-	r.byID[s.id] = nil
-	r.free = append(r.free, s.id)
+	if !s.row.Info.Verified {
+		r.unverified--
+	}
+	w.delete(tabServers, s.row)
+	r.free = append(r.free, s.slot)
 	return added
 }
 
-// ExpireUnverified removes servers loaded from a snapshot and not confirmed
+// expireUnverified removes servers loaded from a snapshot and not confirmed
 // within UnverifiedTTL of their load, as of now. It returns how many.
-func (r *Registry) ExpireUnverified(now time.Time) int {
+func (r *Registry) expireUnverified(now time.Time) int {
 	r.wmu.Lock()
 	var added []string
 	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	txn := r.db.Txn(true)
-	defer txn.Abort()
+	w := r.write()
+	defer w.abort()
+	var all []*server
+	it, _ := w.t.Get(tabServers, "id")
+	for o := it.Next(); o != nil; o = it.Next() {
+		all = append(all, o.(*serverRow).srv)
+	}
 	n := 0
-	for _, s := range r.byID {
-		if s == nil || s.row.Info.Verified || now.Before(s.row.Info.LoadedAt.Add(r.opts.UnverifiedTTL)) {
+	for _, s := range all {
+		if s.row.Info.Verified || now.Before(s.row.Info.LoadedAt.Add(r.opts.UnverifiedTTL)) {
 			continue
 		}
 		r.log.Info("dropping unconfirmed server from snapshot", zap.Stringer("guid", s.guid),
 			zap.Stringer("endpoint", s.row.Info.Addr), zap.Int("names", len(s.names)))
-		added = append(added, r.removeLocked(txn, s)...)
+		added = append(added, r.removeLocked(w, s)...)
 		n++
 	}
-	txn.Commit()
+	r.commit(w)
 	r.shrinkIndex()
 	r.st.expired.Add(uint64(n))
 	return n
-}
-
-// Server returns one server's row.
-func (r *Registry) Server(g pva.GUID) (ServerInfo, bool) {
-	o, _ := r.db.Txn(false).First(tabServers, "id", guidKey(g))
-	if o == nil {
-		return ServerInfo{}, false
-	}
-	return o.(*serverRow).Info, true
-}
-
-// Servers lists every server, ordered by GUID.
-func (r *Registry) Servers() []ServerInfo {
-	it, _ := r.db.Txn(false).Get(tabServers, "id")
-	var out []ServerInfo
-	for o := it.Next(); o != nil; o = it.Next() {
-		out = append(out, o.(*serverRow).Info)
-	}
-	return out
-}
-
-// WatchServers returns a channel closed at the next change to the servers
-// table (for the operator API).
-func (r *Registry) WatchServers() <-chan struct{} {
-	it, _ := r.db.Txn(false).Get(tabServers, "id")
-	return it.WatchCh()
-}
-
-// WatchDuplicates returns a channel closed at the next change to the
-// duplicate claims.
-func (r *Registry) WatchDuplicates() <-chan struct{} {
-	it, _ := r.db.Txn(false).Get(tabConflicts, "id")
-	return it.WatchCh()
-}
-
-// Duplicates lists every duplicate claim with both endpoints, ordered by
-// name then claim order.
-func (r *Registry) Duplicates() []Duplicate {
-	txn := r.db.Txn(false)
-	it, _ := txn.Get(tabConflicts, "id")
-	var rows []*conflictRow
-	for o := it.Next(); o != nil; o = it.Next() {
-		rows = append(rows, o.(*conflictRow))
-	}
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].Name != rows[j].Name {
-			return rows[i].Name < rows[j].Name
-		}
-		return rows[i].Seq < rows[j].Seq
-	})
-	out := make([]Duplicate, 0, len(rows))
-	for _, c := range rows {
-		d := Duplicate{Name: c.Name, Since: c.Since, ClaimantSource: c.How}
-		if o, _ := txn.First(tabServers, "id", c.Holder); o != nil {
-			d.Holder, d.HolderAddr = o.(*serverRow).Info.GUID, o.(*serverRow).Info.Addr
-		}
-		if o, _ := txn.First(tabServers, "id", c.Claimant); o != nil {
-			d.Claimant, d.ClaimantAddr = o.(*serverRow).Info.GUID, o.(*serverRow).Info.Addr
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-// Names lists held names matching pattern, sorted, at most limit (0: no
-// limit). A pattern with '*' or '?' is a glob ('*' any run, '?' one byte);
-// otherwise it is a prefix ("" lists all). See NamesContext.
-func (r *Registry) Names(pattern string, limit int) []NameInfo {
-	out, _ := r.NamesContext(context.Background(), pattern, limit)
-	return out
 }
 
 // namesScanChunk is the index slots copied per hold of imu (read): a writer
@@ -1069,8 +918,11 @@ const namesScanChunk = 4096
 // namesDetailChunk is the names whose details are read per hold of wmu.
 const namesDetailChunk = 256
 
-// NamesContext is Names for the operator API: it never holds a registry
-// lock for more than one short chunk (the index is copied namesScanChunk
+// NamesContext lists held names matching pattern, sorted, at most limit (0:
+// no limit). A pattern with '*' or '?' is a glob ('*' any run, '?' one
+// byte); otherwise it is a prefix ("" lists all).
+//
+// It never holds a registry lock for more than one short chunk (the index is copied namesScanChunk
 // slots at a time under the read lock and matched outside any lock; the
 // details are read namesDetailChunk names at a time), so a listing of a
 // million names delays no search answer and no writer. It keeps at most
@@ -1142,15 +994,19 @@ func (r *Registry) NamesContext(ctx context.Context, pattern string, limit int) 
 			return nil, err
 		}
 		r.wmu.Lock()
+		txn := r.db.Txn(false) // as of the last commit: wmu keeps it the latest
+		var row *serverRow
 		for _, n := range found[i:min(i+namesDetailChunk, len(found))] {
-			id, ok := r.idx.get(n)
+			slot, dups, ok := r.idx.holder(n)
 			if !ok {
 				continue // released since the scan
 			}
-			s := r.byID[id]
-			ni := NameInfo{Name: n, GUID: s.guid, Addr: s.row.Info.Addr, How: s.row.Info.ListedHow,
-				At: s.row.Info.ListedAt, Claimant: r.dupNames[n]}
-			if l, ok := s.extra[n]; ok {
+			if row == nil || row.Slot != slot {
+				row = serverBy(txn, "slot", slot)
+			}
+			ni := NameInfo{Name: n, GUID: row.GUID, Addr: row.Info.Addr, How: row.Info.ListedHow,
+				At: row.Info.ListedAt, Claimant: int(dups)}
+			if l, ok := row.srv.extra[n]; ok {
 				ni.How, ni.At = l.how, l.at
 			}
 			out = append(out, ni)
@@ -1182,35 +1038,6 @@ func globMatch(p, s string) bool {
 		px++
 	}
 	return px == len(p)
-}
-
-// ServerNames returns the names g claims (held or duplicate), sorted.
-func (r *Registry) ServerNames(g pva.GUID) ([]string, bool) {
-	r.wmu.Lock()
-	defer r.wmu.Unlock()
-	s := r.byGUID[g]
-	if s == nil {
-		return nil, false
-	}
-	out := append([]string(nil), s.names...)
-	sort.Strings(out)
-	return out, true
-}
-
-// Counts returns the registry's size.
-func (r *Registry) Counts() Counts {
-	r.wmu.Lock()
-	defer r.wmu.Unlock()
-	c := Counts{Servers: len(r.byGUID), Names: r.idx.count, Claims: r.claims, DuplicateNames: len(r.dupNames)}
-	for _, v := range r.dupNames {
-		c.Duplicates += v
-	}
-	for _, s := range r.byGUID {
-		if !s.row.Info.Verified {
-			c.Unverified++
-		}
-	}
-	return c
 }
 
 // Stats returns the monotonic counters.

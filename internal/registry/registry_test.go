@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -53,6 +54,36 @@ func holderOf(t tb, r *Registry, name string) (pva.GUID, bool) {
 		return pva.GUID{}, false
 	}
 	return h.GUID, true
+}
+
+// listNames is NamesContext without a deadline.
+func listNames(r *Registry, pattern string, limit int) []NameInfo {
+	out, err := r.NamesContext(context.Background(), pattern, limit)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// claimsOf returns the names g claims (held or duplicate), sorted.
+func claimsOf(r *Registry, g pva.GUID) ([]string, bool) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	row := serverBy(r.db.Txn(false), "id", g)
+	if row == nil {
+		return nil, false
+	}
+	return slices.Sorted(slices.Values(row.srv.names)), true
+}
+
+// slotOf returns g's slot.
+func slotOf(t tb, r *Registry, g pva.GUID) uint32 {
+	t.Helper()
+	row := serverBy(r.db.Txn(false), "id", g)
+	if row == nil {
+		t.Fatal("no server", g)
+	}
+	return row.Slot
 }
 
 func TestUpsertServer(t *testing.T) {
@@ -169,7 +200,7 @@ func TestListedReplacesAtEndpoint(t *testing.T) {
 	if c.Servers != 2 || c.Names != 4 || c.Claims != 5 || c.Duplicates != 1 {
 		t.Fatalf("counts %+v", c)
 	}
-	if d := r.Duplicates(); len(d) != 1 || d[0].Name != "a" || d[0].Holder != guid(7) || d[0].Claimant != guid(2) {
+	if d := r.View().Duplicates; len(d) != 1 || d[0].Name != "a" || d[0].Holder != guid(7) || d[0].Claimant != guid(2) {
 		t.Fatalf("duplicates %+v", d)
 	}
 	slices.Sort(seen)
@@ -249,9 +280,9 @@ func TestReplaceNames(t *testing.T) {
 			t.Errorf("%s: found=%v want %v", name, ok, want)
 		}
 	}
-	got, _ := r.ServerNames(guid(1))
+	got, _ := claimsOf(r, guid(1))
 	if !slices.Equal(got, []string{"x:b", "y:c", "z:d"}) {
-		t.Fatalf("ServerNames = %v", got)
+		t.Fatalf("claims = %v", got)
 	}
 	if len(notified) != 2 || !slices.Equal(notified[0], []string{"x:a", "x:b", "y:c"}) || !slices.Equal(notified[1], []string{"z:d"}) {
 		t.Fatalf("notifications %v", notified)
@@ -276,21 +307,21 @@ func TestAddNameAndNames(t *testing.T) {
 	r.ReplaceNames(guid(1), []string{"SR:C1:BPM1", "SR:C1:BPM2", "SR:C2:BPM1"}, SourceProbe)
 	listed := fc.Now()
 	fc.Advance(time.Second)
-	if err := r.AddName(guid(2), "LN:GUN:V", SourceSearchThrough); err != nil {
+	if err := r.AddNames(guid(2), []string{"LN:GUN:V"}, SourceSearchThrough); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AddName(guid(2), "LN:GUN:V", SourceSearchThrough); err != nil { // idempotent
+	if err := r.AddNames(guid(2), []string{"LN:GUN:V"}, SourceSearchThrough); err != nil { // idempotent
 		t.Fatal(err)
 	}
 	if c := r.Counts(); c.Claims != 4 {
-		t.Fatalf("claims after repeated AddName: %+v", c)
+		t.Fatalf("claims after repeated AddNames: %+v", c)
 	}
-	if err := r.AddName(guid(3), "z", SourceStatic); !errors.Is(err, ErrUnknownServer) {
+	if err := r.AddNames(guid(3), []string{"z"}, SourceStatic); !errors.Is(err, ErrUnknownServer) {
 		t.Fatalf("unknown: %v", err)
 	}
 	names := func(p string, lim int) []string {
 		var out []string
-		for _, n := range r.Names(p, lim) {
+		for _, n := range listNames(r, p, lim) {
 			out = append(out, n.Name)
 		}
 		return out
@@ -307,7 +338,7 @@ func TestAddNameAndNames(t *testing.T) {
 	if got := names("", 0); len(got) != 4 {
 		t.Errorf("all: %v", got)
 	}
-	all := r.Names("", 0)
+	all := listNames(r, "", 0)
 	if all[0].Name != "LN:GUN:V" || all[0].How != SourceSearchThrough || !all[0].At.Equal(fc.Now()) || all[0].GUID != guid(2) {
 		t.Errorf("search-through name info %+v", all[0])
 	}
@@ -403,11 +434,11 @@ func TestDuplicatesAndTakeover(t *testing.T) {
 	r.Subscribe(func(a []string) { notified = append(notified, a...) })
 	r.ReplaceNames(guid(1), []string{"dup", "one"}, SourceProbe)
 	r.ReplaceNames(guid(2), []string{"dup", "two"}, SourceProbe)
-	r.AddName(guid(3), "dup", SourceSearchThrough)
+	r.AddNames(guid(3), []string{"dup"}, SourceSearchThrough)
 	if g, _ := holderOf(t, r, "dup"); g != guid(1) {
 		t.Fatalf("first claim must win, holder %v", g)
 	}
-	d := r.Duplicates()
+	d := r.View().Duplicates
 	if len(d) != 2 || d[0].Claimant != guid(2) || d[1].Claimant != guid(3) ||
 		d[0].Holder != guid(1) || d[0].HolderAddr != addr(1) || d[0].ClaimantAddr != addr(2) ||
 		d[1].ClaimantSource != SourceSearchThrough {
@@ -428,7 +459,7 @@ func TestDuplicatesAndTakeover(t *testing.T) {
 	if !slices.Equal(notified, []string{"dup"}) {
 		t.Fatalf("takeover not notified: %v", notified)
 	}
-	d = r.Duplicates()
+	d = r.View().Duplicates
 	if len(d) != 1 || d[0].Holder != guid(2) || d[0].Claimant != guid(3) {
 		t.Fatalf("duplicates after takeover %+v", d)
 	}
@@ -437,8 +468,8 @@ func TestDuplicatesAndTakeover(t *testing.T) {
 	if g, _ := holderOf(t, r, "dup"); g != guid(3) {
 		t.Fatalf("holder after removal %v", g)
 	}
-	if len(r.Duplicates()) != 0 || r.Counts().DuplicateNames != 0 {
-		t.Fatalf("duplicates remain: %+v", r.Duplicates())
+	if len(r.View().Duplicates) != 0 || r.Counts().DuplicateNames != 0 {
+		t.Fatalf("duplicates remain: %+v", r.View().Duplicates)
 	}
 	s3, _ := r.Server(guid(3))
 	if s3.Held != 1 || s3.Names != 1 {
@@ -446,13 +477,13 @@ func TestDuplicatesAndTakeover(t *testing.T) {
 	}
 	// A claimant that stops claiming just leaves the list.
 	r.ReplaceNames(guid(1), []string{"one", "dup"}, SourceProbe)
-	r.AddName(guid(1), "dup", SourceProbe)
-	if len(r.Duplicates()) != 1 {
-		t.Fatalf("re-claim: %+v", r.Duplicates())
+	r.AddNames(guid(1), []string{"dup"}, SourceProbe)
+	if len(r.View().Duplicates) != 1 {
+		t.Fatalf("re-claim: %+v", r.View().Duplicates)
 	}
 	r.ReplaceNames(guid(1), []string{"one"}, SourceProbe)
-	if len(r.Duplicates()) != 0 {
-		t.Fatalf("dropped claim kept: %+v", r.Duplicates())
+	if len(r.View().Duplicates) != 0 {
+		t.Fatalf("dropped claim kept: %+v", r.View().Duplicates)
 	}
 	if g, _ := holderOf(t, r, "dup"); g != guid(3) {
 		t.Fatalf("holder changed by a claimant leaving: %v", g)
@@ -516,8 +547,8 @@ func TestBounds(t *testing.T) {
 	if c := r.Counts(); c.Claims != 5 || c.Servers != 2 {
 		t.Fatalf("counts %+v", c)
 	}
-	if err := r.AddName(guid(2), "h", SourceStatic); !errors.Is(err, ErrNameLimit) {
-		t.Fatalf("AddName over bound: %v", err)
+	if err := r.AddNames(guid(2), []string{"h"}, SourceStatic); !errors.Is(err, ErrNameLimit) {
+		t.Fatalf("AddNames over bound: %v", err)
 	}
 	// A replace that frees room may use it.
 	if err := r.ReplaceNames(guid(1), []string{"a"}, SourceProbe); err != nil {
@@ -539,8 +570,8 @@ func TestSnapshotRoundTripAndExpiry(t *testing.T) {
 	}
 	r.ReplaceNames(guid(1), []string{"a", "dup", "b"}, SourceProbe)
 	r.ReplaceNames(guid(2), []string{"dup", "c"}, SourceProbe)
-	r.AddName(guid(3), "dup", SourceSearchThrough)
-	r.AddName(guid(3), "st", SourceStatic)
+	r.AddNames(guid(3), []string{"dup"}, SourceSearchThrough)
+	r.AddNames(guid(3), []string{"st"}, SourceStatic)
 	r.SetProbeState(guid(2), ProbeFailed, errors.New("boom"))
 	dir := t.TempDir()
 	path := filepath.Join(dir, "registry.snap")
@@ -566,10 +597,10 @@ func TestSnapshotRoundTripAndExpiry(t *testing.T) {
 	if !slices.Equal(notified, []string{"a", "b", "c", "dup", "st"}) {
 		t.Fatalf("load notified %v", notified)
 	}
-	if !sameNames(r.Names("", 0), r2.Names("", 0)) {
-		t.Fatalf("names differ:\n%v\n%v", r.Names("", 0), r2.Names("", 0))
+	if !sameNames(listNames(r, "", 0), listNames(r2, "", 0)) {
+		t.Fatalf("names differ:\n%v\n%v", listNames(r, "", 0), listNames(r2, "", 0))
 	}
-	d1, d2 := r.Duplicates(), r2.Duplicates()
+	d1, d2 := r.View().Duplicates, r2.View().Duplicates
 	if len(d1) != len(d2) {
 		t.Fatalf("duplicates %v vs %v", d1, d2)
 	}
@@ -644,31 +675,6 @@ func TestSnapshotDamaged(t *testing.T) {
 	r2, _ := newTest(t, Options{})
 	if err := r2.LoadSnapshot(filepath.Join(t.TempDir(), "none")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
-	}
-}
-
-func TestWatchServers(t *testing.T) {
-	r, _ := newTest(t, Options{})
-	ch := r.WatchServers()
-	dch := r.WatchDuplicates()
-	mustUpsert(t, r, 1)
-	select {
-	case <-ch:
-	default:
-		t.Fatal("watch not fired by an upsert")
-	}
-	select {
-	case <-dch:
-		t.Fatal("duplicate watch fired without a duplicate")
-	default:
-	}
-	mustUpsert(t, r, 2)
-	r.ReplaceNames(guid(1), []string{"d"}, SourceProbe)
-	r.ReplaceNames(guid(2), []string{"d"}, SourceProbe)
-	select {
-	case <-dch:
-	default:
-		t.Fatal("duplicate watch not fired")
 	}
 }
 

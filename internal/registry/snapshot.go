@@ -92,11 +92,11 @@ func (r *Registry) encode(buf *bytes.Buffer) {
 	w := &snapWriter{b: buf}
 	buf.WriteString(snapMagic)
 	buf.Write(binary.LittleEndian.AppendUint32(nil, snapVersion))
+	txn := r.db.Txn(false) // as of the last commit: wmu keeps it the latest
+	it, _ := txn.Get(tabServers, "slot")
 	var servers []*server
-	for _, s := range r.byID {
-		if s != nil {
-			servers = append(servers, s)
-		}
+	for o := it.Next(); o != nil; o = it.Next() {
+		servers = append(servers, o.(*serverRow).srv)
 	}
 	w.uv(uint64(len(servers)))
 	for _, s := range servers {
@@ -119,7 +119,7 @@ func (r *Registry) encode(buf *bytes.Buffer) {
 		for _, n := range s.names {
 			w.str(n)
 			var fl uint8
-			if id, ok := r.idx.get(n); ok && id == s.id {
+			if slot, ok := r.idx.get(n); ok && slot == s.slot {
 				fl |= 1
 			}
 			l, extra := s.extra[n]
@@ -133,8 +133,7 @@ func (r *Registry) encode(buf *bytes.Buffer) {
 			}
 		}
 	}
-	txn := r.db.Txn(false)
-	it, _ := txn.Get(tabConflicts, "id")
+	it, _ = txn.Get(tabConflicts, "id")
 	var rows []*conflictRow
 	for o := it.Next(); o != nil; o = it.Next() {
 		rows = append(rows, o.(*conflictRow))
@@ -143,8 +142,7 @@ func (r *Registry) encode(buf *bytes.Buffer) {
 	w.uv(uint64(len(rows)))
 	for _, c := range rows {
 		w.str(c.Name)
-		g := mustGUID(c.Claimant)
-		buf.Write(g[:])
+		buf.Write(c.Claimant[:])
 	}
 	buf.Write(binary.LittleEndian.AppendUint32(nil, crc32.ChecksumIEEE(buf.Bytes())))
 }
@@ -249,7 +247,7 @@ type snapServer struct {
 
 // LoadSnapshot fills an empty registry from path. Every server is marked
 // unverified and is dropped if not confirmed within UnverifiedTTL (a timer
-// on the registry's clock calls ExpireUnverified). A missing file is
+// on the registry's clock calls expireUnverified). A missing file is
 // reported as an error wrapping os.ErrNotExist; a damaged one as
 // ErrSnapshot, leaving the registry empty.
 func (r *Registry) LoadSnapshot(path string) error {
@@ -334,14 +332,14 @@ func (r *Registry) LoadSnapshot(path string) error {
 	r.wmu.Lock()
 	var added []string
 	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	if len(r.byGUID) != 0 {
+	if r.serverCount() != 0 {
 		return ErrNotEmpty
 	}
 	now := r.clk.Now()
-	txn := r.db.Txn(true)
-	defer txn.Abort()
+	w := r.write()
+	defer w.abort()
 	var dl dupLog
-	byGUID := make(map[pva.GUID]*server, len(servers))
+	loaded := make([]*server, 0, len(servers))
 	total := 0
 	for i := range servers {
 		total += len(servers[i].names)
@@ -350,21 +348,17 @@ func (r *Registry) LoadSnapshot(path string) error {
 	r.imu.Lock()
 	for i := range servers {
 		ss := &servers[i]
-		if len(r.byGUID) >= r.opts.MaxServers {
+		if r.serverCount() >= r.opts.MaxServers {
 			r.st.serverLimit.Add(1)
 			continue
 		}
-		if _, dup := r.byGUID[ss.info.GUID]; dup {
+		if w.server(ss.info.GUID) != nil {
 			continue
 		}
-		s := r.newServerLocked(ss.info.GUID)
-		byGUID[s.guid] = s
 		info := ss.info
 		info.Verified, info.LoadedAt = false, now
-		for int(s.id) >= len(r.holders) {
-			r.holders = append(r.holders, nil)
-		}
-		r.holders[s.id] = &Holder{ID: s.id, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol}
+		s := r.newServerLocked(&info)
+		loaded = append(loaded, s)
 		s.names = make([]string, 0, len(ss.names))
 		for _, e := range ss.names {
 			if e.fl&2 != 0 {
@@ -386,20 +380,20 @@ func (r *Registry) LoadSnapshot(path string) error {
 			if _, taken := r.idx.get(e.name); taken {
 				continue // damaged: two holders; the first stays
 			}
-			r.idx.set(e.name, s.id)
+			r.idx.set(e.name, s.slot)
 			s.held++
 			r.claims++
 			s.names = append(s.names, e.name)
 			added = append(added, e.name)
 		}
-		r.putRow(txn, s, &info)
+		r.putRow(w, s, &info)
 	}
 	for _, d := range dups {
-		s := byGUID[d.g]
-		if s == nil || r.claims >= r.opts.MaxNames || !r.nameFits(d.name) || r.claimsLocked(txn, s, d.name) {
+		s := w.server(d.g)
+		if s == nil || r.claims >= r.opts.MaxNames || !r.nameFits(d.name) || r.claimsLocked(w, s, d.name) {
 			continue
 		}
-		h := r.claimLocked(txn, s, d.name, s.row.Info.ListedHow, now, &dl)
+		h := r.claimLocked(w, s, d.name, s.row.Info.ListedHow, now, &dl)
 		if h {
 			added = append(added, d.name)
 		}
@@ -407,17 +401,17 @@ func (r *Registry) LoadSnapshot(path string) error {
 		s.names = append(s.names, d.name)
 	}
 	r.imu.Unlock()
-	for _, s := range byGUID {
+	for _, s := range loaded {
 		info := s.row.Info
-		r.putRow(txn, s, &info)
+		r.putRow(w, s, &info)
 	}
-	txn.Commit()
+	r.commit(w)
 	if r.expiry != nil {
 		r.expiry.Stop()
 	}
 	r.loadedAt = r.clk.Now()
-	r.expiry = r.clk.AfterFunc(r.opts.UnverifiedTTL, func() { r.ExpireUnverified(r.clk.Now()) })
+	r.expiry = r.clk.AfterFunc(r.opts.UnverifiedTTL, func() { r.expireUnverified(r.clk.Now()) })
 	r.log.Info("registry snapshot loaded", zap.String("path", path),
-		zap.Int("servers", len(r.byGUID)), zap.Int("claims", r.claims))
+		zap.Int("servers", r.serverCount()), zap.Int("claims", r.claims))
 	return nil
 }

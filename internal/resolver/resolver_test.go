@@ -115,7 +115,7 @@ func TestWaitAndPush(t *testing.T) {
 	c1, c2 := f.res.NewClient(p1.push), f.res.NewClient(p2.push)
 	// Both clients number their Channels from 0x12345678: same CIDs.
 	q := query("x", "y", "known")
-	f.reg.AddName(guid(3), "known", registry.SourceStatic)
+	f.reg.AddNames(guid(3), []string{"known"}, registry.SourceStatic)
 	var b Batch
 	f.res.Lookup(q, &b)
 	c1.Wait(q, b.Missing)
@@ -139,7 +139,7 @@ func TestWaitAndPush(t *testing.T) {
 		t.Fatalf("after push: drop %v waiting %d %d", s.drop, c1.Waiting(), c2.Waiting())
 	}
 	// Nothing pushed twice.
-	f.reg.AddName(guid(2), "x", registry.SourceSearchThrough)
+	f.reg.AddNames(guid(2), []string{"x"}, registry.SourceSearchThrough)
 	if g := p1.take(); len(g) != 0 {
 		t.Fatalf("pushed again: %+v", g)
 	}
@@ -147,7 +147,7 @@ func TestWaitAndPush(t *testing.T) {
 	if !slices.Equal(s.drop, []string{"x", "y"}) || f.res.Stats().Waiting != 0 {
 		t.Fatalf("close: drop %v stats %+v", s.drop, f.res.Stats())
 	}
-	f.reg.AddName(guid(1), "y", registry.SourceSearchThrough)
+	f.reg.AddNames(guid(1), []string{"y"}, registry.SourceSearchThrough)
 	if g := p1.take(); len(g) != 0 {
 		t.Fatalf("push after Close: %+v", g)
 	}
@@ -163,7 +163,7 @@ func TestWaitForNameResolvedSinceLookup(t *testing.T) {
 	q := query("late")
 	var b Batch
 	f.res.Lookup(q, &b)
-	f.reg.AddName(guid(2), "late", registry.SourceSearchThrough) // no waiter yet
+	f.reg.AddNames(guid(2), []string{"late"}, registry.SourceSearchThrough) // no waiter yet
 	c.Wait(q, b.Missing)
 	g := p.take()
 	if len(g) != 1 || g[0].Server.GUID != guid(2) || c.Waiting() != 0 {
@@ -190,7 +190,7 @@ func TestWaitExpiryAndRefresh(t *testing.T) {
 	if c.Waiting() != 0 || !slices.Equal(s.drop, []string{"a", "b"}) || f.res.Stats().Expired != 2 {
 		t.Fatalf("after refresh TTL: waiting %d drop %v stats %+v", c.Waiting(), s.drop, f.res.Stats())
 	}
-	f.reg.AddName(guid(1), "b", registry.SourceStatic)
+	f.reg.AddNames(guid(1), []string{"b"}, registry.SourceStatic)
 	if g := p.take(); len(g) != 0 {
 		t.Fatalf("expired waiter pushed: %+v", g)
 	}
@@ -207,11 +207,11 @@ func TestWaitBoundAndCIDReuse(t *testing.T) {
 	}
 	// The CID of "a" now means "z".
 	c.Wait([]pva.SearchName{{CID: q[0].CID, Name: []byte("z")}}, []int{0})
-	f.reg.AddName(guid(1), "a", registry.SourceStatic)
+	f.reg.AddNames(guid(1), []string{"a"}, registry.SourceStatic)
 	if g := p.take(); len(g) != 0 {
 		t.Fatalf("stale CID pushed: %+v", g)
 	}
-	f.reg.AddName(guid(1), "z", registry.SourceStatic)
+	f.reg.AddNames(guid(1), []string{"z"}, registry.SourceStatic)
 	if g := p.take(); len(g) != 1 || !slices.Equal(g[0].CIDs, []uint32{q[0].CID}) {
 		t.Fatalf("pushes %+v", g)
 	}
@@ -240,7 +240,7 @@ func TestPushOnTakeoverAfterHolderLeaves(t *testing.T) {
 	f := newFixture(t, registry.Options{}, Options{})
 	var p pushes
 	c := f.res.NewClient(p.push)
-	f.reg.AddName(guid(1), "n", registry.SourceStatic)
+	f.reg.AddNames(guid(1), []string{"n"}, registry.SourceStatic)
 	f.reg.RemoveServer(guid(1))
 	q := query("n")
 	var b Batch
@@ -249,7 +249,7 @@ func TestPushOnTakeoverAfterHolderLeaves(t *testing.T) {
 		t.Fatalf("removed server still answers: %+v", b)
 	}
 	c.Wait(q, b.Missing)
-	f.reg.AddName(guid(3), "n", registry.SourceStatic)
+	f.reg.AddNames(guid(3), []string{"n"}, registry.SourceStatic)
 	if g := p.take(); len(g) != 1 || g[0].Server.GUID != guid(3) {
 		t.Fatalf("pushes %+v", g)
 	}
@@ -282,7 +282,7 @@ func TestConcurrentWaitAndCommit(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for _, nm := range names {
-			f.reg.AddName(guid(1), nm, registry.SourceSearchThrough)
+			f.reg.AddNames(guid(1), []string{nm}, registry.SourceSearchThrough)
 		}
 	}()
 	wg.Wait()

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -26,19 +27,20 @@ type oneServer struct {
 	n registry.NameInfo
 }
 
-func (r *oneServer) Servers() []registry.ServerInfo { return []registry.ServerInfo{r.s} }
+func (r *oneServer) View() registry.View {
+	return registry.View{Revision: 1, Servers: []registry.ServerInfo{r.s}, Counts: registry.Counts{Servers: 1, Names: 1}}
+}
+func (r *oneServer) Revision() (uint64, <-chan struct{}) { return 1, nil }
 func (r *oneServer) Server(g pva.GUID) (registry.ServerInfo, bool) {
 	return r.s, g == r.s.GUID
 }
-func (r *oneServer) Names(glob string, limit int) []registry.NameInfo {
+func (r *oneServer) NamesContext(_ context.Context, glob string, limit int) ([]registry.NameInfo, error) {
 	if ok, _ := path.Match(glob, r.n.Name); ok && limit > 0 {
-		return []registry.NameInfo{r.n}
+		return []registry.NameInfo{r.n}, nil
 	}
-	return nil
+	return nil, nil
 }
 func (r *oneServer) Name(name string) (registry.NameInfo, bool) { return r.n, name == r.n.Name }
-func (r *oneServer) Duplicates() []registry.Duplicate           { return nil }
-func (r *oneServer) Counts() registry.Counts                    { return registry.Counts{Servers: 1, Names: 1} }
 
 var routeHeading = regexp.MustCompile("(?m)^### (GET|POST|PUT|DELETE) (/\\S*)$")
 
@@ -109,6 +111,7 @@ func TestAPIDocExamples(t *testing.T) {
 		func() any { return new(insight.UnresolvedReport) },
 		func() any { return new(insight.ClientsReport) },
 		func() any { return new(struct{ Status string }) },
+		func() any { return new(httpapi.Changes) },
 	}
 	blocks := jsonBlock.FindAllStringSubmatch(doc, -1)
 	if len(blocks) == 0 {
@@ -128,7 +131,7 @@ func TestAPIDocExamples(t *testing.T) {
 			t.Errorf("docs/api.md JSON example %d is not an API answer (unknown field or wrong type):\n%s", i+1, b[1])
 		}
 	}
-	for _, v := range []any{httpapi.Server{}, httpapi.Name{}, httpapi.Duplicate{}, events.Event{}, httpapi.Error{},
+	for _, v := range []any{httpapi.Server{}, httpapi.Name{}, httpapi.Duplicate{}, events.Event{}, httpapi.Error{}, httpapi.Changes{},
 		insight.Report{}, insight.Unresolved{}, insight.TopClient{}, insight.Client{}} {
 		rt := reflect.TypeOf(v)
 		for i := 0; i < rt.NumField(); i++ {
