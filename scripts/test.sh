@@ -46,15 +46,16 @@ echo "== go test"
 go test -count=1 -timeout 20m ./...
 
 echo "== go test -race (packages with goroutines)"
-# The race detector checks the goroutines of the test binary itself. Most
+# The race detector checks the goroutines of the test binary itself. The
 # suites under test/ drive pvans as a separate process (test/harness), so
 # under -race they would check only their harness and cost a second full
 # run; they ran above. The daemon's goroutines are raced in process: by
-# internal/daemon's tests and by test/chaos and test/ioc, which run a whole
-# daemon against a simulated site in the test binary. internal/pva is pure
-# codec functions with no goroutines.
-race_pkgs="$(go list ./internal/... ./test/chaos ./test/ioc | grep -v -E '/internal/pva$')"
+# internal/daemon's tests, by test/ioc, and by test/chaos's soak, which run
+# a whole daemon against a simulated site inside the test binary.
+# internal/pva is pure codec functions with no goroutines.
+race_pkgs="$(go list ./internal/... ./test/ioc | grep -v -E '/internal/pva$')"
 go test -race -count=1 -timeout 20m $race_pkgs
+go test -race -count=1 -timeout 20m -run '^TestSoak$' ./test/chaos
 
 if [ "$FUZZTIME" != "0" ]; then
 	echo "== fuzz ($FUZZTIME per target)"
