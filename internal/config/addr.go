@@ -85,9 +85,9 @@ func AddrPorts(l []Endpoint) []netip.AddrPort {
 	return out
 }
 
-// ParseAddrList parses an EPICS address list into addresses and ports:
-// ParseEndpointList without the multicast TTLs and interfaces. Host names
-// are resolved with SystemResolver.
+// ParseAddrList parses an EPICS address list (see parseEndpoints) into
+// addresses and ports, without the multicast TTLs and interfaces. Host
+// names are resolved with SystemResolver.
 func ParseAddrList(s string, defPort uint16) ([]netip.AddrPort, error) {
 	return ParseAddrListWith(s, defPort, SystemResolver)
 }
@@ -96,52 +96,6 @@ func ParseAddrList(s string, defPort uint16) ([]netip.AddrPort, error) {
 func ParseAddrListWith(s string, defPort uint16, resolve Resolver) ([]netip.AddrPort, error) {
 	l, err := parseEndpoints(strings.Fields(s), defPort, resolve)
 	return AddrPorts(l), err
-}
-
-// ParseEndpointList parses an EPICS address list the way PVXS does
-// (SockEndpoint, documented in PVXS's netconfig "Address Spec"):
-// whitespace-separated entries of the forms
-//
-//	host[:port][,TTL][@iface]
-//	[ipv6-or-host][:port][,TTL][@iface]
-//	ipv6                        (bare, no port)
-//
-// A missing port, or port 0, is defPort. Port and TTL are C integers
-// (strtoull base 0: 0x1F is hex, a leading 0 is octal), as PVXS reads
-// them. TTL (0-255) and @iface matter only for multicast destinations; on
-// other entries they are checked and dropped. An IPv6 zone
-// ([ff02::1%br0]) names the interface, as in PVXS. Host names are looked
-// up once, an IPv4 address preferred. Entries equal in address, port and
-// interface are merged keeping the longest TTL, the first one's place
-// kept. Unlike PVXS, which logs and skips a bad entry (or truncates a
-// port above 65535), one bad entry refuses the whole list: a half-applied
-// list is a silently different network.
-func ParseEndpointList(s string, defPort uint16, resolve Resolver) ([]Endpoint, error) {
-	return parseEndpoints(strings.Fields(s), defPort, resolve)
-}
-
-// ParseIgnoreAddrList parses EPICS_PVAS_IGNORE_ADDR_LIST: like
-// ParseAddrList, but a missing port is 0 and port 0 means any port.
-func ParseIgnoreAddrList(s string) ([]netip.AddrPort, error) {
-	return ParseAddrListWith(s, 0, SystemResolver)
-}
-
-// ParseInterfaceList parses EPICS_PVAS_INTF_ADDR_LIST: an address list
-// whose ports are parsed and ignored, as in PVXS.
-func ParseInterfaceList(s string) ([]netip.Addr, error) {
-	return parseInterfaceList(strings.Fields(s), SystemResolver)
-}
-
-// IgnoreMatches reports whether src matches an ignore-list entry; an entry
-// with port 0 matches every port of its address.
-func IgnoreMatches(list []netip.AddrPort, src netip.AddrPort) bool {
-	a := src.Addr().Unmap()
-	for _, e := range list {
-		if e.Addr() == a && (e.Port() == 0 || e.Port() == src.Port()) {
-			return true
-		}
-	}
-	return false
 }
 
 // parseInterfaces splits EPICS_PVAS_INTF_ADDR_LIST as PVXS does: unicast
@@ -171,24 +125,24 @@ func parseInterfaces(items []string, resolve Resolver) ([]netip.Addr, []Endpoint
 	return addrs, groups, nil
 }
 
-func parseInterfaceList(items []string, resolve Resolver) ([]netip.Addr, error) {
-	eps, err := parseEndpoints(items, 0, resolve)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]netip.Addr, 0, len(eps))
-	seen := make(map[netip.Addr]bool, len(eps))
-	for _, ep := range eps {
-		if !seen[ep.Addr()] {
-			seen[ep.Addr()] = true
-			out = append(out, ep.Addr())
-		}
-	}
-	return out, nil
-}
-
-// parseEndpoints reports the first bad entry; one bad entry refuses the
-// whole list.
+// parseEndpoints parses the entries of an EPICS address list the way PVXS
+// does (SockEndpoint, documented in PVXS's netconfig "Address Spec"):
+// whitespace-separated entries of the forms
+//
+//	host[:port][,TTL][@iface]
+//	[ipv6-or-host][:port][,TTL][@iface]
+//	ipv6                        (bare, no port)
+//
+// A missing port, or port 0, is defPort. Port and TTL are C integers
+// (strtoull base 0: 0x1F is hex, a leading 0 is octal), as PVXS reads
+// them. TTL (0-255) and @iface matter only for multicast destinations; on
+// other entries they are checked and dropped. An IPv6 zone
+// ([ff02::1%br0]) names the interface, as in PVXS. Host names are looked
+// up once, an IPv4 address preferred. Entries equal in address, port and
+// interface are merged keeping the longest TTL, the first one's place
+// kept. Unlike PVXS, which logs and skips a bad entry (or truncates a
+// port above 65535), one bad entry refuses the whole list: a half-applied
+// list is a silently different network.
 func parseEndpoints(items []string, defPort uint16, resolve Resolver) ([]Endpoint, error) {
 	var out []Endpoint
 	type key struct {

@@ -52,7 +52,7 @@ func TestParseEndpointList(t *testing.T) {
 		{"[::ffff:10.1.1.1]:7", "10.1.1.1:7", NoTTL, ""},
 	}
 	for _, tc := range good {
-		got, err := ParseEndpointList(tc.in, 5076, docResolver)
+		got, err := parseEndpointList(tc.in, 5076, docResolver)
 		if err != nil {
 			t.Errorf("%q: %v", tc.in, err)
 			continue
@@ -62,7 +62,7 @@ func TestParseEndpointList(t *testing.T) {
 			continue
 		}
 		// What pvans prints, it reads back the same.
-		again, err := ParseEndpointList(got[0].String(), 5076, nil)
+		again, err := parseEndpointList(got[0].String(), 5076, nil)
 		if err != nil || len(again) != 1 || again[0] != got[0] {
 			t.Errorf("%q: round trip %v -> %v, %v", tc.in, got[0], again, err)
 		}
@@ -103,7 +103,7 @@ func TestParseEndpointList(t *testing.T) {
 		{"10.1.1.1 bad:port", `"bad:port"`}, // the bad entry is named
 	}
 	for _, tc := range bad {
-		_, err := ParseEndpointList(tc.in, 5076, docResolver)
+		_, err := parseEndpointList(tc.in, 5076, docResolver)
 		if err == nil || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%q: error %v, want one containing %q", tc.in, err, tc.why)
 		}
@@ -113,7 +113,7 @@ func TestParseEndpointList(t *testing.T) {
 // Duplicates merge as PVXS's removeDups does: same address, port and
 // interface make one entry with the longest TTL, in the first one's place.
 func TestEndpointListDuplicates(t *testing.T) {
-	l, err := ParseEndpointList("224.0.2.3,2@eth0 10.1.1.1 224.0.2.3,9@eth0 224.0.2.3@eth1 10.1.1.1:5076 224.0.2.3@eth0", 5076, nil)
+	l, err := parseEndpointList("224.0.2.3,2@eth0 10.1.1.1 224.0.2.3,9@eth0 224.0.2.3@eth1 10.1.1.1:5076 224.0.2.3@eth0", 5076, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,36 +162,28 @@ func TestParseAddrList(t *testing.T) {
 	}
 }
 
+// TestParseIgnoreAddrList: the ignore list is an address list whose
+// missing port is 0 (any port; udpsearch's handler tests the matching).
 func TestParseIgnoreAddrList(t *testing.T) {
-	l, err := ParseIgnoreAddrList("127.0.0.1 127.0.0.2:0 127.0.0.3:5076 [::1]")
+	l, err := ParseAddrListWith("127.0.0.1 127.0.0.2:0 127.0.0.3:5076 [::1]", 0, testResolver)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := joinStrings(l); s != "127.0.0.1:0 127.0.0.2:0 127.0.0.3:5076 [::1]:0" {
 		t.Errorf("ignore list = %q", s)
 	}
-	cases := map[string]bool{
-		"127.0.0.1:1": true, "127.0.0.1:5076": true, "127.0.0.2:9": true,
-		"127.0.0.3:5076": true, "127.0.0.3:5077": false, "127.0.0.4:5076": false,
-		"[::ffff:127.0.0.1]:5": true, "[::1]:3": true,
-	}
-	for src, want := range cases {
-		if got := IgnoreMatches(l, netip.MustParseAddrPort(src)); got != want {
-			t.Errorf("IgnoreMatches(%s) = %v, want %v", src, got, want)
-		}
-	}
-	if _, err := ParseIgnoreAddrList("127.0.0.1:65536"); err == nil {
+	if _, err := ParseAddrListWith("127.0.0.1:65536", 0, testResolver); err == nil {
 		t.Errorf("port 65536 accepted")
 	}
 }
 
 func TestParseInterfaceList(t *testing.T) {
-	l, err := ParseInterfaceList("127.0.0.1:5075 127.0.0.1:9 [::1]:3 0.0.0.0")
+	l, groups, err := parseInterfaces(strings.Fields("127.0.0.1:5075 127.0.0.1:9 [::1]:3 0.0.0.0"), testResolver)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := joinStrings(l); s != "127.0.0.1 ::1 0.0.0.0" {
-		t.Errorf("interfaces = %q (ports must be ignored, duplicates dropped)", s)
+	if s := joinStrings(l); s != "127.0.0.1 ::1 0.0.0.0" || len(groups) != 0 {
+		t.Errorf("interfaces = %q, groups %v (ports must be ignored, duplicates dropped)", s, groups)
 	}
 }
 
@@ -202,7 +194,7 @@ func FuzzParseAddrList(f *testing.F) {
 	}
 	noDNS := func(string) ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil }
 	f.Fuzz(func(t *testing.T, s string) {
-		l, err := ParseEndpointList(s, 5076, noDNS)
+		l, err := parseEndpointList(s, 5076, noDNS)
 		if err != nil {
 			return
 		}
@@ -212,7 +204,7 @@ func FuzzParseAddrList(f *testing.F) {
 			}
 		}
 		// Printing and parsing again is stable.
-		again, err := ParseEndpointList(joinStrings(l), 5076, nil)
+		again, err := parseEndpointList(joinStrings(l), 5076, nil)
 		if err != nil || joinStrings(again) != joinStrings(l) {
 			t.Fatalf("%q: round trip %v -> %v, %v", s, l, again, err)
 		}
@@ -221,8 +213,8 @@ func FuzzParseAddrList(f *testing.F) {
 
 func BenchmarkNameAllowed(b *testing.B) {
 	a := Access{
-		NameAllow: []NamePattern{MustNamePattern("LINAC:*"), MustNamePattern("RING:*")},
-		NameDeny:  []NamePattern{MustNamePattern("re:.*:SECRET[0-9]+"), MustNamePattern("LINAC:TEST")},
+		NameAllow: []NamePattern{mustNamePattern("LINAC:*"), mustNamePattern("RING:*")},
+		NameDeny:  []NamePattern{mustNamePattern("re:.*:SECRET[0-9]+"), mustNamePattern("LINAC:TEST")},
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -44,9 +44,9 @@ func fileKeys(t *testing.T, path string) map[string]bool {
 // also a true table of defaults.
 func TestProductionExample(t *testing.T) {
 	keys := fileKeys(t, prodFile)
-	for _, k := range Keys() {
-		if !keys[k] {
-			t.Errorf("%s does not set %s", prodFile, k)
+	for _, s := range specs {
+		if !keys[s.key] {
+			t.Errorf("%s does not set %s", prodFile, s.key)
 		}
 	}
 	c := mustLoad(t, LoadOptions{File: prodFile})
@@ -211,8 +211,15 @@ func TestRestartOnlyKeysExist(t *testing.T) {
 	c1, c2 := Defaults(), Defaults()
 	c2.PVA.ServerPort++
 	c2.Log.Level = "debug"
-	applied, restart := RestartChanges(&c1, &c2)
+	var applied, restart []string
+	for _, k := range Changed(&c1, &c2) {
+		if r, _ := NeedsRestart(k); r {
+			restart = append(restart, k)
+		} else {
+			applied = append(applied, k)
+		}
+	}
 	if len(applied) != 1 || applied[0] != "log.level" || len(restart) != 1 || restart[0] != "pva.server_port" {
-		t.Errorf("RestartChanges = %v, %v; want [log.level], [pva.server_port]", applied, restart)
+		t.Errorf("changed = %v applied, %v needing restart; want [log.level], [pva.server_port]", applied, restart)
 	}
 }

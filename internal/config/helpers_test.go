@@ -23,6 +23,21 @@ func testResolver(host string) ([]netip.Addr, error) {
 	return nil, fmt.Errorf("no such host %s", host)
 }
 
+// parseEndpointList parses an address list given as one string, as the
+// environment gives it.
+func parseEndpointList(s string, defPort uint16, resolve Resolver) ([]Endpoint, error) {
+	return parseEndpoints(strings.Fields(s), defPort, resolve)
+}
+
+// mustNamePattern is ParseNamePattern for patterns known to be good.
+func mustNamePattern(s string) NamePattern {
+	p, err := ParseNamePattern(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 func envOf(kv ...string) func(string) (string, bool) {
 	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {

@@ -176,15 +176,6 @@ func Changed(prev, next *Config) []string {
 	return out
 }
 
-// Keys lists every file key, in reference-doc order.
-func Keys() []string {
-	out := make([]string, len(specs))
-	for i, s := range specs {
-		out[i] = s.key
-	}
-	return out
-}
-
 func lookupEnv(env func(string) (string, bool), names []string) (raw, bool) {
 	if env == nil {
 		return raw{}, false

@@ -522,8 +522,8 @@ func TestFlags(t *testing.T) {
 
 func TestNamePatternsAndPrefixes(t *testing.T) {
 	a := Access{
-		NameAllow: []NamePattern{MustNamePattern("LINAC:*"), MustNamePattern("re:RING:[0-9]+")},
-		NameDeny:  []NamePattern{MustNamePattern("LINAC:SECRET?")},
+		NameAllow: []NamePattern{mustNamePattern("LINAC:*"), mustNamePattern("re:RING:[0-9]+")},
+		NameDeny:  []NamePattern{mustNamePattern("LINAC:SECRET?")},
 	}
 	for name, want := range map[string]bool{
 		"LINAC:BPM1": true, "LINAC:SECRET1": false, "LINAC:SECRET12": true,
@@ -534,7 +534,7 @@ func TestNamePatternsAndPrefixes(t *testing.T) {
 			t.Errorf("NameAllowed(%q) = %v, want %v", name, got, want)
 		}
 	}
-	star := MustNamePattern("*")
+	star := mustNamePattern("*")
 	if !star.Match("anything") || !star.Match("") {
 		t.Errorf("* must match every name")
 	}

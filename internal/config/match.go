@@ -51,15 +51,6 @@ func ParseNamePattern(s string) (NamePattern, error) {
 	return NamePattern{text: s, re: regexp.MustCompile(b.String())}, nil
 }
 
-// MustNamePattern is ParseNamePattern for patterns known to be good.
-func MustNamePattern(s string) NamePattern {
-	p, err := ParseNamePattern(s)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
 // Match reports whether name matches the pattern.
 func (p *NamePattern) Match(name string) bool {
 	if p.exact {

@@ -33,17 +33,3 @@ func NeedsRestart(key string) (bool, string) {
 	why, ok := restartOnly[key]
 	return ok, why
 }
-
-// RestartChanges splits the settings that differ between a running and a
-// reloaded configuration into those the reload applies and those that wait
-// for the next start.
-func RestartChanges(prev, next *Config) (applied, needRestart []string) {
-	for _, k := range Changed(prev, next) {
-		if _, ok := restartOnly[k]; ok {
-			needRestart = append(needRestart, k)
-		} else {
-			applied = append(applied, k)
-		}
-	}
-	return applied, needRestart
-}

@@ -20,7 +20,11 @@ import (
 func patterns(ss ...string) []config.NamePattern {
 	var out []config.NamePattern
 	for _, s := range ss {
-		out = append(out, config.MustNamePattern(s))
+		p, err := config.ParseNamePattern(s)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, p)
 	}
 	return out
 }

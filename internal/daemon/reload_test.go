@@ -22,7 +22,9 @@ import (
 // neither, so a new setting cannot be silently ignored by a reload.
 func TestEverySettingClassified(t *testing.T) {
 	keys := map[string]bool{}
-	for _, k := range config.Keys() {
+	d := config.Defaults()
+	for _, s := range d.Provenance() {
+		k := s.Key
 		keys[k] = true
 		restart, _ := config.NeedsRestart(k)
 		_, app := appliedBy[k]

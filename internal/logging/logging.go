@@ -57,9 +57,6 @@ func (c *Control) Apply(level, format string) error {
 	return nil
 }
 
-// Level is the current level.
-func (c *Control) Level() zapcore.Level { return c.lvl.Level() }
-
 func encoder(format string) (zapcore.Encoder, error) {
 	switch strings.ToLower(format) {
 	case "", "auto":

@@ -16,8 +16,8 @@ func TestNewLevelsAndFormats(t *testing.T) {
 		if err != nil || l == nil {
 			t.Fatalf("format %q: %v", f, err)
 		}
-		if c.Level() != zapcore.WarnLevel {
-			t.Fatalf("level %v", c.Level())
+		if c.lvl.Level() != zapcore.WarnLevel {
+			t.Fatalf("level %v", c.lvl.Level())
 		}
 	}
 	if _, _, err := New("loud", "json"); err == nil {

@@ -139,13 +139,3 @@ func (m *Message) Decode(payload []byte, bigEndian bool) error {
 	m.Text = r.String("message")
 	return r.Err()
 }
-
-// AppendMessageMsg appends CMD_MESSAGE. (AppendMessage is the raw-payload
-// helper.)
-func AppendMessageMsg(dst []byte, flags uint8, m *Message) []byte {
-	w, start := newMessage(dst, flags, CmdMessage)
-	w.U32(m.IOID)
-	w.U8(m.Level)
-	w.String(m.Text)
-	return finishMessage(w.B, start)
-}

@@ -145,3 +145,12 @@ func TestRPCErrorReplyHasNoValue(t *testing.T) {
 		t.Fatalf("error reply carries a value: %x", p)
 	}
 }
+
+// AppendMessageMsg appends CMD_MESSAGE (pvans only receives it).
+func AppendMessageMsg(dst []byte, flags uint8, m *Message) []byte {
+	w, start := newMessage(dst, flags, CmdMessage)
+	w.U32(m.IOID)
+	w.U8(m.Level)
+	w.String(m.Text)
+	return finishMessage(w.B, start)
+}

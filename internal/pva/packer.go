@@ -121,9 +121,3 @@ func (p *SearchPacker) begin() ([]byte, int) {
 	w.B = append(w.B, 0, 0)
 	return w.B, off
 }
-
-// SearchCapacity is floor((Max-overhead)/(5+L)): names of length L that
-// fit one datagram (54, 38, 30 at L = 20, 30, 40 with ["tcp"]).
-func SearchCapacity(nameLen int, protocols []string) int {
-	return (MaxSearchDatagram - SearchOverhead(protocols)) / SearchNameCost(nameLen)
-}

@@ -35,7 +35,7 @@ func TestSearchOverheadIs41(t *testing.T) {
 
 func TestPackCapacityMatchesSpec(t *testing.T) {
 	for _, tc := range []struct{ l, want int }{{20, 54}, {30, 38}, {40, 30}} {
-		if got := SearchCapacity(tc.l, []string{"tcp"}); got != tc.want {
+		if got := searchCapacity(tc.l, []string{"tcp"}); got != tc.want {
 			t.Errorf("capacity(L=%d) = %d, want %d", tc.l, got, tc.want)
 		}
 		p := NewSearchPacker(5076)
@@ -107,4 +107,10 @@ func BenchmarkPack10000Names(b *testing.B) {
 	for b.Loop() {
 		_ = p.Pack(names, func(d []byte) { n++ })
 	}
+}
+
+// searchCapacity is floor((Max-overhead)/(5+L)): names of length L that
+// fit one datagram (54, 38, 30 at L = 20, 30, 40 with ["tcp"]).
+func searchCapacity(nameLen int, protocols []string) int {
+	return (MaxSearchDatagram - SearchOverhead(protocols)) / SearchNameCost(nameLen)
 }

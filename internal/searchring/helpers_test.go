@@ -13,6 +13,12 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
+// capacity is how many names of length l fit one ["tcp"] search
+// datagram: floor((1400-41)/(5+l)), spec §8's C.
+func capacity(l int) int {
+	return (pva.MaxSearchDatagram - pva.SearchOverhead([]string{"tcp"})) / pva.SearchNameCost(l)
+}
+
 // sent is one datagram as the recorder saw it, decoded with the codec.
 type sent struct {
 	at    time.Duration // since the recorder's start

@@ -90,7 +90,7 @@ func TestInitialCoalescing(t *testing.T) {
 	}
 	clk.Set(rc.start.Add(InitialDelay))
 	dgs := rc.datagrams()
-	capacity := pva.SearchCapacity(l, []string{"tcp"})
+	capacity := capacity(l)
 	if capacity != 38 {
 		t.Fatalf("capacity at L=30 is %d, want 38", capacity)
 	}

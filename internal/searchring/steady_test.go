@@ -5,8 +5,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/pvans-project/pvans/internal/pva"
 )
 
 // Spec §8: at N unresolved names of length L the steady state is
@@ -52,7 +50,7 @@ func steadyState(t *testing.T, n int) {
 		perTick = append(perTick, rc.sent()-c)
 	}
 	got := float64(rc.sent()-before) / window.Seconds()
-	c := pva.SearchCapacity(l, []string{"tcp"})
+	c := capacity(l)
 	want := float64(n) / (Buckets * float64(c))
 	t.Logf("N=%d L=%d C=%d: %.1f datagrams/s measured, spec %.1f; per-tick burst min %d max %d",
 		n, l, c, got, want, minOf(perTick), maxOf(perTick))

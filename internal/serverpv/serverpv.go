@@ -71,9 +71,6 @@ type connState struct {
 	types   pva.TypeCache     // the client's 0xFD/0xFE cache (pvlist uses it)
 }
 
-// New returns a provider with the default limits.
-func New(version string) *Provider { return NewWithLimits(version, Limits{}) }
-
 // NewWithLimits returns a provider; zero limits take the defaults.
 func NewWithLimits(version string, l Limits) *Provider {
 	if l.TypesPerConn <= 0 {

@@ -49,15 +49,22 @@ func veth(t *testing.T, a *netns, aAddr string, b *netns, bAddr string) {
 		b.Netns, fmt.Sprintf("pvb%d", i), []string{bAddr + " brd +"})
 }
 
-// startServer runs New inside the namespace.
+// startServer builds a server and has it listen and start inside the
+// namespace.
 func startServer(t *testing.T, n *netns, o Options) *Server {
 	t.Helper()
 	if o.ListInterfaces == nil {
 		o.ListInterfaces = n.interfaces
 	}
-	var s *Server
-	if err := n.Do(func() (err error) { s, err = New(o); return }); err != nil {
-		t.Fatalf("New: %v", err)
+	s := Build(o)
+	if err := n.Do(func() error {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+		s.Start()
+		return nil
+	}); err != nil {
+		t.Fatalf("Listen: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

@@ -58,18 +58,6 @@ type Server struct {
 	wg         sync.WaitGroup
 }
 
-// New is Build, Listen and Start: a server receiving at once. Sockets
-// belong to the network namespace of the calling thread; everything else
-// may run anywhere.
-func New(o Options) (*Server, error) {
-	s := Build(o)
-	if err := s.Listen(); err != nil {
-		return nil, err
-	}
-	s.Start()
-	return s, nil
-}
-
 // Build makes a server that opens no socket yet, so its owner can wire
 // every part before anything arrives.
 func Build(o Options) *Server {

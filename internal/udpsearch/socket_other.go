@@ -10,7 +10,7 @@ import (
 )
 
 // The search port needs IP_PKTINFO, SO_REUSEPORT and recvmmsg as Linux
-// has them; elsewhere New fails and only the handler (tests, fuzzing) works.
+// has them; elsewhere Listen fails and only the handler (tests, fuzzing) works.
 
 func listenSearchPort(uint16, int) (*net.UDPConn, error) { return nil, errors.ErrUnsupported }
 func listenEphemeral(int) (*net.UDPConn, error)          { return nil, errors.ErrUnsupported }
