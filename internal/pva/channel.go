@@ -78,19 +78,14 @@ type DestroyChannel struct {
 }
 
 // Decode decodes DESTROY_CHANNEL.
-func (m *DestroyChannel) Decode(payload []byte, bigEndian bool) error {
-	r := NewReader(payload, bigEndian, "CMD_DESTROY_CHANNEL")
-	m.SID = r.U32("sid")
-	m.CID = r.U32("cid")
-	return r.Err()
+func (m *DestroyChannel) Decode(payload []byte, bigEndian bool) (err error) {
+	m.SID, m.CID, err = decodeIDPair(payload, bigEndian, "CMD_DESTROY_CHANNEL", "sid", "cid")
+	return err
 }
 
 // AppendDestroyChannel appends DESTROY_CHANNEL.
 func AppendDestroyChannel(dst []byte, flags uint8, m *DestroyChannel) []byte {
-	w, start := newMessage(dst, flags, CmdDestroyChannel)
-	w.U32(m.SID)
-	w.U32(m.CID)
-	return finishMessage(w.B, start)
+	return appendIDPair(dst, flags, CmdDestroyChannel, m.SID, m.CID)
 }
 
 // RequestRef names an operation: DESTROY_REQUEST and CANCEL_REQUEST carry
@@ -101,18 +96,28 @@ type RequestRef struct {
 }
 
 // Decode decodes DESTROY_REQUEST or CANCEL_REQUEST.
-func (m *RequestRef) Decode(payload []byte, bigEndian bool) error {
-	r := NewReader(payload, bigEndian, "CMD_DESTROY_REQUEST")
-	m.SID = r.U32("sid")
-	m.IOID = r.U32("ioid")
-	return r.Err()
+func (m *RequestRef) Decode(payload []byte, bigEndian bool) (err error) {
+	m.SID, m.IOID, err = decodeIDPair(payload, bigEndian, "CMD_DESTROY_REQUEST", "sid", "ioid")
+	return err
 }
 
 // AppendRequestRef appends a DESTROY_REQUEST or CANCEL_REQUEST (cmd).
 func AppendRequestRef(dst []byte, flags uint8, cmd Command, m *RequestRef) []byte {
+	return appendIDPair(dst, flags, cmd, m.SID, m.IOID)
+}
+
+// decodeIDPair and appendIDPair are the layout DESTROY_CHANNEL,
+// DESTROY_REQUEST and CANCEL_REQUEST share: two u32 IDs.
+func decodeIDPair(payload []byte, bigEndian bool, msg, first, second string) (a, b uint32, err error) {
+	r := NewReader(payload, bigEndian, msg)
+	a, b = r.U32(first), r.U32(second)
+	return a, b, r.Err()
+}
+
+func appendIDPair(dst []byte, flags uint8, cmd Command, a, b uint32) []byte {
 	w, start := newMessage(dst, flags, cmd)
-	w.U32(m.SID)
-	w.U32(m.IOID)
+	w.U32(a)
+	w.U32(b)
 	return finishMessage(w.B, start)
 }
 

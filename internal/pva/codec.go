@@ -269,6 +269,16 @@ func (w *Writer) Address(a Address) { w.B = append(w.B, a[:]...) }
 // GUID appends 12 GUID bytes.
 func (w *Writer) GUID(g GUID) { w.B = append(w.B, g[:]...) }
 
+// rawTypeValue appends a "type + value" kept raw from a decode (a
+// beacon's server status, a client's auth payload); nil is the null type.
+func (w *Writer) rawTypeValue(b []byte) {
+	if b == nil {
+		w.U8(typeNull)
+		return
+	}
+	w.B = append(w.B, b...)
+}
+
 // SizeLen is the encoded length of a Size.
 func SizeLen(n int) int {
 	if n < 0xFE {

@@ -98,40 +98,20 @@ func (m *PutRequest) IsGet() bool { return m.Subcmd&SubcmdGet != 0 }
 // of that type (unselected fields zero).
 func (m *PutRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ *FieldDesc) error {
 	r := NewReader(payload, bigEndian, "CMD_PUT")
-	m.SID = r.U32("sid")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
-	m.PVRequest, m.Value = nil, nil
-	switch {
-	case r.Failed():
-	case m.IsInit():
-		m.PVRequest = ReadTypeValue(&r, "pvRequest", tc)
-	case m.IsGet():
-	case typ == nil:
-		r.Fail("value", "no type from an INIT reply")
-	default:
-		m.Changed = ReadBitSet(&r, "changed", m.Changed)
-		if !r.Failed() {
-			m.Value = NewValue(typ)
-			ReadPartialValue(&r, "value", m.Value, m.Changed, tc)
-		}
+	m.SID, m.IOID, m.Subcmd = readRequestHead(&r)
+	m.PVRequest, m.Value = readPVRequest(&r, m.IsInit(), tc), nil
+	if !r.Failed() && !m.IsInit() && !m.IsGet() {
+		m.Changed, m.Value = readChanged(&r, tc, typ, m.Changed, nil)
 	}
 	return r.Err()
 }
 
 // AppendPutRequest appends a PUT request.
 func AppendPutRequest(dst []byte, flags uint8, m *PutRequest) []byte {
-	w, start := newMessage(dst, flags, CmdPut)
-	w.U32(m.SID)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
-	switch {
-	case m.IsInit():
-		AppendTypeValue(&w, m.PVRequest)
-	case m.IsGet():
-	case m.Value != nil:
-		AppendBitSet(&w, m.Changed)
-		AppendPartialValue(&w, m.Value, m.Changed)
+	w, start := newRequest(dst, flags, CmdPut, m.SID, m.IOID, m.Subcmd)
+	appendPVRequest(&w, m.IsInit(), m.PVRequest)
+	if !m.IsInit() && !m.IsGet() && m.Value != nil {
+		appendChanged(&w, m.Changed, m.Value)
 	}
 	return finishMessage(w.B, start)
 }
@@ -154,45 +134,29 @@ func (m *PutReply) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // Decode decodes a PUT reply; typ is the INIT reply's type (get EXEC).
 func (m *PutReply) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ *FieldDesc) error {
 	r := NewReader(payload, bigEndian, "CMD_PUT(reply)")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
+	m.IOID, m.Subcmd = readReplyHead(&r)
 	m.Status = r.Status("status")
 	m.Value = nil
 	switch {
 	case r.Failed() || !m.Status.OK():
 	case m.IsInit():
-		m.Type = ReadFieldDesc(&r, "type", tc)
-		if !r.Failed() && m.Type == nil {
-			r.Fail("type", "null type")
-		}
+		m.Type = readInitType(&r, tc)
 	case m.Subcmd&SubcmdGet != 0:
-		if typ == nil {
-			r.Fail("value", "no type from an INIT reply")
-			break
-		}
-		m.Changed = ReadBitSet(&r, "changed", m.Changed)
-		if !r.Failed() {
-			m.Value = NewValue(typ)
-			ReadPartialValue(&r, "value", m.Value, m.Changed, tc)
-		}
+		m.Changed, m.Value = readChanged(&r, tc, typ, m.Changed, nil)
 	}
 	return r.Err()
 }
 
 // AppendPutReply appends a PUT reply.
 func AppendPutReply(dst []byte, flags uint8, m *PutReply) []byte {
-	w, start := newMessage(dst, flags, CmdPut)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
+	w, start := newReply(dst, flags, CmdPut, m.IOID, m.Subcmd)
 	w.Status(m.Status)
-	if m.Status.OK() {
-		switch {
-		case m.IsInit():
-			AppendFieldDesc(&w, m.Type)
-		case m.Subcmd&SubcmdGet != 0 && m.Value != nil:
-			AppendBitSet(&w, m.Changed)
-			AppendPartialValue(&w, m.Value, m.Changed)
-		}
+	switch {
+	case !m.Status.OK():
+	case m.IsInit():
+		AppendFieldDesc(&w, m.Type)
+	case m.Subcmd&SubcmdGet != 0 && m.Value != nil:
+		appendChanged(&w, m.Changed, m.Value)
 	}
 	return finishMessage(w.B, start)
 }
@@ -215,13 +179,8 @@ func (m *MonitorRequest) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // Decode decodes a MONITOR request.
 func (m *MonitorRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 	r := NewReader(payload, bigEndian, "CMD_MONITOR")
-	m.SID = r.U32("sid")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
-	m.PVRequest, m.Nack = nil, 0
-	if !r.Failed() && m.IsInit() {
-		m.PVRequest = ReadTypeValue(&r, "pvRequest", tc)
-	}
+	m.SID, m.IOID, m.Subcmd = readRequestHead(&r)
+	m.PVRequest, m.Nack = readPVRequest(&r, m.IsInit(), tc), 0
 	if !r.Failed() && m.Subcmd&SubcmdMonitorAck != 0 {
 		m.Nack = r.U32("nack")
 	}
@@ -230,13 +189,8 @@ func (m *MonitorRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) e
 
 // AppendMonitorRequest appends a MONITOR request.
 func AppendMonitorRequest(dst []byte, flags uint8, m *MonitorRequest) []byte {
-	w, start := newMessage(dst, flags, CmdMonitor)
-	w.U32(m.SID)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
-	if m.IsInit() {
-		AppendTypeValue(&w, m.PVRequest)
-	}
+	w, start := newRequest(dst, flags, CmdMonitor, m.SID, m.IOID, m.Subcmd)
+	appendPVRequest(&w, m.IsInit(), m.PVRequest)
 	if m.Subcmd&SubcmdMonitorAck != 0 {
 		w.U32(m.Nack)
 	}
@@ -268,17 +222,13 @@ func (m *MonitorReply) IsFinish() bool { return !m.IsInit() && m.Subcmd&SubcmdDe
 // has the same type, so unchanged fields keep their previous values.
 func (m *MonitorReply) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ *FieldDesc) error {
 	r := NewReader(payload, bigEndian, "CMD_MONITOR(reply)")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
+	m.IOID, m.Subcmd = readReplyHead(&r)
 	switch {
 	case r.Failed():
 	case m.IsInit():
 		m.Status = r.Status("status")
 		if !r.Failed() && m.Status.OK() {
-			m.Type = ReadFieldDesc(&r, "type", tc)
-			if !r.Failed() && m.Type == nil {
-				r.Fail("type", "null type")
-			}
+			m.Type = readInitType(&r, tc)
 		}
 	case m.IsFinish():
 		m.Status = r.Status("status")
@@ -286,14 +236,7 @@ func (m *MonitorReply) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ
 		r.Fail("value", "no type from an INIT reply")
 	default:
 		m.Status = Status{}
-		m.Changed = ReadBitSet(&r, "changed", m.Changed)
-		if r.Failed() {
-			break
-		}
-		if m.Value == nil || m.Value.Type != typ {
-			m.Value = NewValue(typ)
-		}
-		ReadPartialValue(&r, "value", m.Value, m.Changed, tc)
+		m.Changed, m.Value = readChanged(&r, tc, typ, m.Changed, m.Value)
 		if !r.Failed() {
 			m.Overrun = ReadBitSet(&r, "overrun", m.Overrun)
 		}
@@ -303,9 +246,7 @@ func (m *MonitorReply) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ
 
 // AppendMonitorReply appends a MONITOR reply (see MonitorReply).
 func AppendMonitorReply(dst []byte, flags uint8, m *MonitorReply) []byte {
-	w, start := newMessage(dst, flags, CmdMonitor)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
+	w, start := newReply(dst, flags, CmdMonitor, m.IOID, m.Subcmd)
 	switch {
 	case m.IsInit():
 		w.Status(m.Status)
@@ -315,8 +256,7 @@ func AppendMonitorReply(dst []byte, flags uint8, m *MonitorReply) []byte {
 	case m.IsFinish():
 		w.Status(m.Status)
 	case m.Value != nil:
-		AppendBitSet(&w, m.Changed)
-		AppendPartialValue(&w, m.Value, m.Changed)
+		appendChanged(&w, m.Changed, m.Value)
 		AppendBitSet(&w, m.Overrun)
 	default: // no value: an empty update
 		AppendBitSet(&w, nil)

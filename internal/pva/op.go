@@ -8,6 +8,83 @@ const (
 	SubcmdGet     = 0x40
 )
 
+// Every operation request starts with the channel's SID, the operation's
+// IOID and a sub-command; every reply with the IOID and the sub-command.
+// The helpers below read and write those heads and the parts several
+// operations share, so each message lists only its own layout.
+
+func readRequestHead(r *Reader) (sid, ioid uint32, subcmd uint8) {
+	return r.U32("sid"), r.U32("ioid"), r.U8("subcmd")
+}
+
+func newRequest(dst []byte, flags uint8, cmd Command, sid, ioid uint32, subcmd uint8) (Writer, int) {
+	w, start := newMessage(dst, flags, cmd)
+	w.U32(sid)
+	w.U32(ioid)
+	w.U8(subcmd)
+	return w, start
+}
+
+func readReplyHead(r *Reader) (ioid uint32, subcmd uint8) { return r.U32("ioid"), r.U8("subcmd") }
+
+func newReply(dst []byte, flags uint8, cmd Command, ioid uint32, subcmd uint8) (Writer, int) {
+	w, start := newMessage(dst, flags, cmd)
+	w.U32(ioid)
+	w.U8(subcmd)
+	return w, start
+}
+
+// readPVRequest reads the pvRequest ("type + full value") an INIT request
+// carries; other requests carry none (nil).
+func readPVRequest(r *Reader, init bool, tc *TypeCache) *Value {
+	if r.Failed() || !init {
+		return nil
+	}
+	return ReadTypeValue(r, "pvRequest", tc)
+}
+
+func appendPVRequest(w *Writer, init bool, v *Value) {
+	if init {
+		AppendTypeValue(w, v)
+	}
+}
+
+// readInitType reads the type an INIT reply announces. The null type is
+// refused: the operation's values are read with it.
+func readInitType(r *Reader, tc *TypeCache) *FieldDesc {
+	t := ReadFieldDesc(r, "type", tc)
+	if !r.Failed() && t == nil {
+		r.Fail("type", "null type")
+	}
+	return t
+}
+
+// readChanged reads a Changed BitSet and the partial value it selects, of
+// typ, the type the operation's INIT reply announced. The value is read
+// into v when v has that type, so fields not in Changed keep their
+// previous values, as a client expects; else into a new zero value. On a
+// failure v comes back as it was.
+func readChanged(r *Reader, tc *TypeCache, typ *FieldDesc, changed BitSet, v *Value) (BitSet, *Value) {
+	if typ == nil {
+		r.Fail("value", "no type from an INIT reply")
+		return changed, v
+	}
+	changed = ReadBitSet(r, "changed", changed)
+	if r.Failed() {
+		return changed, v
+	}
+	if v == nil || v.Type != typ {
+		v = NewValue(typ)
+	}
+	ReadPartialValue(r, "value", v, changed, tc)
+	return changed, v
+}
+
+func appendChanged(w *Writer, changed BitSet, v *Value) {
+	AppendBitSet(w, changed)
+	AppendPartialValue(w, v, changed)
+}
+
 // RPCRequest is an RPC (0x14) client message. Subcmd&SubcmdInit: INIT,
 // Value is the pvRequest; otherwise EXEC, Value is the argument. Both are
 // "type + full value"; nil Value is sent as the null type.
@@ -25,9 +102,7 @@ func (m *RPCRequest) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // client→server direction (pvAccessCPP clients use 0xFD/0xFE here).
 func (m *RPCRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 	r := NewReader(payload, bigEndian, "CMD_RPC")
-	m.SID = r.U32("sid")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
+	m.SID, m.IOID, m.Subcmd = readRequestHead(&r)
 	field := "argument"
 	if m.IsInit() {
 		field = "pvRequest"
@@ -38,10 +113,7 @@ func (m *RPCRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error
 
 // AppendRPCRequest appends an RPC request message.
 func AppendRPCRequest(dst []byte, flags uint8, m *RPCRequest) []byte {
-	w, start := newMessage(dst, flags, CmdRPC)
-	w.U32(m.SID)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
+	w, start := newRequest(dst, flags, CmdRPC, m.SID, m.IOID, m.Subcmd)
 	AppendTypeValue(&w, m.Value)
 	return finishMessage(w.B, start)
 }
@@ -62,8 +134,7 @@ func (m *RPCReply) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // Decode decodes an RPC reply. tc is the connection's server→client cache.
 func (m *RPCReply) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 	r := NewReader(payload, bigEndian, "CMD_RPC(reply)")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
+	m.IOID, m.Subcmd = readReplyHead(&r)
 	m.Status = r.Status("status")
 	m.Value = nil
 	if !r.Failed() && !m.IsInit() && m.Status.OK() {
@@ -75,9 +146,7 @@ func (m *RPCReply) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 // AppendRPCReply appends an RPC reply message; Value is written only for
 // an EXEC reply with a success status.
 func AppendRPCReply(dst []byte, flags uint8, m *RPCReply) []byte {
-	w, start := newMessage(dst, flags, CmdRPC)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
+	w, start := newReply(dst, flags, CmdRPC, m.IOID, m.Subcmd)
 	w.Status(m.Status)
 	if !m.IsInit() && m.Status.OK() {
 		AppendTypeValue(&w, m.Value)
@@ -100,25 +169,15 @@ func (m *GetRequest) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // Decode decodes a GET request.
 func (m *GetRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 	r := NewReader(payload, bigEndian, "CMD_GET")
-	m.SID = r.U32("sid")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
-	m.PVRequest = nil
-	if !r.Failed() && m.IsInit() {
-		m.PVRequest = ReadTypeValue(&r, "pvRequest", tc)
-	}
+	m.SID, m.IOID, m.Subcmd = readRequestHead(&r)
+	m.PVRequest = readPVRequest(&r, m.IsInit(), tc)
 	return r.Err()
 }
 
 // AppendGetRequest appends a GET request message.
 func AppendGetRequest(dst []byte, flags uint8, m *GetRequest) []byte {
-	w, start := newMessage(dst, flags, CmdGet)
-	w.U32(m.SID)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
-	if m.IsInit() {
-		AppendTypeValue(&w, m.PVRequest)
-	}
+	w, start := newRequest(dst, flags, CmdGet, m.SID, m.IOID, m.Subcmd)
+	appendPVRequest(&w, m.IsInit(), m.PVRequest)
 	return finishMessage(w.B, start)
 }
 
@@ -143,40 +202,22 @@ func (m *GetReply) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // fields not in Changed keep their previous values, as a client expects.
 func (m *GetReply) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ *FieldDesc) error {
 	r := NewReader(payload, bigEndian, "CMD_GET(reply)")
-	m.IOID = r.U32("ioid")
-	m.Subcmd = r.U8("subcmd")
+	m.IOID, m.Subcmd = readReplyHead(&r)
 	m.Status = r.Status("status")
-	if r.Failed() || !m.Status.OK() {
-		return r.Err()
+	switch {
+	case r.Failed() || !m.Status.OK():
+	case m.IsInit():
+		m.Type = readInitType(&r, tc)
+	default:
+		m.Changed, m.Value = readChanged(&r, tc, typ, m.Changed, m.Value)
 	}
-	if m.IsInit() {
-		m.Type = ReadFieldDesc(&r, "type", tc)
-		if !r.Failed() && m.Type == nil {
-			r.Fail("type", "null type")
-		}
-		return r.Err()
-	}
-	if typ == nil {
-		r.Fail("value", "no type from an INIT reply")
-		return r.Err()
-	}
-	m.Changed = ReadBitSet(&r, "changed", m.Changed)
-	if r.Failed() {
-		return r.Err()
-	}
-	if m.Value == nil || m.Value.Type != typ {
-		m.Value = NewValue(typ)
-	}
-	ReadPartialValue(&r, "value", m.Value, m.Changed, tc)
 	return r.Err()
 }
 
 // AppendGetReply appends a GET reply. For an EXEC reply a nil Changed
 // means "everything" (bit 0: the whole structure, then the full value).
 func AppendGetReply(dst []byte, flags uint8, m *GetReply) []byte {
-	w, start := newMessage(dst, flags, CmdGet)
-	w.U32(m.IOID)
-	w.U8(m.Subcmd)
+	w, start := newReply(dst, flags, CmdGet, m.IOID, m.Subcmd)
 	w.Status(m.Status)
 	if m.Status.OK() {
 		if m.IsInit() {
@@ -186,8 +227,7 @@ func AppendGetReply(dst []byte, flags uint8, m *GetReply) []byte {
 			if changed == nil {
 				changed = BitSet{1}
 			}
-			AppendBitSet(&w, changed)
-			AppendPartialValue(&w, m.Value, changed)
+			appendChanged(&w, changed, m.Value)
 		}
 	}
 	return finishMessage(w.B, start)

@@ -108,11 +108,7 @@ func (p *SearchPacker) Pack(names []SearchName, emit func(datagram []byte)) erro
 func (p *SearchPacker) begin() ([]byte, int) {
 	b, _ := beginMessage(p.buf[:0], FlagBigEndian, CmdSearch)
 	w := Writer{B: b, BE: true}
-	w.U32(p.Seq)
-	w.U8(p.Flags)
-	w.B = append(w.B, 0, 0, 0)
-	w.Address(p.ReplyAddr)
-	w.U16(p.ReplyPort)
+	w.searchHead(p.Seq, p.Flags, p.ReplyAddr, p.ReplyPort)
 	w.Size(len(p.Protocols))
 	for _, s := range p.Protocols {
 		w.String(s)

@@ -752,33 +752,28 @@ func AppendValue(w *Writer, v *Value) {
 }
 
 func appendScalar(w *Writer, c TypeCode, i int64, u uint64, f float64) {
-	switch c {
-	case TypeBool:
-		if i != 0 {
-			w.U8(1)
-		} else {
-			w.U8(0)
-		}
-	case TypeInt8:
-		w.U8(uint8(i))
-	case TypeInt16:
-		w.U16(uint16(i))
-	case TypeInt32:
-		w.U32(uint32(i))
-	case TypeInt64:
-		w.U64(uint64(i))
-	case TypeUInt8:
-		w.U8(uint8(u))
-	case TypeUInt16:
-		w.U16(uint16(u))
-	case TypeUInt32:
-		w.U32(uint32(u))
-	case TypeUInt64:
-		w.U64(u)
-	case TypeFloat32:
-		w.U32(math.Float32bits(float32(f)))
-	case TypeFloat64:
-		w.U64(math.Float64bits(f))
+	bits := u
+	switch {
+	case c == TypeBool && i != 0:
+		bits = 1
+	case c == TypeBool:
+		bits = 0
+	case c.signed():
+		bits = uint64(i)
+	case c == TypeFloat32:
+		bits = uint64(math.Float32bits(float32(f)))
+	case c == TypeFloat64:
+		bits = math.Float64bits(f)
+	}
+	switch c.scalarSize() { // 0 (string, not a scalar): nothing
+	case 1:
+		w.U8(uint8(bits))
+	case 2:
+		w.U16(uint16(bits))
+	case 4:
+		w.U32(uint32(bits))
+	case 8:
+		w.U64(bits)
 	}
 }
 

@@ -108,15 +108,21 @@ func (s *Search) Decode(payload []byte, bigEndian bool) error {
 	return r.Err()
 }
 
+// searchHead appends the fixed part of a CMD_SEARCH payload, before the
+// protocols (AppendSearch, SearchPacker).
+func (w *Writer) searchHead(seq uint32, flags uint8, replyAddr Address, replyPort uint16) {
+	w.U32(seq)
+	w.U8(flags)
+	w.B = append(w.B, 0, 0, 0) // reserved
+	w.Address(replyAddr)
+	w.U16(replyPort)
+}
+
 // AppendSearch appends a whole CMD_SEARCH message (header included).
 // flags carries the header flags (byte order, direction).
 func AppendSearch(dst []byte, flags uint8, s *Search) []byte {
 	w, start := newMessage(dst, flags, CmdSearch)
-	w.U32(s.Seq)
-	w.U8(s.Flags)
-	w.B = append(w.B, 0, 0, 0)
-	w.Address(s.ReplyAddr)
-	w.U16(s.ReplyPort)
+	w.searchHead(s.Seq, s.Flags, s.ReplyAddr, s.ReplyPort)
 	w.Size(len(s.Protocols))
 	for _, p := range s.Protocols {
 		w.StringBytes(p)
@@ -248,11 +254,7 @@ func AppendBeacon(dst []byte, flags uint8, m *Beacon) []byte {
 	w.Address(m.Addr)
 	w.U16(m.Port)
 	w.String(m.Protocol)
-	if m.Status == nil {
-		w.U8(0xFF)
-	} else {
-		w.B = append(w.B, m.Status...)
-	}
+	w.rawTypeValue(m.Status)
 	return finishMessage(w.B, start)
 }
 

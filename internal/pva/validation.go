@@ -78,11 +78,7 @@ func AppendClientValidation(dst []byte, flags uint8, m *ClientValidation) []byte
 	w.U16(m.RegistrySize)
 	w.U16(m.QoS)
 	w.String(m.AuthMethod)
-	if m.AuthPayload == nil {
-		w.U8(0xFF)
-	} else {
-		w.B = append(w.B, m.AuthPayload...)
-	}
+	w.rawTypeValue(m.AuthPayload)
 	return finishMessage(w.B, start)
 }
 
