@@ -367,16 +367,49 @@ func init() {
 		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }))
 }
 
-func portSpec(key string, env []string, usage string, p func(*Config) *uint16) spec {
-	return spec{key: key, env: env, usage: usage,
-		set: func(c *Config, _ *loadCtx, v raw) error {
-			n, err := parsePortNumber(strings.TrimSpace(v.text), false)
-			if err != nil {
-				return err
+// setTo is a spec's set for a value parse makes alone (no other setting
+// involved): it stores the result through p, or refuses the value.
+func setTo[T any](p func(*Config) *T, parse func(raw) (T, error)) func(*Config, *loadCtx, raw) error {
+	return func(c *Config, _ *loadCtx, v raw) error {
+		x, err := parse(v)
+		if err != nil {
+			return err
+		}
+		*p(c) = x
+		return nil
+	}
+}
+
+// fromText and fromItems hand a parser a value's text or its list items.
+func fromText[T any](parse func(string) (T, error)) func(raw) (T, error) {
+	return func(v raw) (T, error) { return parse(v.text) }
+}
+
+func fromItems[T any](parse func([]string) (T, error)) func(raw) (T, error) {
+	return func(v raw) (T, error) { return parse(v.items) }
+}
+
+// joined is a list setting's get: its items as a source would write them.
+func joined[T fmt.Stringer](p func(*Config) *[]T) func(*Config) string {
+	return func(c *Config) string { return joinStrings(*p(c)) }
+}
+
+// checkEach is a list setting's check: reason when ok refuses an item.
+func checkEach[T any](p func(*Config) *[]T, ok func(T) bool, reason string) func(*Config) string {
+	return func(c *Config) string {
+		for _, x := range *p(c) {
+			if !ok(x) {
+				return reason
 			}
-			*p(c) = n
-			return nil
-		},
+		}
+		return ""
+	}
+}
+
+func parsePort(s string) (uint16, error) { return parsePortNumber(strings.TrimSpace(s), false) }
+
+func portSpec(key string, env []string, usage string, p func(*Config) *uint16) spec {
+	return spec{key: key, env: env, usage: usage, set: setTo(p, fromText(parsePort)),
 		get: func(c *Config) string { return strconv.Itoa(int(*p(c))) },
 		check: func(c *Config) string {
 			if *p(c) == 0 {
@@ -399,15 +432,7 @@ func ParseBool(s string) (bool, error) {
 }
 
 func boolSpec(key string, env []string, epics bool, usage string, p func(*Config) *bool) spec {
-	return spec{key: key, env: env, usage: usage, isBool: true,
-		set: func(c *Config, _ *loadCtx, v raw) error {
-			b, err := ParseBool(v.text)
-			if err != nil {
-				return err
-			}
-			*p(c) = b
-			return nil
-		},
+	return spec{key: key, env: env, usage: usage, isBool: true, set: setTo(p, fromText(ParseBool)),
 		get: func(c *Config) string {
 			if epics {
 				if *p(c) {
@@ -439,15 +464,11 @@ func rangeReason(n, lo, hi int64, unit string) string {
 }
 
 func intSpec(key, usage string, lo, hi int, p func(*Config) *int) spec {
-	return spec{key: key, usage: usage,
-		set: func(c *Config, _ *loadCtx, v raw) error {
-			n, err := parseInt(v.text)
-			if err != nil {
-				return err
-			}
-			*p(c) = int(n)
-			return nil
-		},
+	toInt := func(s string) (int, error) {
+		n, err := parseInt(s)
+		return int(n), err
+	}
+	return spec{key: key, usage: usage, set: setTo(p, fromText(toInt)),
 		get:   func(c *Config) string { return strconv.Itoa(*p(c)) },
 		check: func(c *Config) string { return rangeReason(int64(*p(c)), int64(lo), int64(hi), "") }}
 }
@@ -488,15 +509,7 @@ func formatBytes(n int64) string {
 }
 
 func bytesSpec(key, usage string, lo, hi int64, p func(*Config) *int64) spec {
-	return spec{key: key, usage: usage,
-		set: func(c *Config, _ *loadCtx, v raw) error {
-			n, err := parseBytes(v.text)
-			if err != nil {
-				return err
-			}
-			*p(c) = n
-			return nil
-		},
+	return spec{key: key, usage: usage, set: setTo(p, fromText(parseBytes)),
 		get: func(c *Config) string { return formatBytes(*p(c)) },
 		check: func(c *Config) string {
 			if n := *p(c); n < lo || n > hi {
@@ -524,14 +537,7 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 func durSet(p func(*Config) *time.Duration) func(*Config, *loadCtx, raw) error {
-	return func(c *Config, _ *loadCtx, v raw) error {
-		d, err := parseDuration(v.text)
-		if err != nil {
-			return err
-		}
-		*p(c) = d
-		return nil
-	}
+	return setTo(p, fromText(parseDuration))
 }
 
 // durSpec: hi 0 means no upper bound.
@@ -550,16 +556,16 @@ func durSpec(key, usage string, lo, hi time.Duration, p func(*Config) *time.Dura
 		}}
 }
 
+func parseFinite(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, errors.New("not a finite number")
+	}
+	return f, nil
+}
+
 func floatSpec(key, usage string, lo, hi float64, p func(*Config) *float64) spec {
-	return spec{key: key, usage: usage,
-		set: func(c *Config, _ *loadCtx, v raw) error {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v.text), 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				return errors.New("not a finite number")
-			}
-			*p(c) = f
-			return nil
-		},
+	return spec{key: key, usage: usage, set: setTo(p, fromText(parseFinite)),
 		get: func(c *Config) string { return strconv.FormatFloat(*p(c), 'g', -1, 64) },
 		check: func(c *Config) string {
 			if f := *p(c); !(f >= lo && f <= hi) {
@@ -611,7 +617,7 @@ func addrListSpec(key string, env []string, usage string, defPort func(*Config) 
 			*p(c) = AddrPorts(l)
 			return nil
 		},
-		get: func(c *Config) string { return joinStrings(*p(c)) },
+		get: joined(p),
 		check: func(c *Config) string {
 			for _, ap := range *p(c) {
 				if !ap.Addr().IsValid() {
@@ -637,7 +643,7 @@ func endpointListSpec(key string, env []string, usage string, defPort func(*Conf
 			*p(c) = l
 			return nil
 		},
-		get: func(c *Config) string { return joinStrings(*p(c)) },
+		get: joined(p),
 		check: func(c *Config) string {
 			for _, e := range *p(c) {
 				if !e.Addr().IsValid() || e.Addr().Zone() != "" {
@@ -655,45 +661,13 @@ func endpointListSpec(key string, env []string, usage string, defPort func(*Conf
 }
 
 func prefixSpec(key, usage string, p func(*Config) *[]netip.Prefix) spec {
-	return spec{key: key, usage: usage, isList: true,
-		set: func(c *Config, _ *loadCtx, v raw) error {
-			l, err := ParsePrefixList(v.items)
-			if err != nil {
-				return err
-			}
-			*p(c) = l
-			return nil
-		},
-		get: func(c *Config) string { return joinStrings(*p(c)) },
-		check: func(c *Config) string {
-			for _, q := range *p(c) {
-				if !q.IsValid() {
-					return "invalid prefix in list"
-				}
-			}
-			return ""
-		}}
+	return spec{key: key, usage: usage, isList: true, set: setTo(p, fromItems(ParsePrefixList)), get: joined(p),
+		check: checkEach(p, netip.Prefix.IsValid, "invalid prefix in list")}
 }
 
 func patternSpec(key, usage string, p func(*Config) *[]NamePattern) spec {
-	return spec{key: key, usage: usage, isList: true,
-		set: func(c *Config, _ *loadCtx, v raw) error {
-			l, err := parseNamePatterns(v.items)
-			if err != nil {
-				return err
-			}
-			*p(c) = l
-			return nil
-		},
-		get: func(c *Config) string { return joinStrings(*p(c)) },
-		check: func(c *Config) string {
-			for _, q := range *p(c) {
-				if q.text == "" {
-					return "pattern not built with ParseNamePattern"
-				}
-			}
-			return ""
-		}}
+	return spec{key: key, usage: usage, isList: true, set: setTo(p, fromItems(parseNamePatterns)), get: joined(p),
+		check: checkEach(p, func(q NamePattern) bool { return q.text != "" }, "pattern not built with ParseNamePattern")}
 }
 
 func joinStrings[T fmt.Stringer](l []T) string {
