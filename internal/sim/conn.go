@@ -227,6 +227,51 @@ func (h *handler) execOp(ioid uint32, kind opKind) (o *op, ignore, ok bool) {
 	return o, false, o.kind == kind
 }
 
+// initOp registers an INIT. The server channel serves RPC alone: another
+// operation on it is refused (the reply's status) and not kept, o nil.
+func (h *handler) initOp(sid, ioid uint32, kind opKind, what string) (o *op, refused pva.Status, ok bool) {
+	if o, ok = h.newOp(sid, ioid, kind); ok && o.ch.server {
+		delete(h.ops, ioid)
+		return nil, notSupported(what), true
+	}
+	return o, pva.Status{}, ok
+}
+
+// opResult is what a GET or PUT reply carries.
+type opResult struct {
+	status  pva.Status
+	typ     *pva.FieldDesc
+	changed pva.BitSet
+	value   *pva.Value
+}
+
+// serveOp does what GET and PUT share: an INIT registers the operation
+// and answers with the value's type (or the server channel's refusal);
+// an EXEC of a live operation is exec's to answer; the destroy bit ends
+// the operation. reply false: nothing to send (an EXEC racing a
+// destroy); ok false: a protocol fault.
+func (h *handler) serveOp(sid, ioid uint32, subcmd uint8, kind opKind, what string, exec func(*op, *opResult)) (r opResult, reply, ok bool) {
+	if subcmd&pva.SubcmdInit != 0 {
+		o, refused, ok := h.initOp(sid, ioid, kind, what)
+		if !ok {
+			return r, false, false
+		}
+		if r.status = refused; o != nil {
+			r.typ = ntScalarDouble
+		}
+	} else {
+		o, ignore, ok := h.execOp(ioid, kind)
+		if ignore || !ok {
+			return r, false, ok
+		}
+		exec(o, &r)
+	}
+	if subcmd&pva.SubcmdDestroy != 0 {
+		h.destroyOp(ioid)
+	}
+	return r, true, true
+}
+
 func notSupported(what string) pva.Status {
 	return pva.Status{Type: pva.StatusError, Message: what + " not implemented for this PV"}
 }
@@ -263,30 +308,14 @@ func (h *handler) onGet(c *pvaconn.Conn, p []byte, be bool) bool {
 	if err := m.Decode(p, be, &h.types); err != nil {
 		return false
 	}
-	r := pva.GetReply{IOID: m.IOID, Subcmd: m.Subcmd}
-	if m.IsInit() {
-		o, ok := h.newOp(m.SID, m.IOID, opGet)
-		if !ok {
-			return false
-		}
-		if o.ch.server {
-			r.Status = notSupported("GET")
-			delete(h.ops, m.IOID)
-		} else {
-			r.Type = ntScalarDouble
-		}
-	} else {
-		o, ignore, ok := h.execOp(m.IOID, opGet)
-		if ignore || !ok {
-			return ok
-		}
-		r.Value, r.Changed = h.current(o.ch), getChanged
+	r, reply, ok := h.serveOp(m.SID, m.IOID, m.Subcmd, opGet, "GET", func(o *op, r *opResult) {
+		r.value, r.changed = h.current(o.ch), getChanged
+	})
+	if reply {
+		h.send(c, pva.AppendGetReply(nil, c.Flags(), &pva.GetReply{IOID: m.IOID, Subcmd: m.Subcmd,
+			Status: r.status, Type: r.typ, Changed: r.changed, Value: r.value}))
 	}
-	if m.Subcmd&pva.SubcmdDestroy != 0 {
-		h.destroyOp(m.IOID)
-	}
-	h.send(c, pva.AppendGetReply(nil, c.Flags(), &r))
-	return true
+	return ok
 }
 
 func (h *handler) onPut(c *pvaconn.Conn, p []byte, be bool) bool {
@@ -294,41 +323,25 @@ func (h *handler) onPut(c *pvaconn.Conn, p []byte, be bool) bool {
 	if err := m.Decode(p, be, &h.types, ntScalarDouble); err != nil {
 		return false
 	}
-	r := pva.PutReply{IOID: m.IOID, Subcmd: m.Subcmd}
 	var tell []*monitor
-	if m.IsInit() {
-		o, ok := h.newOp(m.SID, m.IOID, opPut)
-		if !ok {
-			return false
-		}
-		if o.ch.server {
-			r.Status = notSupported("PUT")
-			delete(h.ops, m.IOID)
-		} else {
-			r.Type = ntScalarDouble
-		}
-	} else {
-		o, ignore, ok := h.execOp(m.IOID, opPut)
-		if ignore || !ok {
-			return ok
-		}
+	r, reply, ok := h.serveOp(m.SID, m.IOID, m.Subcmd, opPut, "PUT", func(o *op, r *opResult) {
 		switch {
 		case m.IsGet():
-			r.Value, r.Changed = h.current(o.ch), getChanged
+			r.value, r.changed = h.current(o.ch), getChanged
 		case m.Changed.Has(0) || m.Changed.Has(valueBit):
 			tell = h.in.put(o.ch.name, m.Value.Field("value").Float)
 		}
 		// Other fields (alarm, timeStamp) are the server's, as on an IOC
 		// record: a put of them alone changes nothing.
+	})
+	if reply {
+		h.send(c, pva.AppendPutReply(nil, c.Flags(), &pva.PutReply{IOID: m.IOID, Subcmd: m.Subcmd,
+			Status: r.status, Type: r.typ, Changed: r.changed, Value: r.value}))
 	}
-	if m.Subcmd&pva.SubcmdDestroy != 0 {
-		h.destroyOp(m.IOID)
-	}
-	h.send(c, pva.AppendPutReply(nil, c.Flags(), &r))
 	for _, mon := range tell {
 		mon.changed()
 	}
-	return true
+	return ok
 }
 
 func (h *handler) onMonitor(c *pvaconn.Conn, p []byte, be bool) bool {
@@ -337,15 +350,12 @@ func (h *handler) onMonitor(c *pvaconn.Conn, p []byte, be bool) bool {
 		return false
 	}
 	if m.IsInit() {
-		o, ok := h.newOp(m.SID, m.IOID, opMonitor)
+		o, refused, ok := h.initOp(m.SID, m.IOID, opMonitor, "Monitor")
 		if !ok {
 			return false
 		}
-		r := pva.MonitorReply{IOID: m.IOID, Subcmd: pva.SubcmdInit}
-		if o.ch.server {
-			r.Status = notSupported("Monitor")
-			delete(h.ops, m.IOID)
-		} else {
+		r := pva.MonitorReply{IOID: m.IOID, Subcmd: pva.SubcmdInit, Status: refused}
+		if o != nil {
 			r.Type = ntScalarDouble
 			o.mon = &monitor{h: h, c: c, ch: o.ch, ioid: m.IOID, window: m.Nack, pipeline: pipelined(m.PVRequest)}
 			h.in.subscribe(o.mon)

@@ -715,3 +715,36 @@ func TestExecCommands(t *testing.T) {
 		}
 	}
 }
+
+// The server PV serves RPC alone: GET, PUT and MONITOR on it are refused
+// in the INIT reply (as PVXS's ServerSource does) and not kept, so the
+// IOID is free again.
+func TestServerPVRefusesOtherOps(t *testing.T) {
+	s := startSite(t, Options{Servers: 1, NamesPerServer: 1, Clock: clock.NewFake(time.Now())})
+	c := dialClient(t, s.Server(0).TCP)
+	ch := c.create(1, "server")
+	pvReq := pva.NewValue(pva.Struct("", pva.M("field", pva.Struct(""))))
+	for i := 0; i < 2; i++ { // the same IOID twice: a kept operation would make the second a fault
+		c.send(pva.AppendGetRequest(nil, 0, &pva.GetRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		h, p := c.read()
+		var g pva.GetReply
+		if h.Command != pva.CmdGet || g.Decode(p, h.BigEndian(), &c.types, nil) != nil || g.Status.Message != "GET not implemented for this PV" || g.Type != nil {
+			t.Fatalf("GET INIT on the server PV: %+v %+v", h, g)
+		}
+		c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		h, p = c.read()
+		var pr pva.PutReply
+		if h.Command != pva.CmdPut || pr.Decode(p, h.BigEndian(), &c.types, nil) != nil || pr.Status.Message != "PUT not implemented for this PV" {
+			t.Fatalf("PUT INIT on the server PV: %+v %+v", h, pr)
+		}
+		c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		h, p = c.read()
+		var mr pva.MonitorReply
+		if h.Command != pva.CmdMonitor || mr.Decode(p, h.BigEndian(), &c.types, nil) != nil || mr.Status.Message != "Monitor not implemented for this PV" {
+			t.Fatalf("MONITOR INIT on the server PV: %+v %+v", h, mr)
+		}
+	}
+	if r := c.rpc(ch.SID, pva.OpInfo); !r.Status.OK() || r.Value == nil {
+		t.Fatalf("RPC after refused operations: %+v", r)
+	}
+}
