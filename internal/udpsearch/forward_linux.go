@@ -27,22 +27,7 @@ import (
 func listenForwarder(port uint16) (*net.UDPConn, error) {
 	d := net.Dialer{
 		LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.AddrFrom4(loopback4), 0)),
-		Control: func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			if err := c.Control(func(fd uintptr) {
-				f := int(fd)
-				if serr = unix.SetsockoptInet4Addr(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, loopback4); serr != nil {
-					return
-				}
-				if serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1); serr != nil {
-					return
-				}
-				serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1)
-			}); err != nil {
-				return err
-			}
-			return serr
-		},
+		Control:   func(_, _ string, c syscall.RawConn) error { return control(c, loopbackMulticast) },
 	}
 	c, err := d.DialContext(context.Background(), "udp4", netip.AddrPortFrom(ForwardGroup, port).String())
 	if err != nil {
@@ -54,16 +39,9 @@ func listenForwarder(port uint16) (*net.UDPConn, error) {
 // socketInode is the inode of conn's socket, the number sock_diag reports
 // it by.
 func socketInode(conn *net.UDPConn) (uint64, error) {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
 	var st unix.Stat_t
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil {
-		return 0, err
-	}
-	return st.Ino, serr
+	err := controlConn(conn, func(f int) error { return unix.Fstat(f, &st) })
+	return st.Ino, err
 }
 
 // rawWriter writes datagrams on a connected non-blocking socket with a raw

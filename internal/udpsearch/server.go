@@ -147,8 +147,12 @@ func (s *Server) Listen() (err error) {
 	if s.main, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			s.closeListened()
+		}
+	}()
 	if s.client, err = listenEphemeral(o.ReceiveBuffer); err != nil {
-		s.main.Close()
 		return err
 	}
 	if o.SendBeacons {
@@ -156,38 +160,19 @@ func (s *Server) Listen() (err error) {
 		s.beaconConn, err = listenEphemeral(0)
 		s.sendMu.Unlock()
 		if err != nil {
-			s.main.Close()
-			s.client.Close()
 			return err
 		}
 	}
 	if o.IPv6 {
 		if err = s.listen6(); err != nil {
-			s.main.Close()
-			s.client.Close()
-			if s.beaconConn != nil {
-				s.beaconConn.Close()
-			}
 			return err
 		}
 	}
 	if err = s.joinGroups(); err != nil {
-		s.main.Close()
-		s.client.Close()
-		if s.beaconConn != nil {
-			s.beaconConn.Close()
-		}
-		s.close6()
 		return err
 	}
 	out := newSockSender(s.main, s.main6, &s.st, o.Port)
 	if err = s.listenForward(out); err != nil {
-		s.main.Close()
-		s.client.Close()
-		if s.beaconConn != nil {
-			s.beaconConn.Close()
-		}
-		s.close6()
 		return err
 	}
 	s.h.out, s.ch.out = out, out
@@ -197,6 +182,19 @@ func (s *Server) Listen() (err error) {
 	s.h6.out, s.ch6.out = out6, out6
 	s.batchReplies(out)
 	return nil
+}
+
+// closeListened closes what a failed Listen opened (listen6 closes its
+// own sockets on failure; closing them again is harmless).
+func (s *Server) closeListened() {
+	s.main.Close()
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.beaconConn != nil {
+		s.beaconConn.Close()
+	}
+	s.close6()
 }
 
 // listen6 opens the IPv6 sockets. A host without IPv6 is not an error: it

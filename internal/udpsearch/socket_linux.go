@@ -23,63 +23,46 @@ var loopback4 = [4]byte{127, 0, 0, 1}
 // sends leaving through 127.0.0.1 with TTL 1. The socket lives in the
 // network namespace of the calling thread.
 func listenSearchPort(port uint16, rcvbuf int) (*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			f := int(fd)
-			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
-				return
-			}
-			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
-				return
-			}
-			if rcvbuf > 0 {
-				// FORCE lifts rmem_max when we are privileged.
-				if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
-					_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-				}
-			}
-			_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) // best effort
-			serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
-		}); err != nil {
+	conn, err := listenUDP("udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port), func(f int) error {
+		if err := sharePort(f); err != nil {
 			return err
 		}
-		return serr
-	}}
-	pc, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port).String())
-	if err != nil {
-		return nil, err
-	}
-	conn := pc.(*net.UDPConn)
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		f := int(fd)
-		mreq := &unix.IPMreq{Multiaddr: ForwardGroup.As4(), Interface: loopback4}
-		if serr = unix.SetsockoptIPMreq(f, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, mreq); serr != nil {
-			serr = errors.Join(errors.New("join 224.0.0.128 on 127.0.0.1 (is lo up with multicast on?)"), serr)
-			return
+		if rcvbuf > 0 {
+			_ = sizeRcvbuf(f, rcvbuf)
 		}
-		if serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1); serr != nil {
-			return
-		}
-		if serr = unix.SetsockoptInet4Addr(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, loopback4); serr != nil {
-			return
-		}
-		serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1)
+		countDrops(f)
+		return unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
 	})
-	if err == nil {
-		err = serr
-	}
 	if err != nil {
+		return nil, err
+	}
+	if err := controlConn(conn, joinLoopbackGroup); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	return conn, nil
+}
+
+// joinLoopbackGroup joins the forward group on 127.0.0.1 and sends
+// multicast through 127.0.0.1 (loopbackMulticast).
+func joinLoopbackGroup(f int) error {
+	mreq := &unix.IPMreq{Multiaddr: ForwardGroup.As4(), Interface: loopback4}
+	if err := unix.SetsockoptIPMreq(f, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, mreq); err != nil {
+		return errors.Join(errors.New("join 224.0.0.128 on 127.0.0.1 (is lo up with multicast on?)"), err)
+	}
+	return loopbackMulticast(f)
+}
+
+// loopbackMulticast makes multicast sends leave through 127.0.0.1 with
+// TTL 1 and loop back to the host's own sockets.
+func loopbackMulticast(f int) error {
+	if err := unix.SetsockoptInet4Addr(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, loopback4); err != nil {
+		return err
+	}
+	if err := unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, 1); err != nil {
+		return err
+	}
+	return unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1)
 }
 
 // listenSearchPort6 opens the IPv6 wildcard socket [::]:port beside the
@@ -88,54 +71,23 @@ func listenSearchPort(port uint16, rcvbuf int) (*net.UDPConn, error) {
 // joined: PVXS forwards unicast searches over IPv4 loopback multicast only
 // and processes IPv6 unicast searches directly.
 func listenSearchPort6(port uint16, rcvbuf int) (*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			f := int(fd)
-			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); serr != nil {
-				return
-			}
-			if serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
-				return
-			}
-			setRcvbuf(f, rcvbuf)
-			serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
-		}); err != nil {
+	return listenUDP("udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port), func(f int) error {
+		if err := sharePort(f); err != nil {
 			return err
 		}
-		return serr
-	}}
-	pc, err := lc.ListenPacket(context.Background(), "udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port).String())
-	if err != nil {
-		return nil, err
-	}
-	return pc.(*net.UDPConn), nil
+		setRcvbuf(f, rcvbuf)
+		return unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+	})
 }
 
 // listenEphemeral6 opens the IPv6 client socket on port, the IPv4 client
 // socket's port (PVXS binds its IPv6 search socket to the same port), so
 // the one reply port in a search serves both families.
 func listenEphemeral6(port uint16, rcvbuf int) (*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) { setRcvbuf(int(fd), rcvbuf) })
-	}}
-	pc, err := lc.ListenPacket(context.Background(), "udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port).String())
-	if err != nil {
-		return nil, err
-	}
-	return pc.(*net.UDPConn), nil
-}
-
-// setRcvbuf sizes a receive buffer (FORCE lifts rmem_max when privileged)
-// and turns on the SO_RXQ_OVFL drop count; rcvbuf <= 0 does nothing.
-func setRcvbuf(f, rcvbuf int) {
-	if rcvbuf <= 0 {
-		return
-	}
-	if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
-		_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-	}
-	_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) // best effort
+	return listenUDP("udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port), func(f int) error {
+		setRcvbuf(f, rcvbuf)
+		return nil
+	})
 }
 
 // listenEphemeral opens an IPv4 socket on an ephemeral port with
@@ -143,27 +95,69 @@ func setRcvbuf(f, rcvbuf int) {
 // sizes its receive buffer and turns on the SO_RXQ_OVFL drop count: the
 // client socket takes every server's reply to a discovery ping at once.
 func listenEphemeral(rcvbuf int) (*net.UDPConn, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			f := int(fd)
-			if rcvbuf > 0 {
-				if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
-					_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-				}
-				_ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) // best effort
-			}
-			serr = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	pc, err := lc.ListenPacket(context.Background(), "udp4", "0.0.0.0:0")
+	return listenUDP("udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), 0), func(f int) error {
+		setRcvbuf(f, rcvbuf)
+		return unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
+	})
+}
+
+// listenUDP opens a UDP socket on addr with setup applied before bind
+// (SO_REUSEPORT and the like must be).
+func listenUDP(network string, addr netip.AddrPort, setup func(fd int) error) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error { return control(c, setup) }}
+	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
 	if err != nil {
 		return nil, err
 	}
 	return pc.(*net.UDPConn), nil
+}
+
+// control runs set on c's descriptor: the first error of Control or set.
+func control(c syscall.RawConn, set func(fd int) error) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = set(int(fd)) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// controlConn is control on an open socket.
+func controlConn(conn *net.UDPConn, set func(fd int) error) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return control(rc, set)
+}
+
+// sharePort lets pvans and PVXS servers bind the same port.
+func sharePort(f int) error {
+	if err := unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return err
+	}
+	return unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+}
+
+// sizeRcvbuf sets a receive buffer of n bytes: SO_RCVBUFFORCE lifts
+// rmem_max when privileged, else SO_RCVBUF (capped by rmem_max).
+func sizeRcvbuf(f, n int) error {
+	if unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) == nil {
+		return nil
+	}
+	return unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+}
+
+// countDrops turns on the SO_RXQ_OVFL drop count (best effort).
+func countDrops(f int) { _ = unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1) }
+
+// setRcvbuf sizes a receive buffer and turns on the drop count; rcvbuf
+// <= 0 does neither.
+func setRcvbuf(f, rcvbuf int) {
+	if rcvbuf <= 0 {
+		return
+	}
+	_ = sizeRcvbuf(f, rcvbuf)
+	countDrops(f)
 }
 
 // mmsghdr is struct mmsghdr; Go's padding matches C's on 32 and 64 bits.
@@ -396,79 +390,46 @@ func (s *sockSender) forward(b []byte) {
 // next send to the group d (PVXS evsocket::mcast_prep_sendto). The options
 // belong to the socket, so the caller serialises sends on conn.
 func prepMulticast(conn *net.UDPConn, d *sendDest) error {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return err
-	}
 	ttl := d.TTL
 	if ttl < 0 {
 		ttl = 1 // what the kernel makes of PVXS's -1
 	}
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		f := int(fd)
+	return controlConn(conn, func(f int) error {
 		if d.Addr.Addr().Is4() {
-			if serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, ttl); serr != nil {
-				return
+			if err := unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, ttl); err != nil {
+				return err
 			}
 			m := &unix.IPMreqn{Ifindex: int32(d.ifIndex)}
 			if d.ifAddr.IsValid() {
 				m.Address = d.ifAddr.As4()
 			}
-			serr = unix.SetsockoptIPMreqn(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, m)
-			return
+			return unix.SetsockoptIPMreqn(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, m)
 		}
-		if serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, ttl); serr != nil {
-			return
+		if err := unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, ttl); err != nil {
+			return err
 		}
-		serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, d.ifIndex)
+		return unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, d.ifIndex)
 	})
-	if err != nil {
-		return err
-	}
-	return serr
 }
 
 // setReceiveBuffer sets SO_RCVBUF on an open socket (SO_RCVBUFFORCE when
 // privileged, as at open).
 func setReceiveBuffer(c *net.UDPConn, n int) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) != nil {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n)
-		}
-	}); err != nil {
-		return err
-	}
-	return serr
+	return controlConn(c, func(f int) error { return sizeRcvbuf(f, n) })
 }
 
 // joinGroup joins the group d on conn, on d's interface (PVXS
 // SockEndpoint::resolve then mcast_join).
 func joinGroup(conn *net.UDPConn, d *sendDest) error {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = rc.Control(func(fd uintptr) {
+	return controlConn(conn, func(f int) error {
 		if d.Addr.Addr().Is4() {
 			m := &unix.IPMreqn{Multiaddr: d.Addr.Addr().As4(), Ifindex: int32(d.ifIndex)}
 			if d.ifAddr.IsValid() {
 				m.Address = d.ifAddr.As4()
 			}
-			serr = unix.SetsockoptIPMreqn(int(fd), unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, m)
-			return
+			return unix.SetsockoptIPMreqn(f, unix.IPPROTO_IP, unix.IP_ADD_MEMBERSHIP, m)
 		}
 		m := &unix.IPv6Mreq{Multiaddr: d.Addr.Addr().As16(), Interface: uint32(d.ifIndex)}
-		serr = unix.SetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, m)
+		return unix.SetsockoptIPv6Mreq(f, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, m)
 	})
-	if err != nil {
-		return err
-	}
-	return serr
 }
