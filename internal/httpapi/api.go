@@ -108,8 +108,8 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET /v1/duplicates", a.duplicates)
 	mux.HandleFunc("GET /v1/changes", a.changes)
 	mux.HandleFunc("GET /v1/events", a.events)
-	mux.HandleFunc("GET /v1/insight/unresolved", a.insightUnresolved)
-	mux.HandleFunc("GET /v1/insight/clients", a.insightClients)
+	mux.HandleFunc("GET /v1/insight/unresolved", insightReport(a, Insight.Unresolved))
+	mux.HandleFunc("GET /v1/insight/clients", insightReport(a, Insight.Clients))
 	mux.HandleFunc("POST /v1/discover", a.discover)
 	mux.HandleFunc("GET /{$}", a.status)
 	if o.Metrics != nil {

@@ -49,22 +49,17 @@ func (a *api) insightParams(w http.ResponseWriter, r *http.Request) (window stri
 	return window, min(limit, MaxInsightLimit), true
 }
 
-func (a *api) insightUnresolved(w http.ResponseWriter, r *http.Request) {
-	window, limit, ok := a.insightParams(w, r)
-	if !ok {
-		return
+// insightReport serves one /v1/insight/* report (Insight.Unresolved or
+// Insight.Clients) for the window and limit the query asks.
+func insightReport[T any](a *api, report func(in Insight, window string, limit int) (T, bool)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		window, limit, ok := a.insightParams(w, r)
+		if !ok {
+			return
+		}
+		rep, _ := report(a.o.Insight, window, limit)
+		writeJSON(w, http.StatusOK, rep)
 	}
-	rep, _ := a.o.Insight.Unresolved(window, limit)
-	writeJSON(w, http.StatusOK, rep)
-}
-
-func (a *api) insightClients(w http.ResponseWriter, r *http.Request) {
-	window, limit, ok := a.insightParams(w, r)
-	if !ok {
-		return
-	}
-	rep, _ := a.o.Insight.Clients(window, limit)
-	writeJSON(w, http.StatusOK, rep)
 }
 
 // statusInsight is the status page's search sections: the lookup box's

@@ -217,26 +217,24 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		lim := s.lim.Load()
 		l.mu.Lock()
-		switch {
-		case s.cnt.open.Load() >= int64(lim.MaxConns):
+		full := s.cnt.open.Load() >= int64(lim.MaxConns)
+		if !full && l.bySource[src] < lim.MaxConnsPerSource {
+			l.bySource[src]++
+			s.cnt.open.Add(1)
 			l.mu.Unlock()
+			return &trackedConn{Conn: c, l: l, src: src}, nil
+		}
+		l.mu.Unlock()
+		if full {
 			s.cnt.rejected.Add(1)
 			s.ll.Hit("http_max_connections", "HTTP connection limit reached; new connections closed",
 				zap.Int("max_connections", lim.MaxConns), zap.Stringer("client", src))
-			c.Close()
-			continue
-		case l.bySource[src] >= lim.MaxConnsPerSource:
-			l.mu.Unlock()
+		} else {
 			s.cnt.perSource.Add(1)
 			s.ll.Hit("http_connections_per_source", "HTTP connections per source limit reached; new connections from it closed",
 				zap.Int("max_connections_per_source", lim.MaxConnsPerSource), zap.Stringer("client", src))
-			c.Close()
-			continue
 		}
-		l.bySource[src]++
-		s.cnt.open.Add(1)
-		l.mu.Unlock()
-		return &trackedConn{Conn: c, l: l, src: src}, nil
+		c.Close()
 	}
 }
 
