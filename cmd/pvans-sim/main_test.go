@@ -6,35 +6,17 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // pvans-sim's scripted (-do) and typed (stdin) controls.
 func TestScriptedAndTypedCommands(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	in, typed := io.Pipe()
-	var out, errb lockedBuffer
+	var out, errb testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-servers", "2", "-names", "3", "-do", "0s restart 1", "-do", "50ms kill 0"}, in, &out, &errb)

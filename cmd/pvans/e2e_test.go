@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -267,31 +266,13 @@ func TestCheckConfigAndVersion(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an io.Writer safe for the demo's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestDemoTypedCommands runs the demo in process with commands typed on
 // its standard input: help, a stop the narrator reports from pvans'
 // events, and quit.
 func TestDemoTypedCommands(t *testing.T) {
 	tcpPort, udpPort, httpPort := freePorts(t)
 	in, typed := io.Pipe()
-	var out, errb lockedBuffer
+	var out, errb testutil.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- demo([]string{"--servers", "2", "--names", "5", "--server-port", fmt.Sprint(tcpPort), "--broadcast-port", fmt.Sprint(udpPort),

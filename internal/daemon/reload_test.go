@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,31 +105,11 @@ func TestReloadUnderLoad(t *testing.T) {
 		return d.Registry.Lookup([]byte(site.Server(0).Names[0])) != nil
 	})
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var searches atomic.Int64
-	for i := range 100 {
+	stop := testutil.Load(100, 5*time.Millisecond, func(i int) func() bool {
 		cl := query(t, d)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			names := []string{site.Server(0).Names[i%20], site.Server(1).Names[i%20], fmt.Sprintf("load:none:%d", i)}
-			for {
-				select {
-				case <-stop:
-					return
-				case <-cl.Done():
-					return
-				default:
-				}
-				if cl.Search(names) != nil {
-					return
-				}
-				searches.Add(1)
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
-	}
+		names := []string{site.Server(0).Names[i%20], site.Server(1).Names[i%20], fmt.Sprintf("load:none:%d", i)}
+		return func() bool { return cl.Search(names) == nil } // fails once the connection is closed
+	})
 
 	variants := []func(n *config.Config){
 		func(n *config.Config) { n.Access.NameDeny = mustPatterns(t, "sim:s1:*") },
@@ -157,11 +135,10 @@ func TestReloadUnderLoad(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	d.Reload(c)
-	close(stop)
-	wg.Wait()
-	t.Logf("%d searches during 20 reloads", searches.Load())
-	if searches.Load() < 100 {
-		t.Fatalf("only %d searches: the clients did not run during the reloads", searches.Load())
+	searches := stop()
+	t.Logf("%d searches during 20 reloads", searches)
+	if searches < 100 {
+		t.Fatalf("only %d searches: the clients did not run during the reloads", searches)
 	}
 	name := site.Server(1).Names[3]
 	testutil.WaitFor(t, 10*time.Second, "answers after the reloads", func() bool {

@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 func TestNewLevelsAndFormats(t *testing.T) {
@@ -63,7 +65,7 @@ func TestApplySwitchesLevelAndFormat(t *testing.T) {
 
 // Switching while other goroutines log is safe (run with -race).
 func TestApplyWhileLogging(t *testing.T) {
-	var buf syncBuf
+	var buf testutil.Buffer
 	root, c, _ := NewTo(&buf, "info", "json")
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
@@ -80,15 +82,4 @@ func TestApplyWhileLogging(t *testing.T) {
 		_ = c.Apply("info", []string{"json", "console"}[i%2])
 	}
 	wg.Wait()
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
 }

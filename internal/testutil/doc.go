@@ -2,7 +2,8 @@
 // files: polling for a condition, free loopback ports, building the pvans
 // binary once per test run, running a process and capturing its output,
 // network namespaces made by a test (Linux, root), the PVXS loopback
-// capture, and goroutine-leak and socket-read helpers.
+// capture, goroutine-leak and socket-read helpers, and an output buffer
+// goroutines may write while a test reads it.
 //
 // It is imported only by _test.go files, never by production code, and it
 // imports nothing of this module, so any package's internal tests may use

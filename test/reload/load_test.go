@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -81,31 +80,11 @@ func TestReloadUnderLoadBinary(t *testing.T) {
 		BeaconInterval: 500 * time.Millisecond})
 	ep := netip.AddrPortFrom(lo, tcp)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var searches atomic.Int64
-	for i := range 100 {
+	stop := testutil.Load(100, 10*time.Millisecond, func(i int) func() bool {
 		cl := dial(t, ep)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			names := []string{site.Server(i % 2).Names[i%20], fmt.Sprintf("load:none:%d", i)}
-			for {
-				select {
-				case <-stop:
-					return
-				case <-cl.Done():
-					return
-				default:
-				}
-				if cl.Search(names) != nil {
-					return
-				}
-				searches.Add(1)
-				time.Sleep(10 * time.Millisecond)
-			}
-		}()
-	}
+		names := []string{site.Server(i % 2).Names[i%20], fmt.Sprintf("load:none:%d", i)}
+		return func() bool { return cl.Search(names) == nil } // fails once the connection is closed
+	})
 	groups := []string{
 		"access:\n  name_deny: [\"sim:s1:*\"]\n",
 		"rate_limit:\n  tcp_messages_per_second: 200\n  tcp_message_burst: 50\n",
@@ -125,11 +104,10 @@ func TestReloadUnderLoadBinary(t *testing.T) {
 		}
 		d.reload(t, body)
 	}
-	close(stop)
-	wg.Wait()
-	t.Logf("%d searches by 100 clients during 20 reloads", searches.Load())
-	if searches.Load() < 200 {
-		t.Fatalf("only %d searches", searches.Load())
+	searches := stop()
+	t.Logf("%d searches by 100 clients during 20 reloads", searches)
+	if searches < 200 {
+		t.Fatalf("only %d searches", searches)
 	}
 	d.reload(t, "search:\n  through: false\n")
 	name := site.Server(1).Names[3]
