@@ -443,7 +443,7 @@ func Defaults() Config {
 			BeaconsPerSecond: 20,
 			BeaconBurst:      200,
 		},
-		Insight: Insight{Names: 10000, Clients: 10000, QueueBytes: 4 << 20, DigestNamesPerSecond: 10000, GUIDChangesPerHour: 3},
+		Insight: Insight{Names: 10000, Clients: 10000, QueueBytes: 4 << 20, DigestNamesPerSecond: 2000, GUIDChangesPerHour: 3},
 	}
 	c.TCP.IdleTimeout = c.PVA.TCPTimeout()
 	return c

@@ -65,7 +65,7 @@ type Options struct {
 	// summaries take in full; beyond it (a storm of distinct missing
 	// names) they take a random sample of the search messages, each
 	// weighted by the inverse of the sampling rate, so the digest's CPU
-	// stays bounded whatever the search rate. Default 10,000; negative:
+	// stays bounded whatever the search rate. Default 2,000; negative:
 	// no limit. The client summaries always count every message.
 	DigestNamesPerSecond int
 	// Known reports whether a name is answerable now (the registry holds
@@ -152,7 +152,7 @@ func New(o Options) *Insight {
 		w := &in.win[i]
 		w.name, w.period = Windows[i], span/2
 		for p := range 2 {
-			w.names[p] = newNameSum(o.Names)
+			w.names[p] = newNameSum(o.Names, in.seed)
 			w.clients[p] = newClientSum(o.Clients)
 		}
 		w.idx = now.UnixNano() / int64(w.period)
@@ -485,24 +485,30 @@ func (in *Insight) mergeNames(w *window, now int64) []Unresolved {
 	secs := seconds(w, now)
 	out := make([]Unresolved, 0, len(cur.idx)+len(prev.idx))
 	known := in.o.Known
-	emit := func(name string, a, b *nameSum, ia, ib int32) {
+	emit := func(a, b *nameSum, ia, ib int32) {
+		name := string(a.keys[ia])
 		if known != nil && known(name) {
-			a.remove(name)
-			b.remove(name)
+			a.remove(ia)
+			if ib >= 0 {
+				b.remove(ib)
+			}
 			return
 		}
 		out = append(out, mergeName(name, a, b, ia, ib, secs))
 	}
-	for name, i := range cur.idx {
-		j, ok := prev.idx[name]
-		if !ok {
-			j = -1
+	// other is the slot of a's slot i's name in b, or -1.
+	other := func(a, b *nameSum, i int32) int32 {
+		if j, ok := b.idx[a.hash[i]]; ok && string(b.keys[j]) == string(a.keys[i]) {
+			return j
 		}
-		emit(name, cur, prev, i, j)
+		return -1
 	}
-	for name, j := range prev.idx {
-		if _, ok := cur.idx[name]; !ok {
-			emit(name, prev, cur, j, -1)
+	for _, i := range cur.idx {
+		emit(cur, prev, i, other(cur, prev, i))
+	}
+	for _, j := range prev.idx {
+		if other(prev, cur, j) < 0 {
+			emit(prev, cur, j, -1)
 		}
 	}
 	return out
@@ -517,8 +523,8 @@ func (in *Insight) Name(name string) (Unresolved, Report, bool) {
 	now := in.flushLocked()
 	cur, prev := &w.names[w.cur], &w.names[1-w.cur]
 	rep := in.report(w, now, cur.c.total+prev.c.total, in.o.Names, boundOf(&prev.c, in.o.Names), boundOf(&cur.c, in.o.Names))
-	i, inCur := cur.idx[name]
-	j, inPrev := prev.idx[name]
+	i, inCur := cur.slot(name)
+	j, inPrev := prev.slot(name)
 	secs := seconds(w, now)
 	switch {
 	case inCur:

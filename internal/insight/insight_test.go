@@ -318,7 +318,7 @@ func TestBackgroundDigest(t *testing.T) {
 	for {
 		in.mu.Lock()
 		w := &in.win[0]
-		_, ok := w.names[w.cur].idx["bg"]
+		_, ok := w.names[w.cur].slot("bg")
 		in.mu.Unlock()
 		if ok {
 			return

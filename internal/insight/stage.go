@@ -279,16 +279,17 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 		}
 		ch := maphash.Comparable(in.seed, r.client)
 		for _, n := range r.missing {
-			k := maphash.Bytes(in.seed, n) ^ ch*0x9e3779b97f4a7c15
+			nh := maphash.Bytes(in.seed, n)
+			k := nh ^ ch*0x9e3779b97f4a7c15
 			j, ok := in.aggIdx[k]
 			if !ok {
 				j = int32(len(in.aggs))
 				in.aggIdx[k] = j
-				in.aggs = append(in.aggs, agg{name: n, client: r.client, ch: ch})
+				in.aggs = append(in.aggs, agg{name: n, nh: nh, client: r.client, ch: ch})
 			} else if a := &in.aggs[j]; a.client != r.client || string(a.name) != string(n) {
 				// A hash collision: its own entry, not found again by hash.
 				j = int32(len(in.aggs))
-				in.aggs = append(in.aggs, agg{name: n, client: r.client, ch: ch})
+				in.aggs = append(in.aggs, agg{name: n, nh: nh, client: r.client, ch: ch})
 			}
 			in.aggs[j].n += weight
 			in.prevAgg = append(in.prevAgg, j)
@@ -296,7 +297,7 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 	}
 	for i := range in.aggs {
 		a := &in.aggs[i]
-		in.applyName(a.name, a.client, a.ch, a.n, now)
+		in.applyName(a.name, a.nh, a.client, a.ch, a.n, now)
 	}
 	clear(in.aggIdx)
 	clear(in.aggs) // drop the views into the buffer
@@ -349,15 +350,15 @@ func walkSpan(span []byte, firstLen, count int, bm []byte, out [][]byte) [][]byt
 // agg is one (name, client) pair's searches within a staging buffer.
 type agg struct {
 	name   []byte
+	nh     uint64 // the name's hash
 	client netip.Addr
 	ch     uint64 // the client's hash
 	n      uint64
 }
 
-func (in *Insight) applyName(name []byte, client netip.Addr, ch, n uint64, now int64) {
-	var s string // allocated once for both windows, if a slot is taken
+func (in *Insight) applyName(name []byte, nh uint64, client netip.Addr, ch, n uint64, now int64) {
 	for i := range in.win {
 		w := &in.win[i]
-		w.names[w.cur].add(name, &s, client, ch, n, now)
+		w.names[w.cur].add(name, nh, client, ch, n, now)
 	}
 }

@@ -1,6 +1,7 @@
 package insight
 
 import (
+	"hash/maphash"
 	"math"
 	"math/bits"
 	"net/netip"
@@ -22,43 +23,64 @@ type nameInfo struct {
 	top         [topN]topClient
 }
 
-// nameSum is one period's summary of unclaimed names.
+// nameSum is one period's summary of unclaimed names. Names are keyed by
+// their 64-bit hash/maphash under the Insight's secret seed (computed once
+// per name by the digest, shared by both windows): the map then hashes a
+// uint64, not the name, and a slot's name bytes live in a buffer the slot
+// keeps and reuses, so taking over a slot allocates nothing. Two names
+// with one hash (2^-64 a pair; the seed is not known outside the process)
+// share a slot: the later one is not counted.
 type nameSum struct {
 	c    counts
-	idx  map[string]int32
-	keys []string
+	seed maphash.Seed
+	idx  map[uint64]int32 // name hash → slot
+	hash []uint64         // slot → its name's hash
+	keys [][]byte         // slot → its name (buffer reused by the slot)
 	info []nameInfo
 }
 
-func newNameSum(k int) nameSum {
-	return nameSum{c: newCounts(k), idx: make(map[string]int32, k), keys: make([]string, k), info: make([]nameInfo, k)}
+func newNameSum(k int, seed maphash.Seed) nameSum {
+	return nameSum{c: newCounts(k), seed: seed, idx: make(map[uint64]int32, k), hash: make([]uint64, k),
+		keys: make([][]byte, k), info: make([]nameInfo, k)}
 }
 
 func (s *nameSum) reset() {
 	s.c.reset()
 	clear(s.idx)
-	clear(s.keys)
+	clear(s.hash)
+	for i := range s.keys {
+		s.keys[i] = s.keys[i][:0]
+	}
 	clear(s.info)
 }
 
 func (s *nameSum) full() bool { return len(s.idx) == len(s.keys) }
 
-// add counts n searches for name by client (ch: the client's hash). str
-// caches the name's string between windows: a name taking a slot in both
-// is allocated once.
-func (s *nameSum) add(name []byte, str *string, client netip.Addr, ch, n uint64, now int64) {
-	i, ok := s.idx[string(name)]
+// slot finds name's slot.
+func (s *nameSum) slot(name string) (int32, bool) {
+	i, ok := s.idx[maphash.String(s.seed, name)]
+	if !ok || string(s.keys[i]) != name {
+		return -1, false
+	}
+	return i, true
+}
+
+// add counts n searches for name (h: its hash) by client (ch: the
+// client's hash).
+func (s *nameSum) add(name []byte, h uint64, client netip.Addr, ch, n uint64, now int64) {
+	i, ok := s.idx[h]
+	if ok && string(s.keys[i]) != string(name) {
+		return // a hash collision: see nameSum
+	}
 	if !ok {
 		var used bool
 		i, used = s.c.take()
 		if used {
-			delete(s.idx, s.keys[i])
+			delete(s.idx, s.hash[i])
 		}
-		if *str == "" {
-			*str = string(name)
-		}
-		s.keys[i] = *str
-		s.idx[*str] = i
+		s.keys[i] = append(s.keys[i][:0], name...)
+		s.hash[i] = h
+		s.idx[h] = i
 		s.info[i] = nameInfo{first: now}
 	}
 	s.c.add(i, n)
@@ -81,14 +103,11 @@ func (s *nameSum) add(name []byte, str *string, client netip.Addr, ch, n uint64,
 	f.top[m].n += n
 }
 
-// remove frees a name's slot (it became answerable).
-func (s *nameSum) remove(name string) {
-	i, ok := s.idx[name]
-	if !ok {
-		return
-	}
-	delete(s.idx, name)
-	s.keys[i] = ""
+// remove frees slot i (its name became answerable).
+func (s *nameSum) remove(i int32) {
+	delete(s.idx, s.hash[i])
+	s.hash[i] = 0
+	s.keys[i] = s.keys[i][:0]
 	s.info[i] = nameInfo{}
 	s.c.free(i)
 }
