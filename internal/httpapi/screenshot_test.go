@@ -214,12 +214,13 @@ func TestStatusPageScreenshot(t *testing.T) {
 }
 
 // TestStatusPageFollowsChanges: the page open in a browser reloads itself
-// as soon as a server appears, without waiting for its meta refresh. The
-// browser runs the page's script on virtual time (--virtual-time-budget,
-// which stands still while a request is pending): it loads the page, its
-// long poll waits, a server appears, the poll answers, the page reloads
-// and the next poll waits until this test ends it; the DOM is dumped once
-// the script's pause after that poll has used up the budget.
+// when a server appears (once it is statusMinReload old), without waiting
+// for its meta refresh. The browser runs the page's script on virtual time
+// (--virtual-time-budget, which stands still while a request is pending):
+// it loads the page, its long poll waits, a server appears, the poll
+// answers, the page reloads statusMinReload after its load and the next
+// poll waits until this test ends it; the DOM is dumped once the script's
+// pause after that poll has used up the budget.
 func TestStatusPageFollowsChanges(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("%s not found; install Debian's chromium package (apt-get install -y chromium) to run this test: %v", chromiumPath, err)
@@ -278,7 +279,8 @@ func TestStatusPageFollowsChanges(t *testing.T) {
 			}
 		}
 	}()
-	dom := runChromium(t, t.TempDir(), "--dump-dom", "--virtual-time-budget=2000", serveHandler(t, o))
+	budget := strconv.FormatInt((statusMinReload + 2*time.Second).Milliseconds(), 10)
+	dom := runChromium(t, t.TempDir(), "--dump-dom", "--virtual-time-budget="+budget, serveHandler(t, o))
 	close(stop)
 	if err := <-driven; err != nil {
 		t.Fatal(err)
@@ -297,6 +299,77 @@ func TestStatusPageFollowsChanges(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("DOM:\n%s", dom)
+	}
+}
+
+// TestStatusPageReloadsAtMostEvery: a registry that never stops changing
+// (a flapping server, forged beacons creating servers as fast as they
+// arrive) does not make an open page reload as fast as the browser renders
+// it: a page reloads at once on a change only when it is statusMinReload
+// old, else when it gets there, so a wall of open pages costs no more
+// renders than the page's old fixed refresh. Every poll of the page finds
+// a new server. The browser runs on virtual time (Date.now() included),
+// so the test takes no real time for the pauses; each load reports its
+// virtual time.
+func TestStatusPageReloadsAtMostEvery(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("%s not found; install Debian's chromium package (apt-get install -y chromium) to run this test: %v", chromiumPath, err)
+	}
+	reg := liveReg{registry.New(registry.Options{})}
+	h := Handler(Options{Registry: reg, Version: "v0.0.0-test", Ready: func() (bool, string) { return true, "" }})
+	const changes = 4
+	var mu sync.Mutex
+	var loads []int64 // virtual Date.now() of each load
+	polls := 0
+	o := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/loaded":
+			ms, err := strconv.ParseInt(r.URL.Query().Get("at"), 10, 64)
+			if err != nil {
+				t.Errorf("/loaded?%s: %v", r.URL.RawQuery, err)
+			}
+			mu.Lock()
+			loads = append(loads, ms)
+			mu.Unlock()
+			return
+		case "/":
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			page := strings.Replace(rec.Body.String(), "</body>", `<script>fetch("/loaded?at="+Date.now())</script></body>`, 1)
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write([]byte(page))
+			return
+		case "/v1/changes":
+			mu.Lock()
+			polls++
+			n := polls
+			mu.Unlock()
+			if n > changes {
+				// Answered at once: a waiting request stops virtual time.
+				r.URL.RawQuery += "&wait=0s"
+			} else {
+				g := pva.GUID{0xEE, 11: byte(n)}
+				ep := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 1, byte(n)}), 5075)
+				if _, err := reg.UpsertServer(registry.ServerInfo{GUID: g, Addr: ep, Discovered: registry.SourceBeacon}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+	// The budget starts again at each load (so it is not the test's clock).
+	budget := strconv.FormatInt((statusMinReload + time.Second).Milliseconds(), 10)
+	runChromium(t, t.TempDir(), "--dump-dom", "--virtual-time-budget="+budget, serveHandler(t, o))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(loads) != changes+1 {
+		t.Errorf("%d loads after %d changes; want a reload for each (%v)", len(loads), changes, loads)
+	}
+	for i := 1; i < len(loads); i++ {
+		// The page's clock starts a few ms before the load is reported.
+		if gap := time.Duration(loads[i]-loads[i-1]) * time.Millisecond; gap < statusMinReload*9/10 {
+			t.Errorf("load %d came %v after the one before; want about %v at least", i, gap, statusMinReload)
+		}
 	}
 }
 

@@ -12,11 +12,17 @@ import (
 	"github.com/pvans-project/pvans/internal/registry"
 )
 
+// statusMinReload is the least time between two loads of the status page
+// by its script: a change reloads a page at once unless it is younger.
+const statusMinReload = 10 * time.Second
+
 // The status page is server-rendered and refreshes itself, so an operator
 // can leave it open on a wall screen; no front-end build. One small script
 // long-polls GET /v1/changes and reloads the page as soon as the servers or
-// duplicates change; a meta refresh reloads it every 30 s anyway (the
-// "ago" times, the events), and alone without JavaScript.
+// duplicates change, but at most once per statusMinReload (servers that
+// keep changing, even forged beacons, must not make every open page render
+// as fast as a browser asks); a meta refresh reloads it every 30 s anyway
+// (the "ago" times, the events), and alone without JavaScript.
 // It leads with one coloured verdict for the whole site, then the counts,
 // then the servers with the troubled ones first, so the answer to "is
 // anything wrong?" is readable from across the room.
@@ -68,7 +74,7 @@ footer{padding:0 24px 16px;color:var(--muted)} a{color:#1f5fbf}
 form.lookup{padding:10px 14px} form.lookup input{font:inherit;padding:4px 8px;border:1px solid #c3ccd5;border-radius:6px}
 form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;background:#1f2933;color:#fff}
 .answer{padding:0 14px 10px}
-</style></head><body data-revision="{{.Revision}}">
+</style></head><body data-revision="{{.Revision}}" data-min-reload="{{.MinReload.Milliseconds}}">
 <header><h1>pvans</h1><span class="sub">PVAccess name server · version {{.Version}}{{if .Uptime}} · up {{.Uptime}}{{end}} · </span>{{if .Ready}}<span class="rdy">ready</span>{{else}}<span class="nrdy">not ready</span>{{end}}</header>
 <main>
 <div class="banner {{.Health}}" id="health"><span class="word">{{.Word}}</span><span class="why">{{.Verdict}}</span></div>
@@ -98,12 +104,14 @@ form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;back
 {{else}}<tr><td colspan="5" class="none">nothing yet</td></tr>{{end}}
 </tbody></table></section>
 </main>
-<footer>Updates when servers or duplicates change, and every 30 s · JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/v1/insight/unresolved">/v1/insight/unresolved</a> · <a href="/v1/insight/clients">/v1/insight/clients</a> · <a href="/metrics">/metrics</a></footer>
+<footer>Updates when servers or duplicates change (at most every {{.MinReload}}), and every 30 s · JSON: <a href="/v1/servers">/v1/servers</a> · <a href="/v1/names">/v1/names</a> · <a href="/v1/duplicates">/v1/duplicates</a> · <a href="/v1/events">/v1/events</a> · <a href="/v1/insight/unresolved">/v1/insight/unresolved</a> · <a href="/v1/insight/clients">/v1/insight/clients</a> · <a href="/metrics">/metrics</a></footer>
 <script>
 // Reload when the registry's revision moves (docs/api.md, GET /v1/changes),
 // but not under a cursor in the lookup box; back off when busy or down.
 (async () => {
+  const born = performance.now();
   const rev = document.body.dataset.revision;
+  const minReload = Number(document.body.dataset.minReload);
   const pause = ms => new Promise(ok => setTimeout(ok, ms));
   const reload = () => {
     const f = document.activeElement;
@@ -113,7 +121,11 @@ form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;back
   for (;;) {
     try {
       const r = await fetch("/v1/changes?revision=" + rev, {cache: "no-store"});
-      if (r.ok && String((await r.json()).revision) !== rev) return reload();
+      if (r.ok && String((await r.json()).revision) !== rev) {
+        // Changes as fast as they come must not reload as fast as that.
+        await pause(born + minReload - performance.now());
+        return reload();
+      }
       await pause(r.ok ? 1000 : 10000);
     } catch (e) {
       await pause(10000);
@@ -125,7 +137,8 @@ form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;back
 `))
 
 type statusData struct {
-	Revision   uint64 // of the registry view shown
+	Revision   uint64        // of the registry view shown
+	MinReload  time.Duration // statusMinReload, for the script and the footer
 	Version    string
 	Uptime     string
 	Ready      bool
@@ -232,6 +245,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	}
 	v := a.o.Registry.View() // servers, duplicates and counts of one commit
 	d.Revision = v.Revision
+	d.MinReload = statusMinReload
 	c := v.Counts
 	d.Counts = countsView{Servers: c.Servers, Names: c.Names, DuplicateNames: c.DuplicateNames, Unverified: c.Unverified}
 	sortServers(v.Servers)
