@@ -130,8 +130,13 @@ func New(o Options) *Registry {
 		idx:      newNameIndex(),
 	}
 	r.fieldNames.Store(o.FieldNames)
+	// The first revision is the clock's microseconds, so a restarted
+	// daemon does not repeat the last run's revisions (a client holding
+	// one would wait for the next change as if nothing had happened). It
+	// stays under 2^53, exact as a JSON number in a browser, until 2255.
+	r.rev = uint64(max(o.Clock.Now().UnixMicro(), 0))
 	w := r.write()
-	w.changed = true // revision 1: empty
+	w.changed = true // the first revision: empty
 	r.commit(w)
 	return r
 }

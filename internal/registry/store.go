@@ -215,8 +215,9 @@ func serverBy(txn *memdb.Txn, index string, arg any) *serverRow {
 // View is one consistent reading of the registry: its servers, duplicate
 // claims and counts as of one commit.
 type View struct {
-	// Revision numbers the commit; it moves (never repeating) whenever
-	// servers or duplicate claims change.
+	// Revision numbers the commit; it moves (never repeating, not even
+	// across a restart: see New) whenever servers or duplicate claims
+	// change.
 	Revision   uint64
 	Servers    []ServerInfo // ordered by GUID
 	Duplicates []Duplicate  // ordered by name, then claim order

@@ -130,3 +130,20 @@ func TestRevisionWakesWaiter(t *testing.T) {
 		t.Fatalf("woken, but the revision is still %d", rev)
 	}
 }
+
+// TestRevisionNotRepeatedByARestart: a registry made later (a restarted
+// daemon) starts above the revisions an earlier one reached, so a client
+// holding a revision of the last run is answered at once by GET
+// /v1/changes instead of waiting for a change it would take as the first.
+func TestRevisionNotRepeatedByARestart(t *testing.T) {
+	r1, fc := newTest(t, Options{})
+	for i := 1; i <= 5; i++ {
+		mustUpsert(t, r1, i)
+	}
+	last, _ := r1.Revision()
+	fc.Advance(time.Millisecond) // the restart, a millisecond later
+	r2 := New(Options{Clock: fc})
+	if first, _ := r2.Revision(); first <= last {
+		t.Fatalf("a registry made after another reached revision %d starts at %d", last, first)
+	}
+}
