@@ -345,9 +345,9 @@ func addrKey(r *ServerInfo) string {
 // UpsertServer records a hint: a beacon, discovery reply or search-through
 // reply named the server, or a static name file configured it. It is the
 // UDP side of the trust rule (see the package doc): it may create a server
-// that has no names yet, refresh a known server's LastSeen, change count
-// and version, and confirm a server loaded from a snapshot, but it never
-// removes a server, moves one to another endpoint or touches a name.
+// that has no names yet and refresh a known server's LastSeen, change count
+// and version, but it never removes a server, moves one to another
+// endpoint, touches a name or confirms a server loaded from a snapshot.
 //
 // A GUID unknown to the registry at an endpoint another server holds is a
 // restart claim (or a forgery): nothing is recorded and ErrEndpointHeld is

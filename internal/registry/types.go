@@ -75,8 +75,8 @@ type ServerInfo struct {
 	ListedAt  time.Time // last ReplaceNames
 	ListedHow Source
 
-	// Verified is false for a server loaded from a snapshot until a beacon,
-	// probe result or live probe connection confirms it.
+	// Verified is false for a server loaded from a snapshot until a probe
+	// result or live probe connection confirms it (a beacon does not).
 	Verified bool
 	LoadedAt time.Time
 }
