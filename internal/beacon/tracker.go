@@ -279,23 +279,6 @@ func (t *Tracker) logEvent(ev Event) {
 	}
 }
 
-// Forget drops every entry at endpoint (all protocols) without an event,
-// so that the server's next beacon is reported as new. The prober calls it
-// when its watch connection to the server dies. It reports whether anything
-// was tracked.
-func (t *Tracker) Forget(endpoint netip.AddrPort) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	found := false
-	for k := range t.table {
-		if k.ep == endpoint {
-			delete(t.table, k)
-			found = true
-		}
-	}
-	return found
-}
-
 // Servers returns a copy of every entry, in no particular order.
 func (t *Tracker) Servers() []Entry {
 	t.mu.Lock()

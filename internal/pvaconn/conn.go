@@ -714,7 +714,7 @@ func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 	switch {
 	case h.Command == pva.CmdEcho:
 		if c.opt.Role == Server {
-			return c.sendNow(pva.AppendEcho(nil, c.Flags(), payload))
+			return c.Send(pva.AppendEcho(nil, c.Flags(), payload))
 		}
 		return nil // a client's idle timer was reset by the bytes themselves
 	case h.Command == pva.CmdConnectionValidation && c.opt.Role == Server:
@@ -725,7 +725,7 @@ func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 		// Any method is accepted: auth is never refused (PVXS), and
 		// pvAccessCPP without a session sends an empty method.
 		var b [pva.HeaderSize + 1]byte
-		if err := c.sendNow(pva.AppendConnectionValidated(b[:0], c.Flags(), pva.Status{})); err != nil {
+		if err := c.Send(pva.AppendConnectionValidated(b[:0], c.Flags(), pva.Status{})); err != nil {
 			return err
 		}
 		c.setValidated(rd)
@@ -735,7 +735,7 @@ func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 			c.cnt.ProtocolErrors.Add(1)
 			return err
 		}
-		return c.sendNow(c.clientValidation(&rd.sv))
+		return c.Send(c.clientValidation(&rd.sv))
 	case h.Command == pva.CmdConnectionValidated && c.opt.Role == Client:
 		if _, err := pva.DecodeConnectionValidated(payload, h.BigEndian()); err != nil {
 			c.cnt.ProtocolErrors.Add(1)
@@ -770,7 +770,3 @@ func (c *Conn) clientValidation(sv *pva.ServerValidation) []byte {
 	return pva.AppendClientValidation(nil, f, &cv)
 }
 
-// sendNow is Send from the read goroutine: a full queue ends the read loop.
-func (c *Conn) sendNow(msg []byte) error {
-	return c.Send(msg)
-}
