@@ -769,4 +769,3 @@ func (c *Conn) clientValidation(sv *pva.ServerValidation) []byte {
 	}
 	return pva.AppendClientValidation(nil, f, &cv)
 }
-
