@@ -2,6 +2,7 @@ package insight
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"testing"
 
@@ -32,10 +33,16 @@ func names38(b *testing.B, prefix string, i int) msg {
 // search is compared with the previous record and only bumps its
 // repeats), "distinct" new names every time (each is copied). Neither
 // depends on what the summaries hold.
+//
+// "storm" is "distinct" beyond the digest's budget, at a 1 % sampling rate:
+// most searches are staged light (their counts, not their names).
 func BenchmarkSearched38Missing(b *testing.B) {
-	for _, mode := range []string{"repeat", "distinct"} {
+	for _, mode := range []string{"repeat", "distinct", "storm"} {
 		b.Run(mode, func(b *testing.B) {
 			in := New(Options{})
+			if mode == "storm" {
+				in.stageP.Store(math.Float64bits(0.01))
+			}
 			qs := make([]msg, 16) // hot in cache, as just after decoding
 			for i := range qs {
 				if mode == "repeat" {

@@ -92,9 +92,12 @@ type Insight struct {
 	// The digest timer runs only while something is staged: the first
 	// search staged after a digest arms it (armed), Start allows it.
 	started, armed atomic.Bool
-	tmu            sync.Mutex // tmr and closed; never held with mu
-	tmr            clock.Timer
-	closed         bool
+	// stageP is the answer path's sampling rate (float64 bits), set by
+	// each digest from the names' arrival rate.
+	stageP atomic.Uint64
+	tmu    sync.Mutex // tmr and closed; never held with mu
+	tmr    clock.Timer
+	closed bool
 
 	mu     sync.Mutex // the summaries and the digest
 	win    [2]window
@@ -107,7 +110,8 @@ type Insight struct {
 	// malformed counts packed records whose span did not parse (a bug,
 	// or a payload changed under us); their names are not summarised.
 	malformed uint64
-	samp      sampler
+	samp      sampler // the digest's: records staged in full, budget 2× the option
+	stageSamp sampler // all unclaimed names staged: sets stageP
 
 	amu sync.Mutex // beacon anomalies
 	an  anomalyState
@@ -140,7 +144,12 @@ func New(o Options) *Insight {
 	in := &Insight{o: o, wake: make(chan struct{}, 1), done: make(chan struct{}), seed: maphash.MakeSeed(),
 		aggIdx: make(map[uint64]int32)}
 	in.an.init()
-	in.samp.init(o.DigestNamesPerSecond, o.Clock.Now().UnixNano())
+	// The answer path samples to the budget; the digest takes up to twice
+	// it in full, which covers the estimate's lag at the start of a storm
+	// (the digest then samples what was staged in full meanwhile).
+	in.samp.init(2*o.DigestNamesPerSecond, o.Clock.Now().UnixNano())
+	in.stageSamp.init(o.DigestNamesPerSecond, o.Clock.Now().UnixNano())
+	in.stageP.Store(math.Float64bits(1))
 	per := max(o.QueueBytes/(2*shards), 4096)
 	for i := range in.stages {
 		in.stages[i].buf = make([]byte, 0, per)
@@ -239,22 +248,26 @@ func (in *Insight) flushLocked() int64 {
 		in.win[i].roll(now)
 	}
 	var bufs [shards][]byte
-	staged := 0
+	all, full := 0, 0
 	for i := range in.stages {
 		s := &in.stages[i]
 		s.mu.Lock()
 		bufs[i] = s.buf
 		s.buf, s.signaled, s.last = in.spare[i][:0], false, -1
 		s.mu.Unlock()
-		staged += stagedNames(bufs[i])
+		a, f := stagedNames(bufs[i])
+		all, full = all+a, full+f
 	}
 	// One sampling rate for the whole flush: every client has the same
-	// chance, whichever shard its address falls in.
-	p := in.samp.rate(staged, now)
-	if p < 1 {
+	// chance, whichever shard its address falls in. What was staged ran
+	// under the answer path's last rate; the next interval gets a new one.
+	staged := in.stageRate()
+	p := in.samp.rate(full, now)
+	in.stageP.Store(math.Float64bits(max(in.stageSamp.rate(all, now), minStageRate)))
+	if eff := staged * p; eff < 1 {
 		for i := range in.win {
 			w := &in.win[i]
-			w.rate[w.cur] = min(w.rate[w.cur], p)
+			w.rate[w.cur] = min(w.rate[w.cur], eff)
 		}
 	}
 	for i, b := range bufs {

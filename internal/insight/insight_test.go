@@ -499,3 +499,39 @@ func TestNoDigestTimerWhileIdle(t *testing.T) {
 		t.Fatalf("%d timers pending after the digest, nothing staged", n)
 	}
 }
+
+// In a storm the answer path itself samples: once a digest has seen more
+// names than the budget, most searches are staged light (their counts,
+// not their names), so the staging copy stops growing with the names.
+func TestStormStagesLightOnTheAnswerPath(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in := New(Options{Names: 100, Clients: 10, Clock: clk, DigestNamesPerSecond: 100})
+	if p := in.stageRate(); p != 1 {
+		t.Fatalf("stage rate %v before any traffic", p)
+	}
+	for i := range 10000 {
+		srch(t, in, cA, false, []int{0}, 0, fmt.Sprintf("storm:%d", i))
+	}
+	in.Flush()
+	p := in.stageRate()
+	if p > 0.02 {
+		t.Fatalf("stage rate %v after 10,000 names against a budget of 100/s", p)
+	}
+	s := &in.stages[int(cA.As16()[15])%shards]
+	full := 0
+	for i := range 10000 {
+		srch(t, in, cA, false, []int{0}, 0, fmt.Sprintf("storm2:%d", i))
+	}
+	for b := s.buf; len(b) >= recHeader; b = b[recordLen(b):] {
+		if b[16]&flagLight == 0 {
+			full++
+		}
+	}
+	if full > 300 {
+		t.Errorf("%d of 10,000 searches staged in full at rate %v", full, p)
+	}
+	c, _ := in.Clients("1m", 1)
+	if c.Clients[0].Searches != 20000 || c.Clients[0].NotFound != 20000 {
+		t.Errorf("client figures must stay exact: %+v", c.Clients[0])
+	}
+}

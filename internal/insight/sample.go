@@ -71,14 +71,35 @@ func (s *sampler) weight(times int, p float64) uint64 {
 	return uint64(f)
 }
 
-// stagedNames is the number of unclaimed names in a staging buffer,
-// read from the records' headers (repeats not counted: they cost the
-// digest nothing per name).
-func stagedNames(b []byte) int {
-	n := 0
+// stagedNames is the number of unclaimed names in a staging buffer, all
+// and in records staged in full, read from the records' headers (repeats
+// not counted: they cost the digest nothing per name).
+func stagedNames(b []byte) (all, full int) {
 	for len(b) >= recHeader {
-		n += int(binary.NativeEndian.Uint16(b[21:]))
+		m := int(binary.NativeEndian.Uint16(b[21:]))
+		all += m
+		if b[16]&flagLight == 0 {
+			full += m
+		}
 		b = b[recordLen(b):]
 	}
-	return n
+	return all, full
+}
+
+// minStageRate keeps the answer path's weights within a record's u16.
+const minStageRate = 1.0 / 60000
+
+// stageRate is the probability with which the answer path stages a search's
+// names in full (1: always), as the last digest set it.
+func (in *Insight) stageRate() float64 { return math.Float64frombits(in.stageP.Load()) }
+
+// stageWeight is 1/p rounded at random (u uniform in [0,1)): its mean is
+// exactly 1/p.
+func stageWeight(p, u float64) uint16 {
+	w := 1 / p
+	f := math.Floor(w)
+	if u < w-f {
+		f++
+	}
+	return uint16(min(f, 0xffff))
 }

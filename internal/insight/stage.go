@@ -3,6 +3,7 @@ package insight
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"unsafe"
@@ -19,10 +20,18 @@ import (
 // Record layout (native byte order, it never leaves the process):
 //
 //	[16]client address | u8 flags | u16 names | u16 found | u16 missing |
-//	u16 repeats |
+//	u16 repeats | u16 weight |
 //	packed: u16 first name's length | u16 count | u16 span length |
 //	        bitmap of count bits (absent when dense) | span
 //	copied: u16 span length | span | missing × u16 length
+//	light:  nothing more
+//
+// Beyond the digest's budget (see sampler) the answer path itself samples:
+// a search with unclaimed names is staged in full with probability p (the
+// rate the last digest published) and then carries weight ≈ 1/p; otherwise
+// it is staged "light", its counts without its names, for the client
+// summaries, which stay exact. In a storm the answer path then copies a
+// header instead of the names.
 //
 // packed is the answer path's case: the names are views into the search
 // payload, so the stretch of it from the first unclaimed name to the end
@@ -34,10 +43,11 @@ import (
 // record from the same client (a retry, a storm) only bumps that record's
 // repeats: a compare instead of a copy, and nothing new for the digest.
 const (
-	recHeader   = 16 + 1 + 2 + 2 + 2 + 2
+	recHeader   = 16 + 1 + 2 + 2 + 2 + 2 + 2
 	flagTCP     = 1
 	flagPacked  = 2
 	flagDense   = 4
+	flagLight   = 8
 	packedExtra = 6
 	// shards spread TCP sessions (one goroutine each) over independent
 	// locks; the UDP receive loop is one goroutine.
@@ -68,8 +78,18 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 	a := client.As16()
 	s := &in.stages[int(a[15])%shards]
 	m := len(missing)
+	w, light := uint16(1), false
+	if m > 0 {
+		if p := in.stageRate(); p < 1 {
+			if rand.Float64() >= p {
+				light = true
+			} else {
+				w = stageWeight(p, rand.Float64())
+			}
+		}
+	}
 	lo, hi, first, count, dense := -1, 0, 0, 0, false
-	if m > 0 && len(payload) > 0 {
+	if m > 0 && len(payload) > 0 && !light {
 		first, count = missing[0], missing[m-1]-missing[0]+1
 		f, l := names[first].Name, names[missing[m-1]].Name
 		base := uintptr(unsafe.Pointer(unsafe.SliceData(payload)))
@@ -84,12 +104,15 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 		dense = count == m
 	}
 	var need int
-	if lo >= 0 {
+	switch {
+	case light:
+		need = recHeader
+	case lo >= 0:
 		need = recHeader + packedExtra + (hi - lo)
 		if !dense {
 			need += (count + 7) / 8
 		}
-	} else {
+	default:
 		need = recHeader + 2 + 2*m
 		for _, i := range missing {
 			need += min(len(names[i].Name), maxName)
@@ -99,7 +122,9 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 	if tcp {
 		fl |= flagTCP
 	}
-	if lo >= 0 {
+	if light {
+		fl |= flagLight
+	} else if lo >= 0 {
 		fl |= flagPacked
 		if dense {
 			fl |= flagDense
@@ -108,16 +133,17 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 	s.mu.Lock()
 	s.found += uint64(found)
 	s.missing += uint64(m)
-	if lo >= 0 && dense && s.last >= 0 {
+	if (light || lo >= 0 && dense) && s.last >= 0 {
 		if p := s.buf[s.last:]; p[16] == fl && [16]byte(p[:16]) == a &&
 			binary.NativeEndian.Uint16(p[17:]) == clamp16(len(names)) &&
 			binary.NativeEndian.Uint16(p[19:]) == clamp16(found) &&
 			binary.NativeEndian.Uint16(p[21:]) == uint16(m) &&
 			binary.NativeEndian.Uint16(p[23:]) < 0xffff &&
-			binary.NativeEndian.Uint16(p[recHeader:]) == uint16(len(names[first].Name)) &&
-			binary.NativeEndian.Uint16(p[recHeader+2:]) == uint16(count) &&
-			int(binary.NativeEndian.Uint16(p[recHeader+4:])) == hi-lo &&
-			string(p[recHeader+packedExtra:recHeader+packedExtra+hi-lo]) == string(payload[lo:hi]) {
+			binary.NativeEndian.Uint16(p[25:]) == w &&
+			(light || binary.NativeEndian.Uint16(p[recHeader:]) == uint16(len(names[first].Name)) &&
+				binary.NativeEndian.Uint16(p[recHeader+2:]) == uint16(count) &&
+				int(binary.NativeEndian.Uint16(p[recHeader+4:])) == hi-lo &&
+				string(p[recHeader+packedExtra:recHeader+packedExtra+hi-lo]) == string(payload[lo:hi])) {
 			binary.NativeEndian.PutUint16(p[23:], binary.NativeEndian.Uint16(p[23:])+1)
 			s.mu.Unlock()
 			in.arm()
@@ -139,8 +165,11 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 	binary.NativeEndian.PutUint16(r[19:], clamp16(found))
 	binary.NativeEndian.PutUint16(r[21:], uint16(m))
 	binary.NativeEndian.PutUint16(r[23:], 0)
+	binary.NativeEndian.PutUint16(r[25:], w)
 	r = r[recHeader:]
-	if lo >= 0 {
+	switch {
+	case light:
+	case lo >= 0:
 		binary.NativeEndian.PutUint16(r, uint16(len(names[first].Name)))
 		binary.NativeEndian.PutUint16(r[2:], uint16(count))
 		binary.NativeEndian.PutUint16(r[4:], uint16(hi-lo))
@@ -156,7 +185,7 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 			r = r[len(bm):]
 		}
 		copy(r, payload[lo:hi])
-	} else {
+	default:
 		span := 0
 		body := r[2:]
 		for _, i := range missing {
@@ -227,31 +256,38 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 		m := int(binary.NativeEndian.Uint16(rec[21:]))
 		r.nMissing = m
 		r.times = 1 + int(binary.NativeEndian.Uint16(rec[23:]))
+		sw := uint64(binary.NativeEndian.Uint16(rec[25:])) // the answer path's weight
 		for i := range in.win {
 			w := &in.win[i]
 			w.clients[w.cur].add(r, now)
 		}
+		if fl&flagLight != 0 { // sampled out on the answer path
+			in.samp.out += uint64(m * r.times)
+			prevClient = netip.Addr{}
+			continue
+		}
 		// A client repeating its last search (a retry, a storm): the same
 		// names again, without decoding or hashing them.
 		body := rec[recHeader:]
-		if r.client == prevClient && string(body) == string(prevBody) && string(rec[16:23]) == string(prevHead) {
+		if r.client == prevClient && string(body) == string(prevBody) && string(rec[16:23]) == string(prevHead[:7]) &&
+			string(rec[25:27]) == string(prevHead[9:]) {
 			if !prevTaken {
 				in.samp.out += uint64(m * r.times)
 				continue
 			}
-			w := in.samp.weight(r.times, p)
+			w := sw * in.samp.weight(r.times, p)
 			for _, j := range in.prevAgg {
 				in.aggs[j].n += w
 			}
 			continue
 		}
-		prevClient, prevBody, prevHead = r.client, body, rec[16:23]
+		prevClient, prevBody, prevHead = r.client, body, rec[16:recHeader]
 		in.prevAgg = in.prevAgg[:0]
 		if prevTaken = m == 0 || in.samp.take(p); !prevTaken {
 			in.samp.out += uint64(m * r.times)
 			continue
 		}
-		weight := in.samp.weight(r.times, p)
+		weight := sw * in.samp.weight(r.times, p)
 		rec = rec[recHeader:]
 		r.missing = r.missing[:0]
 		if fl&flagPacked != 0 {
@@ -307,6 +343,9 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 // recordLen is the length of the staging record at the start of b.
 func recordLen(b []byte) int {
 	m := int(binary.NativeEndian.Uint16(b[21:]))
+	if b[16]&flagLight != 0 {
+		return recHeader
+	}
 	if b[16]&flagPacked != 0 {
 		count := int(binary.NativeEndian.Uint16(b[recHeader+2:]))
 		n := recHeader + packedExtra + int(binary.NativeEndian.Uint16(b[recHeader+4:]))
