@@ -574,7 +574,11 @@ func mergeName(name string, a, b *nameSum, ia, ib int32, secs float64) Unresolve
 	u.PerSecond = float64(u.Searches) / secs
 	u.Clients, u.ClientsAtLeast = distinct(bits)
 	u.FirstSeen, u.LastSeen = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
-	u.TopClients = topOf(tops)
+	var named int
+	u.TopClients, named = topOf(tops)
+	// Two clients share a bitmap bit 1 time in 256: the top lists name
+	// clients exactly, so the estimate is never below what they show.
+	u.Clients = max(u.Clients, named)
 	return u
 }
 

@@ -2,6 +2,7 @@ package insight
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"net/netip"
 	"runtime"
@@ -533,5 +534,24 @@ func TestStormStagesLightOnTheAnswerPath(t *testing.T) {
 	c, _ := in.Clients("1m", 1)
 	if c.Clients[0].Searches != 20000 || c.Clients[0].NotFound != 20000 {
 		t.Errorf("client figures must stay exact: %+v", c.Clients[0])
+	}
+}
+
+// Two clients whose hashes share a bit of the distinct-client bitmap (1 in
+// 256 pairs with a random seed) are still counted as two: the name's top
+// clients name them.
+func TestDistinctClientsSurviveABitmapCollision(t *testing.T) {
+	s := newNameSum(10, maphash.MakeSeed())
+	name := []byte("typo:A")
+	h := maphash.Bytes(s.seed, name)
+	s.add(name, h, cA, 5, 3, 1)
+	s.add(name, h, cC, 5+256, 2, 2) // the same bit: b = ch & 255
+	i, ok := s.slot("typo:A")
+	if !ok {
+		t.Fatal("name not kept")
+	}
+	u := mergeName("typo:A", &s, &s, i, -1, 1)
+	if u.Clients != 2 {
+		t.Fatalf("distinct clients %d, want 2 (top clients %+v)", u.Clients, u.TopClients)
 	}
 }

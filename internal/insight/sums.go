@@ -127,14 +127,16 @@ func distinct(b [4]uint64) (int, bool) {
 	return int(math.Round(m * math.Log(m/float64(m-ones)))), false
 }
 
-// topOf merges top-client lists (one per period) into the busiest few.
-func topOf(ts []topClient) []TopClient {
+// topOf merges top-client lists (one per period) into the busiest few,
+// and says how many distinct clients the lists name.
+func topOf(ts []topClient) ([]TopClient, int) {
 	sum := make(map[netip.Addr]uint64, len(ts))
 	for _, t := range ts {
 		if t.n > 0 {
 			sum[t.addr] += t.n
 		}
 	}
+	named := len(sum)
 	out := make([]TopClient, 0, len(sum))
 	for a, n := range sum {
 		out = append(out, TopClient{Addr: a.String(), Searches: n})
@@ -148,7 +150,7 @@ func topOf(ts []topClient) []TopClient {
 	if len(out) > topN {
 		out = out[:topN]
 	}
-	return out
+	return out, named
 }
 
 // clientInfo is what a client's slot holds besides its count (names

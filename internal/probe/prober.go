@@ -248,6 +248,12 @@ type Prober struct {
 	stats   Stats
 	closed  bool
 	calls   outbox.Outbox[func()] // Sink and Observe calls, delivered in order outside mu
+	// delivering counts deliver calls running callbacks (they nest: a
+	// callback may call back into the prober); Close waits on idle until
+	// none is, and none starts once closed is set: nothing is delivered
+	// after Close returns (the owner may be gone).
+	delivering int
+	idle       sync.Cond
 
 	// onSchedule, if set (tests), is called under the lock whenever a
 	// timer is armed for a server.
@@ -304,6 +310,7 @@ func New(opt Options) *Prober {
 		opt: opt, log: opt.Logger,
 		ctx: ctx, cancel: cancel, servers: make(map[netip.AddrPort]*server), rnd: opt.Rand,
 	}
+	p.idle.L = &p.mu
 	p.tm.Store(&timings{probeTimeout: opt.ProbeTimeout, reprobe: opt.Reprobe, backoff: opt.Backoff,
 		conn: opt.Conn, sem: make(chan struct{}, opt.Concurrency), concurrency: opt.Concurrency})
 	return p
@@ -520,6 +527,11 @@ func (p *Prober) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
+	p.mu.Lock() // reports being delivered (from connection goroutines too) finish
+	for p.delivering > 0 {
+		p.idle.Wait()
+	}
+	p.mu.Unlock()
 }
 
 // Servers returns the status of every server, in no particular order.
@@ -618,7 +630,21 @@ func (p *Prober) report(f func(Sink)) {
 	}
 }
 
-func (p *Prober) deliver() { p.calls.Drain(&p.mu, func(f func()) { f() }) }
+func (p *Prober) deliver() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.delivering++
+	p.mu.Unlock()
+	p.calls.Drain(&p.mu, func(f func()) { f() })
+	p.mu.Lock()
+	if p.delivering--; p.delivering == 0 {
+		p.idle.Broadcast()
+	}
+	p.mu.Unlock()
+}
 
 func (p *Prober) lostLocked(s *server, reason string) {
 	if !s.reported {
