@@ -449,11 +449,9 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 	if in.Protocol == "" {
 		in.Protocol = "tcp"
 	}
-	r.wmu.Lock()
 	var added []string
-	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	w := r.write()
-	defer w.abort()
+	w, end := r.begin(&added)
+	defer end()
 	s := w.server(in.GUID)
 	if s != nil && s.row.Info.Addr != in.Addr {
 		r.st.guidElsewhere.Add(1)
@@ -620,12 +618,9 @@ func (r *Registry) SetProbeState(g pva.GUID, st ProbeState, probeErr error) erro
 // MaxNames the names that do not fit are dropped (counted) and ErrNameLimit
 // is returned with the rest applied.
 func (r *Registry) ReplaceNames(g pva.GUID, names []string, how Source) error {
-	r.wmu.Lock()
 	var added []string
-	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	w := r.write()
-	defer w.abort()
-	s := w.server(g)
+	w, s, end := r.beginOn(g, &added)
+	defer end()
 	if s == nil {
 		return ErrUnknownServer
 	}
@@ -703,13 +698,10 @@ func (r *Registry) replaceLocked(w *wtxn, s *server, names []string, how Source,
 // AddNames adds claims to g's set, keeping the rest; names already claimed
 // by g get how and now as their learned source.
 func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
-	r.wmu.Lock()
 	var added []string
 	var err error
-	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	w := r.write()
-	defer w.abort()
-	s := w.server(g)
+	w, s, end := r.beginOn(g, &added)
+	defer end()
 	if s == nil {
 		return ErrUnknownServer
 	}
@@ -850,15 +842,31 @@ func (r *Registry) releaseLocked(w *wtxn, s *server, n string) string {
 	return n
 }
 
+// begin starts a change: the writer lock and a memdb write transaction.
+// The caller defers end, which aborts what was not committed, unlocks and
+// then tells subscribers about the names in *added.
+func (r *Registry) begin(added *[]string) (*wtxn, func()) {
+	r.wmu.Lock()
+	w := r.write()
+	return w, func() {
+		w.abort()
+		r.wmu.Unlock()
+		r.notify(*added)
+	}
+}
+
+// beginOn is begin for a change to server g; s is nil if g is unknown.
+func (r *Registry) beginOn(g pva.GUID, added *[]string) (w *wtxn, s *server, end func()) {
+	w, end = r.begin(added)
+	return w, w.server(g), end
+}
+
 // RemoveServer removes g and every claim it made; names it held pass to
 // their earliest other claimant.
 func (r *Registry) RemoveServer(g pva.GUID) error {
-	r.wmu.Lock()
 	var added []string
-	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	w := r.write()
-	defer w.abort()
-	s := w.server(g)
+	w, s, end := r.beginOn(g, &added)
+	defer end()
 	if s == nil {
 		return ErrUnknownServer
 	}
@@ -889,11 +897,9 @@ func (r *Registry) removeLocked(w *wtxn, s *server) (added []string) {
 // expireUnverified removes servers loaded from a snapshot and not confirmed
 // within UnverifiedTTL of their load, as of now. It returns how many.
 func (r *Registry) expireUnverified(now time.Time) int {
-	r.wmu.Lock()
 	var added []string
-	defer func() { r.wmu.Unlock(); r.notify(added) }()
-	w := r.write()
-	defer w.abort()
+	w, end := r.begin(&added)
+	defer end()
 	var all []*server
 	it, _ := w.t.Get(tabServers, "id")
 	for o := it.Next(); o != nil; o = it.Next() {
