@@ -578,15 +578,15 @@ func (s *Server) periodicRefresh() {
 // goroutines to finish.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
+	first := !s.closed
 	s.closed = true
-	if s.refresh != nil {
+	if first && s.refresh != nil {
 		s.refresh.Stop()
 	}
 	s.mu.Unlock()
+	if !first {
+		return nil
+	}
 	if b := s.beacons.Load(); b != nil {
 		b.stop()
 	}
