@@ -253,10 +253,9 @@ func (in *Insight) flushLocked() int64 {
 		s := &in.stages[i]
 		s.mu.Lock()
 		bufs[i] = s.buf
-		s.buf, s.signaled, s.last = in.spare[i][:0], false, -1
+		all, full = all+s.staged, full+s.stagedFull
+		s.buf, s.signaled, s.last, s.staged, s.stagedFull = in.spare[i][:0], false, -1, 0, 0
 		s.mu.Unlock()
-		a, f := stagedNames(bufs[i])
-		all, full = all+a, full+f
 	}
 	// One sampling rate for the whole flush: every client has the same
 	// chance, whichever shard its address falls in. What was staged ran

@@ -1,7 +1,6 @@
 package insight
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 )
@@ -69,21 +68,6 @@ func (s *sampler) weight(times int, p float64) uint64 {
 		f++
 	}
 	return uint64(f)
-}
-
-// stagedNames is the number of unclaimed names in a staging buffer, all
-// and in records staged in full, read from the records' headers (repeats
-// not counted: they cost the digest nothing per name).
-func stagedNames(b []byte) (all, full int) {
-	for len(b) >= recHeader {
-		m := int(binary.NativeEndian.Uint16(b[21:]))
-		all += m
-		if b[16]&flagLight == 0 {
-			full += m
-		}
-		b = b[recordLen(b):]
-	}
-	return all, full
 }
 
 // minStageRate keeps the answer path's weights within a record's u16.

@@ -61,8 +61,12 @@ type stage struct {
 	signaled bool
 	found    uint64 // names answered found (all records, staged or not)
 	missing  uint64 // names nobody claimed
-	dropped  uint64 // missing names not staged: buffer full
-	_        [64]byte
+	// staged and stagedFull are the unclaimed names of the records in buf
+	// (all, and in records staged in full; repeats not counted: they cost
+	// the digest nothing per name), for the digest's rate estimates.
+	staged, stagedFull int
+	dropped            uint64 // missing names not staged: buffer full
+	_                  [64]byte
 }
 
 // Searched records one search message as the answer path saw it: the
@@ -198,6 +202,10 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 		}
 	}
 	b[start+16] = fl
+	s.staged += m
+	if !light {
+		s.stagedFull += m
+	}
 	s.buf = b
 	wake := !s.signaled && len(b) >= cap(b)/2
 	if wake {
