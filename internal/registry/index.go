@@ -41,17 +41,18 @@ type nameIndex struct {
 	count int
 	// dupNames counts the names with claimants, dupClaims the claimants.
 	dupNames, dupClaims int
-	// dotted counts the held names that contain a '.', by the low bits of
-	// their tag: a counting filter small enough to stay in cache. A query
-	// record.FIELD whose tag's counter is 0 cannot be held as it is, so the
-	// field rule goes straight to its record: one probe of the big table
-	// instead of two. Real sites hold record names, which have no '.'.
+	// dotted counts the held names that contain a '.', by a key of their
+	// length and the bytes after the first '.' (dottedKey): a counting
+	// filter small enough to stay in cache. A query record.FIELD whose key's
+	// counter is 0 cannot be held as it is, so the field rule goes straight
+	// to its record: one hash and one probe of the big table instead of two
+	// of each. Real sites hold record names, which have no '.'.
 	dotted []uint32
 }
 
-// dottedBuckets is the size of nameIndex.dotted (64 KiB): a false
-// "maybe" costs only the probe the filter would have saved.
-const dottedBuckets = 1 << 14
+// dottedBits sizes nameIndex.dotted (2^14 counters, 64 KiB): a false
+// "maybe" costs only the hash and probe the filter would have saved.
+const dottedBits = 14
 
 type entry struct {
 	name string
@@ -68,7 +69,7 @@ const (
 )
 
 func newNameIndex() nameIndex {
-	t := nameIndex{seed: maphash.MakeSeed(), dotted: make([]uint32, dottedBuckets)}
+	t := nameIndex{seed: maphash.MakeSeed(), dotted: make([]uint32, 1<<dottedBits)}
 	t.tags, t.ents, t.shift, t.mask = makeSlots(0)
 	return t
 }
@@ -88,12 +89,26 @@ func (t *nameIndex) hashString(s string) uint32 { return tagOf(maphash.String(t.
 
 func tagOf(h uint64) uint32 { return max(uint32(h>>32), 1) }
 
-// mayHoldDotted reports whether a held name containing '.' may have tag.
-func (t *nameIndex) mayHoldDotted(tag uint32) bool { return t.dotted[tag&(dottedBuckets-1)] != 0 }
+// dottedKey is name's bucket in nameIndex.dotted; dot is the index of its
+// first '.'. It reads only what follows the dot (a field name: a few bytes),
+// so a query pays it instead of a second hash of the whole name.
+func dottedKey[T ~string | ~[]byte](name T, dot int) uint32 {
+	h := uint32(len(name)) * 0x9e3779b1
+	for i := dot + 1; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 0x01000193
+	}
+	return h >> (32 - dottedBits)
+}
 
-func (t *nameIndex) countDotted(name string, tag uint32, d int32) {
-	if strings.IndexByte(name, '.') >= 0 {
-		t.dotted[tag&(dottedBuckets-1)] += uint32(d)
+// mayHoldDotted reports whether a held name may be name, whose first '.' is
+// at dot.
+func (t *nameIndex) mayHoldDotted(name []byte, dot int) bool {
+	return t.dotted[dottedKey(name, dot)] != 0
+}
+
+func (t *nameIndex) countDotted(name string, d int32) {
+	if dot := strings.IndexByte(name, '.'); dot >= 0 {
+		t.dotted[dottedKey(name, dot)] += uint32(d)
 	}
 }
 
@@ -186,7 +201,7 @@ func (t *nameIndex) set(name string, srv uint32) {
 	}
 	t.tags[i], t.ents[i] = tag, entry{name: name, srv: srv}
 	t.count++
-	t.countDotted(name, tag, 1)
+	t.countDotted(name, 1)
 }
 
 // delete removes name if present.
@@ -201,7 +216,7 @@ func (t *nameIndex) delete(name string) {
 // k moves to the hole i unless k lies cyclically in (i, j].
 func (t *nameIndex) deleteAt(i uint32) {
 	tags, ents, mask, shift := t.tags, t.ents, t.mask, t.shift
-	t.countDotted(ents[i].name, tags[i], -1)
+	t.countDotted(ents[i].name, -1)
 	if d := ents[i].dups; d > 0 {
 		t.dupNames--
 		t.dupClaims -= int(d)
@@ -280,15 +295,17 @@ const lookupChunk = 64
 
 // lookupMany answers names[:k] into out; imu (read) held. It works in
 // passes so that the cache misses of different names overlap instead of
-// queueing one after another: the first pass hashes every name and loads
-// its home slot (independent loads the CPU keeps in flight together), the
-// second probes from those now-cached slots and loads each candidate's
-// entry, the third loads the first byte of its name, the fourth compares
-// names that are by then in cache. With field set, the records of the
-// record.FIELD names that missed are then looked up the same way; a
-// record.FIELD that the dotted filter says no held name can be is
-// replaced by its record in the first pass (names is scratch the callers
-// own). A miss then costs one probe, not two.
+// queueing one after another: the first pass hashes every name (no loads
+// of the table), the second loads every name's home slot in a loop of
+// nothing else, so that all of them are in flight at once (with the hashing
+// interleaved, the CPU's window held only one or two), the third probes
+// from those now-cached slots and loads each candidate's entry, the fourth
+// loads the first byte of its name, the fifth compares names that are by
+// then in cache. With field set, a record.FIELD that the dotted filter says
+// no held name can be is replaced by its record in the first pass (names
+// is scratch the callers own), so such a miss costs one hash and one probe,
+// not two; the records of the other record.FIELD names that missed are then
+// looked up the same way.
 func (r *Registry) lookupMany(names *[lookupChunk][]byte, k int, out []*Holder, field bool) {
 	t := &r.idx
 	var recs [lookupChunk][]byte
@@ -302,15 +319,18 @@ func (r *Registry) lookupMany(names *[lookupChunk][]byte, k int, out []*Holder, 
 	var isRecord [lookupChunk]bool
 	k = min(k, lookupChunk, len(out))
 	for i := 0; i < k; i++ {
-		h := t.hashBytes(names[i])
-		if field && bytes.IndexByte(names[i], '.') >= 0 && !t.mayHoldDotted(h) {
-			if rec, ok := recordPart(names[i]); ok {
-				names[i], isRecord[i] = rec, true
-				h = t.hashBytes(rec)
+		if field {
+			n := names[i]
+			if dot := bytes.IndexByte(n, '.'); dot >= 0 && !t.mayHoldDotted(n, dot) {
+				if rec, ok := recordPartAt(n, dot); ok {
+					names[i], isRecord[i] = rec, true
+				}
 			}
 		}
-		hs[i] = h
-		gs[i] = tags[h>>shift]
+		hs[i] = t.hashBytes(names[i])
+	}
+	for i := 0; i < k; i++ {
+		gs[i] = tags[hs[i]>>shift]
 	}
 	for i := 0; i < k; i++ {
 		h, g, j := hs[i], gs[i], hs[i]>>shift
@@ -339,7 +359,7 @@ func (r *Registry) lookupMany(names *[lookupChunk][]byte, k int, out []*Holder, 
 				continue
 			}
 			// A tag collision: probe the rest of the cluster.
-			if out[i] = r.lookupHashed(t.hashBytes(n), n); out[i] != nil || !field {
+			if out[i] = r.lookupHashed(hs[i], n); out[i] != nil || !field {
 				continue
 			}
 		} else {

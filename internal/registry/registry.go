@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
 	"slices"
@@ -233,17 +234,12 @@ func (r *Registry) RecordOf(name []byte) (rec []byte, ok bool) {
 // recordPart splits record.FIELD[$][{filter}] at the first '.'; EPICS record
 // names cannot contain '.', but channel filters (JSON) can.
 func recordPart(name []byte) ([]byte, bool) {
-	dot := -1
-	for i, c := range name {
-		if c == '.' {
-			dot = i
-			break
-		}
-		if c == '{' {
-			return nil, false
-		}
-	}
-	if dot <= 0 {
+	return recordPartAt(name, bytes.IndexByte(name, '.'))
+}
+
+// recordPartAt is recordPart for a name whose first '.' is at dot (-1: none).
+func recordPartAt(name []byte, dot int) ([]byte, bool) {
+	if dot <= 0 || bytes.IndexByte(name[:dot], '{') >= 0 {
 		return nil, false
 	}
 	f := name[dot+1:]
