@@ -25,6 +25,7 @@ type target struct {
 	hits     []string // names it holds
 	p        *pvans   // set when the target is a pvans under test
 	peer     *portPeer
+	floor    bool // a wake-up floor (startFloors): UDP kinds only
 }
 
 // measurement is one figure of one run.
@@ -219,6 +220,8 @@ func readNameFile(t *testing.T, path string) []string {
 //
 // PERF_VARIANTS lists the pvans processes (see below); every pvans variant
 // is compared with the first and with the comparison server.
+// PERF_FLOORS=1 adds the wake-up floors (startFloors) to the UDP kinds,
+// each compared with the comparison server.
 func TestThroughput(t *testing.T) {
 	requirePerf(t)
 	servers, names := envInt(t, "PERF_SERVERS", 1), envInt(t, "PERF_NAMES", 1000)
@@ -274,6 +277,9 @@ func TestThroughput(t *testing.T) {
 		targets[i].hits = site.AllNames()
 	}
 	nPVANS := len(targets)
+	if os.Getenv("PERF_FLOORS") == "1" {
+		targets = append(targets, startFloors(t)...)
+	}
 	if u := os.Getenv("PERF_CMP_UDP"); u != "" {
 		c := target{name: "cmp", hits: cmpNames}
 		var err error
@@ -307,6 +313,9 @@ func TestThroughput(t *testing.T) {
 		for _, kind := range kinds {
 			var got []measurement
 			for _, tg := range targets {
+				if tg.floor && kind != "udp-flood" && !strings.HasPrefix(kind, "udp-paced") {
+					continue // a floor only receives
+				}
 				var m measurement
 				switch {
 				case kind == "udp-flood":
@@ -344,12 +353,16 @@ func TestThroughput(t *testing.T) {
 					rep, kind, tg.name, servers, names, m.value, m.cpuUs, m.extra, loadAvg())
 				time.Sleep(500 * time.Millisecond) // let queues drain between runs
 			}
-			for i, m := range got[:nPVANS] {
+			measured := got
+			if cmpName != "" {
+				measured = got[:len(got)-1]
+			}
+			for i, m := range measured {
 				against := []measurement{}
 				if cmpName != "" {
 					against = append(against, got[len(got)-1])
 				}
-				if i > 0 {
+				if i > 0 && i < nPVANS {
 					against = append(against, got[0])
 				}
 				for _, a := range against {
