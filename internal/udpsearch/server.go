@@ -354,16 +354,7 @@ func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), kernel
 	rb := newRxBatch(n, maxDatagram)
 	var d datagram
 	var drops uint32
-	for {
-		k, err := rb.recv(rc)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// ICMP-induced errors (ECONNREFUSED) and the like are
-			// per-datagram noise: keep receiving.
-			continue
-		}
+	_ = rb.serve(rc, func(k int) {
 		for i := 0; i < k; i++ {
 			have := false
 			ok := rb.fill(i, &d, &drops, &have)
@@ -379,7 +370,7 @@ func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), kernel
 		if kernelDrops == &s.st.kernelDrops { // the IPv4 search port
 			s.flushReplies()
 		}
-	}
+	})
 }
 
 // LocalAddr is the search port socket's address (wildcard:port).

@@ -178,17 +178,19 @@ type rxBatch struct {
 	bufs  []byte
 	size  int
 
-	// read is the rc.Read callback, made once: a fresh closure per call
-	// would allocate, with its results, on every receive.
-	read  func(fd uintptr) bool
-	n     int
-	errno syscall.Errno
+	// read and drain are the rc.Read callbacks, made once: a fresh closure
+	// per call would allocate, with its results, on every receive.
+	read, drain func(fd uintptr) bool
+	n           int
+	used        int // headers the kernel wrote in the last call
+	errno       syscall.Errno
+	batch       func(k int) // serve's handler
 }
 
 func newRxBatch(n, size int) *rxBatch {
 	r := &rxBatch{
 		hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n),
-		oobs: make([]byte, n*oobSize), bufs: make([]byte, n*size), size: size,
+		oobs: make([]byte, n*oobSize), bufs: make([]byte, n*size), size: size, used: n,
 	}
 	for i := range r.hdrs {
 		r.iovs[i].Base = &r.bufs[i*size]
@@ -200,6 +202,7 @@ func newRxBatch(n, size int) *rxBatch {
 		h.Control = &r.oobs[i*oobSize]
 	}
 	r.read = r.recvmmsg
+	r.drain = r.serveRead
 	return r
 }
 
@@ -208,8 +211,18 @@ func newRxBatch(n, size int) *rxBatch {
 // wakes the runtime's sysmon thread whenever it is in its deep sleep,
 // which on an otherwise idle daemon is every datagram: a futex wake and a
 // 20 µs sleep cycle on another thread, about as much CPU as the datagram
-// itself at low rates (issue 20, docs/PERFORMANCE.md).
+// itself at low rates (issue 20, docs/PERFORMANCE.md). It reports false
+// on EAGAIN; the headers the last call used are made ready first (the
+// kernel writes only those, so a quiet daemon touches one, not 64).
 func (r *rxBatch) recvmmsg(fd uintptr) bool {
+	for i := range r.hdrs[:r.used] {
+		h := &r.hdrs[i].hdr
+		h.Namelen = unix.SizeofSockaddrInet6
+		h.SetControllen(oobSize)
+		h.Flags = 0
+		r.hdrs[i].n = 0
+	}
+	r.used = 0
 	for {
 		r1, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(len(r.hdrs)), 0, 0, 0)
 		switch e {
@@ -219,27 +232,45 @@ func (r *rxBatch) recvmmsg(fd uintptr) bool {
 			return false
 		}
 		r.n, r.errno = int(r1), e
+		if e == 0 {
+			r.used = r.n
+		}
 		return true
 	}
 }
 
-// recv waits for at least one datagram and returns how many arrived.
-func (r *rxBatch) recv(rc syscall.RawConn) (int, error) {
-	for i := range r.hdrs {
-		h := &r.hdrs[i].hdr
-		h.Namelen = unix.SizeofSockaddrInet6
-		h.SetControllen(oobSize)
-		h.Flags = 0
-		r.hdrs[i].n = 0
+// serve receives until the socket is closed, calling batch with the number
+// of datagrams of each recvmmsg. It returns the error that ended it.
+func (r *rxBatch) serve(rc syscall.RawConn, batch func(k int)) error {
+	r.batch = batch
+	for {
+		if err := rc.Read(r.drain); err != nil {
+			return err
+		}
+		// A receive error (ICMP-induced ECONNREFUSED and the like) is
+		// per-datagram noise: keep receiving.
 	}
-	r.n, r.errno = 0, 0
-	if err := rc.Read(r.read); err != nil {
-		return 0, err
+}
+
+// serveRead is serve's callback: it handles batches inside one rc.Read.
+// After a short batch (the queue was empty) it goes straight back to
+// waiting, without the recvmmsg that would only say EAGAIN: the poller's
+// readiness is not reset within one rc.Read, so a datagram that arrived
+// after the last recvmmsg still wakes it. It returns (to serve) only on a
+// receive error.
+func (r *rxBatch) serveRead(fd uintptr) bool {
+	for {
+		if !r.recvmmsg(fd) {
+			return false
+		}
+		if r.errno != 0 {
+			return true
+		}
+		r.batch(r.n)
+		if r.n < len(r.hdrs) {
+			return false
+		}
 	}
-	if r.errno != 0 {
-		return 0, r.errno
-	}
-	return r.n, nil
 }
 
 // fill describes datagram i in d. It reports false for a datagram cut
