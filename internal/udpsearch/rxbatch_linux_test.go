@@ -9,10 +9,11 @@ import (
 )
 
 // recv waits for at least one datagram and returns how many arrived: one
-// batch of the receive loop, for tests that drive a socket step by step.
+// batch, for tests that drive a socket step by step (it allocates; the
+// daemon's loop is serve).
 func (r *rxBatch) recv(rc syscall.RawConn) (int, error) {
 	r.n, r.errno = 0, 0
-	if err := rc.Read(r.read); err != nil {
+	if err := rc.Read(r.recvmmsg); err != nil {
 		return 0, err
 	}
 	if r.errno != 0 {

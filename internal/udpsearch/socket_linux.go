@@ -178,13 +178,13 @@ type rxBatch struct {
 	bufs  []byte
 	size  int
 
-	// read and drain are the rc.Read callbacks, made once: a fresh closure
-	// per call would allocate, with its results, on every receive.
-	read, drain func(fd uintptr) bool
-	n           int
-	used        int // headers the kernel wrote in the last call
-	errno       syscall.Errno
-	batch       func(k int) // serve's handler
+	// drain is serve's rc.Read callback, made once: a fresh closure per
+	// call would allocate, with its results, on every receive.
+	drain func(fd uintptr) bool
+	n     int
+	used  int // headers the kernel wrote in the last call
+	errno syscall.Errno
+	batch func(k int) // serve's handler
 }
 
 func newRxBatch(n, size int) *rxBatch {
@@ -201,7 +201,6 @@ func newRxBatch(n, size int) *rxBatch {
 		h.SetIovlen(1)
 		h.Control = &r.oobs[i*oobSize]
 	}
-	r.read = r.recvmmsg
 	r.drain = r.serveRead
 	return r
 }
