@@ -40,10 +40,7 @@ func startFloors(t *testing.T) []target {
 	var targets []target
 	for _, f := range floors {
 		port := harness.FreePort(t)
-		args := []string{f.bin, fmt.Sprint(port)}
-		if f.name == "floor-go" {
-			args = []string{f.bin, "-listen", fmt.Sprintf("127.0.0.1:%d", port)}
-		}
+		args := []string{f.bin, fmt.Sprint(port)} // both bind 127.0.0.1:PORT
 		if cpu := os.Getenv("PERF_SERVER_CPU"); cpu != "" {
 			args = append([]string{"taskset", "-c", cpu}, args...)
 		}

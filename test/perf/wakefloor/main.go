@@ -8,21 +8,23 @@
 package main
 
 import (
-	"flag"
 	"log"
 	"net"
+	"os"
+	"strconv"
 	"syscall"
 	"unsafe"
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:0", "UDP address to read from")
-	flag.Parse()
-	addr, err := net.ResolveUDPAddr("udp4", *listen)
+	if len(os.Args) != 2 {
+		log.Fatalf("usage: %s PORT (binds 127.0.0.1:PORT)", os.Args[0])
+	}
+	port, err := strconv.ParseUint(os.Args[1], 10, 16)
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := net.ListenUDP("udp4", addr)
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(port)})
 	if err != nil {
 		log.Fatal(err)
 	}
