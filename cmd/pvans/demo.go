@@ -78,7 +78,7 @@ func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan 
 		fmt.Fprintln(stderr, "pvans demo: configuration refused:\n"+err.Error())
 		return 1
 	}
-	log, _, err := logging.New(cfg.Log.Level, "console")
+	log, _, err := logging.NewTo(stderr, cfg.Log.Level, "console")
 	if err != nil {
 		fmt.Fprintln(stderr, "pvans demo:", err)
 		return 1
@@ -107,7 +107,7 @@ func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan 
 		NamesPerServer: *names,
 		Host:           netip.MustParseAddr("127.0.0.1"),
 		BeaconDests:    []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(*udpPort))},
-		Logf:           func(f string, a ...any) { log.Sugar().Infof("sim: "+f, a...) },
+		Logf:           log.Sugar().Infof, // the simulator's lines begin "sim: " already
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "pvans demo: cannot start the simulated site:", err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,9 +277,12 @@ func TestDemoTypedCommands(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- demo([]string{"--servers", "2", "--names", "5", "--server-port", fmt.Sprint(tcpPort), "--broadcast-port", fmt.Sprint(udpPort),
-			"--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-level", "error"}, in, &out, &errb, nil)
+			"--http-listen", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-level", "info"}, in, &out, &errb, nil)
 	}()
 	testutil.WaitFor(t, 30*time.Second, "demo ready", func() bool { return strings.Contains(out.String(), "Press Ctrl-C to stop") })
+	if strings.Contains(errb.String(), "sim: sim:") || !strings.Contains(errb.String(), "sim: server 0 up") {
+		t.Errorf("the simulator's log lines should say \"sim: \" once:\n%s", errb.String())
+	}
 	fmt.Fprintln(typed, "help")
 	fmt.Fprintln(typed, "stop 0")
 	testutil.WaitFor(t, 10*time.Second, "pvans reports the stopped server lost", func() bool {
@@ -286,6 +290,9 @@ func TestDemoTypedCommands(t *testing.T) {
 	})
 	if !strings.Contains(out.String(), "sim:   restart N") || !strings.Contains(out.String(), "sim: server 0 stopped") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+	if regexp.MustCompile(`-[0-9]+ ms after`).MatchString(out.String()) {
+		t.Errorf("an effect reported before its command:\n%s", out.String())
 	}
 	fmt.Fprintln(typed, "quit")
 	select {

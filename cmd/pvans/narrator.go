@@ -43,6 +43,10 @@ func (n *narrator) exec(line string) {
 	if strings.TrimSpace(line) == "" {
 		return
 	}
+	// The command's time is taken before it runs: pvans can see its effect
+	// (a closed connection) before Exec returns, and "after" must not be
+	// negative.
+	began := time.Now()
 	res, err := n.site.Exec(line)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -52,11 +56,11 @@ func (n *narrator) exec(line string) {
 	}
 	if f := strings.Fields(line); len(f) > 1 {
 		if i, err := strconv.Atoi(f[1]); err == nil {
-			n.lastCmd[i] = command{line: strings.Join(f, " "), at: time.Now()}
+			n.lastCmd[i] = command{line: strings.Join(f, " "), at: began}
 		}
 	}
 	if f := strings.Fields(line); f[0] == "new" {
-		n.lastCmd[n.site.Len()-1] = command{line: "new", at: time.Now()}
+		n.lastCmd[n.site.Len()-1] = command{line: "new", at: began}
 	}
 	for _, l := range strings.Split(res, "\n") {
 		fmt.Fprintln(n.out, "sim:", l)

@@ -262,3 +262,13 @@ func TestBeaconExpiryKeepsWatchedServer(t *testing.T) {
 		t.Fatal("beacon expiry kept an unwatched server")
 	}
 }
+
+// TestNameCountReads: event details are read by people ("listed (1 name)",
+// not "1 names").
+func TestNameCountReads(t *testing.T) {
+	for n, want := range map[int]string{0: "0 names", 1: "1 name", 2: "2 names", 100: "100 names"} {
+		if got := nameCount(n); got != want {
+			t.Errorf("nameCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -136,7 +136,7 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
-		Detail: "listed (" + strconv.Itoa(len(names)) + " names)"})
+		Detail: "listed (" + nameCount(len(names)) + ")"})
 }
 
 // staticFile registers a static name file's names: a claim of its own,
@@ -151,7 +151,15 @@ func (s probeSink) staticFile(guid pva.GUID, ep netip.AddrPort, names []string, 
 		d.log.Warn("names not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
 	}
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
-		Detail: "static names from " + info.File + " (" + strconv.Itoa(len(names)) + " names)"})
+		Detail: "static names from " + info.File + " (" + nameCount(len(names)) + ")"})
+}
+
+// nameCount is "1 name" or "N names", for event details people read.
+func nameCount(n int) string {
+	if n == 1 {
+		return "1 name"
+	}
+	return strconv.Itoa(n) + " names"
 }
 
 // Unlistable: the probe's failure is shown as a category (refused,
