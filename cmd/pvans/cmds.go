@@ -20,18 +20,55 @@ import (
 	"github.com/pvans-project/pvans/internal/insight"
 )
 
+// cmdVersion prints what `pvans version`, --version, -V and -v print: the
+// version on the first line, then the build's commit, date and Go.
 func cmdVersion(stdout io.Writer) int {
-	fmt.Fprintln(stdout, "pvans", buildinfo.String())
+	b := buildinfo.Read()
+	fmt.Fprintf(stdout, "pvans %s\ncommit %s\ndate   %s\ngo     %s\n", b.Version, b.Commit, b.Date, b.GoVersion)
 	return 0
+}
+
+// isVersionFlag reports whether arg asks for the version: --version, and
+// -V and -v as most daemons take them (pvans has no verbose flag; the log
+// level is --log-level).
+func isVersionFlag(arg string) bool {
+	switch arg {
+	case "--version", "-version", "-V", "--V", "-v", "--v":
+		return true
+	}
+	return false
+}
+
+// errUsage is a command line the flag package refused; it has said why.
+var errUsage = errors.New("usage error")
+
+// parseFlags parses args into fs. -h prints every flag; a mistake prints
+// only what was wrong and where the flags are listed, not the whole list
+// (the daemon has dozens of flags, which buried the one line that mattered).
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stderr, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		fmt.Fprintf(stderr, "Run \"%s -h\" for its flags.\n", fs.Name())
+		return errUsage
+	}
+	return nil
 }
 
 // loadConfig parses the daemon's flags and loads the configuration.
 func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("pvans "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fv := config.RegisterFlags(fs)
-	version := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
+	version := fs.Bool("version", false, "print the version and exit (also -V, -v)")
+	fs.BoolVar(version, "V", false, "print the version and exit")
+	fs.BoolVar(version, "v", false, "print the version and exit")
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, fs, err
 	}
 	if *version {
@@ -49,8 +86,13 @@ var errVersion = errors.New("version requested")
 func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 	cfg, _, err := loadConfig("check-config", args, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		case errors.Is(err, errVersion):
+			return cmdVersion(stdout)
 		}
 		fmt.Fprintln(stderr, "pvans: configuration refused:\n"+err.Error())
 		return 1

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/buildinfo"
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -302,5 +303,30 @@ func TestDemoTypedCommands(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("quit did not stop the demo")
+	}
+}
+
+// TestVersionFlags: `pvans version`, --version, -V and -v (alone, or after
+// run) print the version, commit, date and Go version and start nothing; a
+// mistaken flag says what was wrong in a few lines, not the whole flag list.
+func TestVersionFlags(t *testing.T) {
+	b := buildinfo.Read()
+	want := fmt.Sprintf("pvans %s\ncommit %s\ndate   %s\ngo     %s\n", b.Version, b.Commit, b.Date, b.GoVersion)
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}, {"-V"}, {"-v"}, {"run", "-V"}, {"run", "--version"},
+		{"run", "-v", "--config", "/nonexistent.yaml"}, {"check-config", "-V"}} {
+		var out, errb strings.Builder
+		if code := run(args, &out, &errb); code != 0 || out.String() != want || errb.Len() != 0 {
+			t.Errorf("pvans %s: exit %d, stdout %q, stderr %q; want exit 0 and %q", strings.Join(args, " "), code, out.String(), errb.String(), want)
+		}
+	}
+	var out, errb strings.Builder
+	code := run([]string{"--bogus"}, &out, &errb)
+	if lines := strings.Count(errb.String(), "\n"); code != 2 || lines > 2 || !strings.Contains(errb.String(), "-bogus") ||
+		strings.Contains(errb.String(), "configuration refused") || out.Len() != 0 {
+		t.Errorf("pvans --bogus: exit %d, %d lines on stderr:\n%s", code, lines, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"run", "-h"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-server-port") {
+		t.Errorf("pvans run -h: exit %d, no flag list:\n%s", code, errb.String())
 	}
 }

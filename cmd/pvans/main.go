@@ -21,7 +21,7 @@ Usage:
   pvans list [--api URL] [--servers|--names GLOB|--duplicates]
                                        what a running daemon knows (from its HTTP API)
   pvans check-config [flags]           validate and print the effective configuration
-  pvans version | --version            print the version
+  pvans version | --version | -V       print the version, commit, build date and Go version
 
 Run "pvans run -h" for the daemon's flags. Every flag also has a YAML key
 (--config FILE) and many have EPICS_* environment variables; see
@@ -34,11 +34,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
+	if cmd == "run" && len(args) == 1 && isVersionFlag(args[0]) {
+		return cmdVersion(stdout)
+	}
 	switch cmd {
 	case "run":
-		if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
-			return cmdVersion(stdout)
-		}
 		return cmdRun(args, stdout, stderr)
 	case "demo":
 		return cmdDemo(args, stdout, stderr)

@@ -30,6 +30,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return cmdVersion(stdout)
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errUsage):
+		return 2
 	case err != nil:
 		fmt.Fprintln(stderr, "pvans: configuration refused, not starting:\n"+err.Error())
 		return 1

@@ -7,11 +7,12 @@ package metrics
 
 import (
 	"net/http"
-	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pvans-project/pvans/internal/buildinfo"
 )
 
 // Namespace prefixes every metric.
@@ -23,13 +24,16 @@ type Metrics struct {
 }
 
 // New returns a registry holding Go runtime, process and build-info
-// collectors.
+// collectors. pvans_build_info's labels are those `pvans version` prints:
+// version (as given), commit, build_date and goversion (from buildinfo).
 func New(version string) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b := buildinfo.Read()
 	bi := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
-		Help:        "Build information; the value is always 1.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}})
+		Help: "Build information; the value is always 1.",
+		ConstLabels: prometheus.Labels{"version": version, "commit": b.Commit, "build_date": b.Date,
+			"goversion": b.GoVersion}})
 	bi.Set(1)
 	reg.MustRegister(bi)
 	return &Metrics{Reg: reg}
