@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/buildinfo"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -29,10 +30,26 @@ import (
 //
 // Held names are loaded before duplicate claims, so the holders after a
 // restart are the holders before it.
+//
+// The format version changes only when the layout does (docs/upgrading.md):
+// a release reads its own version and every older one, and refuses a newer
+// one with an error naming both, since it cannot know the newer layout.
 const (
 	snapMagic   = "PVANSREG"
 	snapVersion = 1
 )
+
+// checkSnapVersion refuses a format version this build cannot read.
+func checkSnapVersion(v uint32) error {
+	switch {
+	case v > snapVersion:
+		return fmt.Errorf("%w: format version %d was written by a newer pvans; this pvans %s reads format versions up to %d",
+			ErrSnapshot, v, buildinfo.Get(), snapVersion)
+	case v == 0:
+		return fmt.Errorf("%w: format version 0 does not exist (this pvans %s reads 1 to %d)", ErrSnapshot, buildinfo.Get(), snapVersion)
+	}
+	return nil
+}
 
 type snapWriter struct {
 	b   *bytes.Buffer
@@ -262,8 +279,12 @@ func (r *Registry) LoadSnapshot(path string) error {
 	if m := sr.read(len(snapMagic)); sr.err != nil || string(m) != snapMagic {
 		return fmt.Errorf("%w: not a registry snapshot", ErrSnapshot)
 	}
-	if v := sr.read(4); sr.err != nil || binary.LittleEndian.Uint32(v) != snapVersion {
-		return fmt.Errorf("%w: unsupported version", ErrSnapshot)
+	v := sr.read(4)
+	if sr.err != nil {
+		return fmt.Errorf("%w: truncated header", ErrSnapshot)
+	}
+	if err := checkSnapVersion(binary.LittleEndian.Uint32(v)); err != nil {
+		return err
 	}
 	ns := sr.count("servers", minSnapServer)
 	if sr.err != nil {
