@@ -45,7 +45,15 @@ var errUsage = errors.New("usage error")
 // parseFlags parses args into fs. -h prints every flag; a mistake prints
 // only what was wrong and where the flags are listed, not the whole list
 // (the daemon has dozens of flags, which buried the one line that mattered).
+//
+// Given a *flagCollector as stderr, it parses nothing: it hands over fs and
+// returns flag.ErrHelp, so the command returns as after -h. That is how
+// `pvans man` and `pvans completion` read every command's real flags.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if c, ok := stderr.(*flagCollector); ok {
+		c.fs = fs
+		return flag.ErrHelp
+	}
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
@@ -118,7 +126,6 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 // cmdList asks a running daemon's HTTP API what it knows.
 func cmdList(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pvans list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	api := fs.String("api", "http://127.0.0.1:9076", "the daemon's HTTP API `URL`")
 	servers := fs.Bool("servers", false, "list servers (the default)")
 	names := fs.String("names", "", "list names matching `GLOB`")
@@ -128,7 +135,7 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 	clients := fs.Bool("clients", false, "list the busiest searching clients")
 	window := fs.String("window", "1h", "with --unresolved or --clients: `1m or 1h`")
 	asJSON := fs.Bool("json", false, "print the API's JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

@@ -42,7 +42,6 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 // demo is cmdDemo with its input and stop signal injectable (tests).
 func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	fs := flag.NewFlagSet("pvans demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	servers := fs.Int("servers", 3, "simulated servers")
 	names := fs.Int("names", 100, "names per simulated server")
 	tcpPort := fs.Uint("server-port", 5075, "pvans TCP name-server port")
@@ -57,7 +56,7 @@ func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan 
 		script = append(script, c)
 		return err
 	})
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

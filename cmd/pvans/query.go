@@ -24,14 +24,13 @@ import (
 // skipped, so with replicas listed a dead one costs nothing.
 func cmdQuery(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pvans query", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	def := "127.0.0.1:5075"
 	if v, ok := os.LookupEnv("EPICS_PVA_NAME_SERVERS"); ok && strings.TrimSpace(v) != "" {
 		def = v
 	}
 	server := fs.String("server", def, "name servers, `host:port ...` (default: $EPICS_PVA_NAME_SERVERS, else 127.0.0.1:5075)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up on unresolved names after this long")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

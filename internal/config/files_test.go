@@ -110,34 +110,32 @@ const (
 
 func referenceTable() string {
 	var b strings.Builder
-	d := Defaults()
 	cur := ""
-	for _, s := range specs {
-		sec, _, _ := strings.Cut(s.key, ".")
-		if sec != cur {
-			cur = sec
-			fmt.Fprintf(&b, "\n### `%s`\n\n", sec)
+	for _, r := range References() {
+		if r.Section != cur {
+			cur = r.Section
+			fmt.Fprintf(&b, "\n### `%s`\n\n", cur)
 			b.WriteString("| File key | Flag | Environment | Default | On reload | Meaning |\n")
 			b.WriteString("| --- | --- | --- | --- | --- | --- |\n")
 		}
 		env := "—"
-		if len(s.env) > 0 {
-			env = "`" + strings.Join(s.env, "`, then `") + "`"
+		if len(r.Env) > 0 {
+			env = "`" + strings.Join(r.Env, "`, then `") + "`"
 		}
-		def := s.get(&d)
+		var def string
 		switch {
-		case s.key == "tcp.idle_timeout":
-			def = "`auto` (40s)"
-		case def == "":
+		case r.Derived != "":
+			def = "`" + r.Default + "` (" + r.Derived + ")"
+		case r.Default == "":
 			def = "empty"
 		default:
-			def = "`" + def + "`"
+			def = "`" + r.Default + "`"
 		}
 		reload := "applied"
-		if restart, _ := NeedsRestart(s.key); restart {
+		if r.NeedsRestart {
 			reload = "**restart**"
 		}
-		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s | %s | %s |\n", s.key, s.flag, env, def, reload, strings.ReplaceAll(s.usage, "|", "\\|"))
+		fmt.Fprintf(&b, "| `%s` | `--%s` | %s | %s | %s | %s |\n", r.Key, r.Flag, env, def, reload, strings.ReplaceAll(r.Usage, "|", "\\|"))
 	}
 	return b.String()
 }
