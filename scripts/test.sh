@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 FUZZTIME="${FUZZTIME:-10s}"
 
-# Namespace, chaos, browser and alert-rule tests need tools a fresh machine
+# Namespace, chaos, browser, alert-rule and package tests need tools a fresh machine
 # lacks; install them when we can (CI runs as root). Each test skips with a
 # message when its tool is missing, so a non-root run still works.
 need=()
@@ -17,6 +17,11 @@ command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# test/release: Debian's package checker, rpm's queries, man -l, zsh -n.
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
+command -v rpm >/dev/null 2>&1 || need+=(rpm)
+command -v man >/dev/null 2>&1 || need+=(man-db)
+command -v zsh >/dev/null 2>&1 || need+=(zsh)
 if [ "$(id -u)" = 0 ] && [ "${#need[@]}" -gt 0 ] && [ -z "${PVANS_NO_INSTALL:-}" ]; then
 	echo "== installing ${need[*]}"
 	# The tests need only promtool from the prometheus package, which would
