@@ -180,3 +180,50 @@ func TestOwnIPv6SocketIsNoPortPeer(t *testing.T) {
 		t.Fatalf("%+v", st.ForwardStats)
 	}
 }
+
+// A client pvans refuses is refused on the host's other servers too: a
+// unicast search from a denied client, from an ignored address or over the
+// client's search rate is dropped before pvans forwards it, so no other
+// socket on the port sees it. An allowed client's search within its rate
+// reaches the other socket, so the observer would have seen the others.
+func TestRefusedSearchIsNotForwarded(t *testing.T) {
+	ns := newNetns(t)
+	denied := netip.MustParseAddr("127.0.0.5")
+	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true, PortPeerCheck: -1,
+		ClientAllowed: func(a netip.Addr) bool { return a != denied },
+		IgnoreAddrs:   []netip.AddrPort{netip.MustParseAddrPort("127.0.0.6:0")},
+		SearchRate:    0.001, SearchBurst: 1,
+		Resolver: newMapResolver(map[string]resolver.Endpoint{"pvans:held": srvX})})
+	var obs *net.UDPConn
+	if err := ns.Do(func() (err error) { obs, err = listenSearchPortAt(ForwardGroup, 5076); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
+	lo5076 := netip.MustParseAddrPort("127.0.0.1:5076")
+	// search sends one unicast search from a client at from and returns
+	// the answers it got and the datagrams the other socket saw.
+	search := func(c *net.UDPConn) (answers, seen int) {
+		t.Helper()
+		cport := c.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+		if _, err := c.WriteToUDPAddrPort(searchMsg(pva.SearchUnicast, netip.Addr{}, cport, []string{"tcp"}, "pvans:held"), lo5076); err != nil {
+			t.Fatal(err)
+		}
+		return len(collect(c, 200*time.Millisecond, 0)), len(collect(obs, 200*time.Millisecond, 0))
+	}
+	ok := udpIn(t, ns, "127.0.0.7:0")
+	if a, n := search(ok); a != 1 || n != 1 {
+		t.Fatalf("allowed client: %d answers, other socket saw %d datagrams; want 1 and 1", a, n)
+	}
+	if a, n := search(ok); a != 0 || n != 0 {
+		t.Errorf("allowed client over its rate: %d answers, other socket saw %d datagrams; want none", a, n)
+	}
+	for _, from := range []string{"127.0.0.5:0", "127.0.0.6:0"} {
+		if a, n := search(udpIn(t, ns, from)); a != 0 || n != 0 {
+			t.Errorf("client %s: %d answers, other socket saw %d datagrams; want none", from, a, n)
+		}
+	}
+	st := s.Stats()
+	if st.DropDenied != 1 || st.DropIgnored != 1 || st.DropRateLimited != 1 || st.Forwards != 1 {
+		t.Errorf("denied %d, ignored %d, rate limited %d, forwards %d; want 1 each", st.DropDenied, st.DropIgnored, st.DropRateLimited, st.Forwards)
+	}
+}

@@ -246,22 +246,15 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		h.st.dropReplyAddr.Add(1)
 		return
 	}
-	// Only one of the sockets sharing the port got a unicast: let the
-	// others see it through the group, then answer it here, once. Our own
-	// copy from the group is dropped on arrival (ownCopy).
-	if o == originUnicast && !h.forward(d, msg, to) {
-		return
-	}
 	client := d.src
 	if o == originForwarded || o == originTagged {
 		client = netip.AddrPortFrom(to, s.ReplyPort) // the datagram source is the forwarder
 	}
+	// The ignore list, the client access list and the rate limit silence a
+	// client on the whole host: they come before the forward, or the other
+	// servers sharing the port would answer it.
 	if h.ignored(client) {
 		h.st.dropIgnored.Add(1)
-		return
-	}
-	if h.allowed != nil && from.IsValid() && !h.allowed[from] {
-		h.st.dropNotOurInterface.Add(1)
 		return
 	}
 	if allow := h.p.ClientAllowed; allow != nil && (!allow(client.Addr()) || (to != client.Addr() && !allow(to))) {
@@ -277,6 +270,16 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	h.p.refl.Received(to, len(msg))
 	if !h.p.limit.Allow(client.Addr()) {
 		h.st.dropRateLimited.Add(1)
+		return
+	}
+	// Only one of the sockets sharing the port got a unicast: let the
+	// others see it through the group, then answer it here, once. Our own
+	// copy from the group is dropped on arrival (ownCopy).
+	if o == originUnicast && !h.forward(d, msg, to) {
+		return
+	}
+	if h.allowed != nil && from.IsValid() && !h.allowed[from] {
+		h.st.dropNotOurInterface.Add(1)
 		return
 	}
 	if m := h.p.MaxNamesPerSearch; m > 0 && len(s.Names) > m {

@@ -113,9 +113,9 @@ type Options struct {
 	ClientAllowed func(netip.Addr) bool
 	// SearchRate and SearchBurst limit the searches answered per second
 	// per client address (discovery pings included); beyond them searches
-	// are dropped and counted. SearchRate 0 = unlimited. Forwarding a
-	// unicast search to the loopback group is not limited: it is local and
-	// other servers on the host are owed it.
+	// are dropped and counted. SearchRate 0 = unlimited. A unicast search
+	// dropped by the rate, the ignore list or the client access list is
+	// not forwarded to the loopback group either.
 	SearchRate  float64
 	SearchBurst int
 	// ReflectionRatio caps the reply bytes sent to an address at this
