@@ -193,10 +193,11 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	}
 	d.Ring = ring
 	d.Upstream = upstream.New(upstream.Options{
-		OnReply: func(from netip.AddrPort, m *pva.SearchResponse) { d.Ring.OnReply(from, true, m) },
-		OnReady: func(netip.AddrPort) { d.Ring.Poke(searchring.PokeNameServer) },
-		Clock:   d.clk,
-		Logger:  d.log.Named("upstream"),
+		OnReply:    func(from netip.AddrPort, m *pva.SearchResponse) { d.Ring.OnReply(from, searchring.ViaNameServer, m) },
+		OnAskReply: d.onAskReply,
+		OnReady:    func(netip.AddrPort) { d.Ring.Poke(searchring.PokeNameServer) },
+		Clock:      d.clk,
+		Logger:     d.log.Named("upstream"),
 	})
 	d.httpSrv = httpapi.NewService(httpapi.Options{
 		Registry: regView{d.Registry, d.Tracker},

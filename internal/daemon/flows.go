@@ -189,7 +189,7 @@ func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 // onUDPSearchResponse gets every search response heard on the UDP
 // sockets; the search ring takes the positive ones.
 func (d *Daemon) onUDPSearchResponse(from netip.AddrPort, m *pva.SearchResponse) {
-	d.Ring.OnReply(from, false, m)
+	d.Ring.OnReply(from, searchring.ViaUDP, m)
 }
 
 // onSearchResolved takes a search-through answer: a hint (it came over

@@ -35,6 +35,18 @@ func startPeerServer(t *testing.T, listable bool, names ...string) *peerServer {
 	if !listable {
 		o.RPCError = "Not implemented"
 	}
+	return newPeerServer(t, o, names)
+}
+
+// startPeerServerAt starts a server that refuses listing at port (where an
+// earlier one stopped: a restart).
+func startPeerServerAt(t *testing.T, port uint16, names ...string) *peerServer {
+	t.Helper()
+	return newPeerServer(t, sim.Options{Names: [][]string{names}, Host: lo, UpdateInterval: -1, RPCError: "Not implemented", TCPPort: port}, names)
+}
+
+func newPeerServer(t *testing.T, o sim.Options, names []string) *peerServer {
+	t.Helper()
 	site := startSite(t, o)
 	p := &peerServer{site: site, info: site.Server(0), names: map[string]bool{}}
 	for _, n := range names {

@@ -37,26 +37,44 @@ func (d *Daemon) serverGone(guid pva.GUID) {
 	}
 }
 
-// askUnlistable puts the names clients are waiting for to a server that
-// answered the probe but refused the listing (err is a *probe.ListError):
+// askUnlistable puts to a server that answered the probe but refused the
+// listing (err is a *probe.ListError) the names clients are waiting for
+// that it has claimed before (the ring resolved them to that endpoint):
 // it answers for its own names over TCP at once, where the ring would
 // reach them within a fast revolution (6 s) after the server's beacon
-// hurried it up, or a full one (30 s) otherwise. The answers go through
-// the ring like any other (correlated by CID).
+// hurried it up, or a full one (30 s) otherwise. A server that never
+// claimed a name is told nothing: one beacon must not get a host the
+// whole waiting set. The answers go through the ring like any other
+// (correlated by CID), and may name only the asked server (onAskReply).
 func (d *Daemon) askUnlistable(ep netip.AddrPort, err error) {
 	var le *probe.ListError
 	if !errors.As(err, &le) {
 		return // not reachable: nothing to ask
 	}
-	seq, names := d.Ring.Searching()
+	seq, names := d.Ring.SearchingAt(ep)
 	if len(names) == 0 {
 		return
 	}
-	// A pvAccessCPP server answers over UDP, from its own address.
-	d.UDP.Expect(ep.Addr(), upstream.AskWait)
+	// A pvAccessCPP server answers over UDP, from its own address, for
+	// the endpoint asked.
+	d.UDP.Expect(ep, upstream.AskWait)
 	if !d.Upstream.Ask(ep, seq, names, d.UDP.ClientAddr().Port()) {
 		d.log.Debug("unlistable server not asked: too many asks running", zap.Stringer("endpoint", ep))
 	}
+}
+
+// onAskReply takes an asked server's TCP answer: it may name only itself,
+// unless it is a trusted relay (access.trusted_relays), which may speak
+// for others as over UDP.
+func (d *Daemon) onAskReply(from netip.AddrPort, m *pva.SearchResponse) {
+	via := searchring.ViaServer
+	for _, p := range d.conf().Access.TrustedRelays {
+		if p.Contains(from.Addr().Unmap()) {
+			via = searchring.ViaNameServer
+			break
+		}
+	}
+	d.Ring.OnReply(from, via, m)
 }
 
 // ringTransport sends the ring's datagrams from the client socket and to

@@ -19,7 +19,8 @@ const confirmSeq = 0x636E666D // "cnfm"
 // PVXS client sends to a name server (wire-notes §4.2). A UDP search reply
 // (search-through) is only a hint; this is the TCP exchange that lets the
 // registry take it for everyone. done receives the names the endpoint
-// claimed under guid — none if it answered with another GUID, did not
+// claimed under guid — none if it answered with another GUID or named
+// another endpoint than ep, did not
 // answer over TCP (pvAccessCPP answers TCP searches over UDP; its names
 // come from the listing instead) or could not be reached — exactly once,
 // from another goroutine. Confirmations share the probe concurrency bound.
@@ -97,7 +98,9 @@ func (p *Prober) confirm(guid pva.GUID, ep netip.AddrPort, names []string) []str
 	}
 	select {
 	case m := <-c.got:
-		if m.GUID != guid || !m.Found {
+		// The endpoint speaks only for itself: an answer naming another
+		// endpoint confirms nothing here.
+		if m.GUID != guid || !m.Found || (!m.Addr.IsAny() && m.Addr.Addr().Unmap() != ep.Addr().Unmap()) || (m.Port != 0 && m.Port != ep.Port()) {
 			return nil
 		}
 		var ok []string

@@ -44,7 +44,7 @@ func TestConcurrentUse(t *testing.T) {
 				case 3:
 					r.Drop(name)
 				case 4:
-					r.OnReply(udpSrc, false, claim(guid(byte(w)), "tcp", 5075, uint32(i%500)))
+					r.OnReply(udpSrc, ViaUDP, claim(guid(byte(w)), "tcp", 5075, uint32(i%500)))
 				case 5:
 					r.Reenter(name, Reason(i%3))
 				case 6:

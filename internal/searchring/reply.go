@@ -15,32 +15,63 @@ type event struct {
 	duplicate   bool
 }
 
+// Via is how a search response reached the ring; it decides whom the
+// response may name.
+type Via uint8
+
+const (
+	// ViaUDP: a datagram. udpsearch has already settled the endpoint by
+	// the UDP hint rule (the sender's own address, unless it is a trusted
+	// relay).
+	ViaUDP Via = iota
+	// ViaNameServer: over TCP from an upstream name server pvans was
+	// configured to use, or from a trusted relay: it may name any endpoint.
+	ViaNameServer
+	// ViaServer: over TCP from any other server (one asked directly): it
+	// may name only itself, its address "any" or the connection's peer's
+	// and its port 0 or the peer's.
+	ViaServer
+)
+
 // OnReply processes one CMD_SEARCH_RESPONSE (spec §3.5), from a UDP
-// datagram or an upstream TCP connection (from is then the connection's
-// peer). Unlike a PVXS client, which correlates by CID alone, the ring
-// takes a claim only when the reply echoes the sequence ID of one of the
-// last searches that carried that CID (CIDs and the first sequence ID are
-// random): a forged reply must have seen the search. That the reply came
-// from where the search went is the caller's check (udpsearch drops UDP
-// replies from hosts it did not search; TCP replies come on the
+// datagram or a TCP connection (from is then the connection's peer; via
+// says which). Unlike a PVXS client, which correlates by CID alone, the
+// ring takes a claim only when the reply echoes the sequence ID of one of
+// the last searches that carried that CID (CIDs and the first sequence ID
+// are random): a forged reply must have seen the search. That the reply
+// came from where the search went is the caller's check (udpsearch drops
+// UDP replies from hosts it did not search; TCP replies come on the
 // connection the search went out on).
 //
 // The endpoint is the reply's address, or from's IP when that is a
-// wildcard; over TCP a zero port means from's port. A UDP reply with port 0
+// wildcard; over TCP a zero port means from's port. A reply over TCP from
+// a server that is not a name server (ViaServer) naming another endpoint
+// than from is dropped (ThirdParty): otherwise one unlistable server could
+// point clients, and pvans's probes, at any host. A UDP reply with port 0
 // names no usable endpoint and is ignored. Replies from ignored GUIDs,
 // negative replies (which never suppress or delay searching) and protocols
 // not searched for are discarded. The first positive claim resolves the
-// Channel: it leaves the ring and Resolved is called. A later claim from a
-// different GUID is reported to Duplicate and counted, never acted on.
-func (r *Ring) OnReply(from netip.AddrPort, overTCP bool, m *pva.SearchResponse) {
+// Channel: it leaves the ring, the endpoint is remembered as having
+// claimed the name (SearchingAt) and Resolved is called. A later claim
+// from a different GUID is reported to Duplicate and counted, never acted
+// on.
+func (r *Ring) OnReply(from netip.AddrPort, via Via, m *pva.SearchResponse) {
 	r.ctr.replies.Add(1)
+	overTCP := via != ViaUDP
 	ip := from.Addr().Unmap()
 	if !m.Addr.IsAny() {
-		ip = m.Addr.Addr()
+		ip = m.Addr.Addr().Unmap()
 	}
 	port := m.Port
 	if port == 0 && overTCP {
 		port = from.Port()
+	}
+	if via == ViaServer && m.Found && (ip != from.Addr().Unmap() || port != from.Port()) {
+		r.ctr.thirdParty.Add(1)
+		if ce := r.log.Check(zap.DebugLevel, "search reply over TCP names another endpoint than its server's: dropped"); ce != nil {
+			ce.Write(zap.Stringer("from", from), zap.Stringer("named", netip.AddrPortFrom(ip, port)))
+		}
+		return
 	}
 	if _, bad := r.ignore[m.GUID]; bad {
 		r.ctr.ignoredGUID.Add(1)
@@ -80,6 +111,7 @@ func (r *Ring) OnReply(from netip.AddrPort, overTCP bool, m *pva.SearchResponse)
 			ch.attempts = 0
 			r.searching--
 			r.leaveRingLocked(ch)
+			r.claims.add(ep, ch.name, r.maxClaims(), r.forgotClaim)
 			r.ctr.resolved.Add(1)
 			events = append(events, event{name: ch.name, guid: m.GUID, ep: ep})
 		case ch.guid != m.GUID:
@@ -166,24 +198,4 @@ func (r *Ring) reenterLocked(ch *channel, why Reason) {
 	r.searching++
 	r.ctr.reentered.Add(1)
 	r.log.Debug("search re-entered", zap.String("name", ch.name), zap.Stringer("reason", why))
-}
-
-// Searching lists the names being searched, with their CIDs, so a caller
-// can ask one server about all of them directly, and the sequence ID to
-// ask with: a reply is matched through OnReply like any other (sequence
-// ID and CID), so the caller must send exactly that one. The names are
-// copies.
-func (r *Ring) Searching() (seq uint32, names []pva.SearchName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	seq = r.nextSeq
-	r.nextSeq++
-	out := make([]pva.SearchName, 0, r.searching)
-	for _, ch := range r.byName {
-		if ch.state == stSearching {
-			ch.sentWith(seq)
-			out = append(out, pva.SearchName{CID: ch.cid, Name: []byte(ch.name)})
-		}
-	}
-	return seq, out
 }

@@ -81,16 +81,16 @@ func TestReplyRules(t *testing.T) {
 	}
 
 	// Ignore-listed server: nothing happens, searching goes on.
-	r.OnReply(udpSrc, false, rc.claim(ignored, "tcp", 5075, cidA))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(ignored, "tcp", 5075, cidA))
 	// Negative reply (with CIDs, even): never stops a search.
 	neg := rc.claim(guid(1), "tcp", 5075, cidA)
 	neg.Found = false
-	r.OnReply(udpSrc, false, neg)
+	r.OnReply(udpSrc, ViaUDP, neg)
 	// A protocol we did not search for.
-	r.OnReply(udpSrc, false, rc.claim(guid(1), "tls", 5076, cidA))
-	r.OnReply(udpSrc, false, rc.claim(guid(1), "udp", 5076, cidA))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tls", 5076, cidA))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "udp", 5076, cidA))
 	// UDP with port 0 names no endpoint (port 0 is only substituted over TCP).
-	r.OnReply(udpSrc, false, rc.claim(guid(1), "tcp", 0, cidA))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 0, cidA))
 	if got := cb.resolved(); len(got) != 0 {
 		t.Fatalf("resolved by a discarded reply: %+v", got)
 	}
@@ -103,13 +103,13 @@ func TestReplyRules(t *testing.T) {
 	}
 
 	// First positive reply wins: zero address → datagram source.
-	r.OnReply(udpSrc, false, rc.claim(guid(1), "tcp", 5075, cidA, 0xDEAD))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 5075, cidA, 0xDEAD))
 	// Over TCP: zero port → the connection's port; a real address is kept.
 	rb := rc.claim(guid(2), "tcp", 0, cidB)
 	rb.Addr = pva.AddressFrom(netip.MustParseAddr("127.0.0.9"))
-	r.OnReply(tcpSrc, true, rb)
+	r.OnReply(tcpSrc, ViaNameServer, rb)
 	// Over TCP, zero address and zero port → the name server itself.
-	r.OnReply(tcpSrc, true, rc.claim(guid(3), "tcp", 0, cidC))
+	r.OnReply(tcpSrc, ViaNameServer, rc.claim(guid(3), "tcp", 0, cidC))
 	want := []resolution{
 		{"A", guid(1), netip.MustParseAddrPort("127.0.0.5:5075")},
 		{"B", guid(2), netip.MustParseAddrPort("127.0.0.9:5075")},
@@ -119,9 +119,9 @@ func TestReplyRules(t *testing.T) {
 		t.Fatalf("resolved %+v, want %+v", got, want)
 	}
 	// Same server again (UDP and TCP both answering): nothing new.
-	r.OnReply(tcpSrc, true, rc.claim(guid(1), "tcp", 5075, cidA))
+	r.OnReply(tcpSrc, ViaNameServer, rc.claim(guid(1), "tcp", 5075, cidA))
 	// A second server claims A: reported, counted, not acted on.
-	r.OnReply(udpSrc, false, rc.claim(guid(9), "tcp", 5075, cidA))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(9), "tcp", 5075, cidA))
 	if len(cb.resolved()) != 3 {
 		t.Fatalf("a later claim re-resolved: %+v", cb.resolved())
 	}
@@ -161,7 +161,7 @@ func TestTLSAcceptedOnlyWhenSearched(t *testing.T) {
 	r, clk, rc := newTestRing(t, cb.options(Options{Protocols: []string{"tls", "tcp"}}))
 	r.Want("T")
 	clk.Advance(InitialDelay)
-	r.OnReply(udpSrc, false, rc.claim(guid(4), "tls", 5076, rc.cidOf(t, "T")))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(4), "tls", 5076, rc.cidOf(t, "T")))
 	if got := cb.resolved(); len(got) != 1 || got[0].ep.Port() != 5076 {
 		t.Fatalf("tls claim: %+v", got)
 	}
@@ -283,7 +283,7 @@ func TestDropHonoursSweepDelay(t *testing.T) {
 			if len(rc.times("KEPT")) != 4 {
 				t.Fatalf("KEPT searched %v", rc.times("KEPT"))
 			}
-			r.OnReply(udpSrc, false, rc.claim(guid(1), "tcp", 5075, cid))
+			r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 5075, cid))
 			if len(cb.resolved()) != 0 || r.Stats().UnknownCID != 1 {
 				t.Fatal("a swept Channel's CID still resolves")
 			}
@@ -329,7 +329,7 @@ func TestReenterOffsets(t *testing.T) {
 			r, clk, rc := newTestRing(t, cb.options(Options{}))
 			r.Want("P")
 			clk.Advance(3 * time.Minute)
-			r.OnReply(udpSrc, false, rc.claim(guid(1), "tcp", 5075, rc.cidOf(t, "P")))
+			r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 5075, rc.cidOf(t, "P")))
 			if r.Reenter("P", tc.why) != true {
 				t.Fatal("Reenter refused for a resolved name")
 			}
@@ -353,7 +353,7 @@ func TestReenterOffsets(t *testing.T) {
 				t.Fatalf("delays %v, want %v", delays, want)
 			}
 			// The next claim wins again, from a new server, without a duplicate.
-			r.OnReply(udpSrc, false, rc.claim(guid(2), "tcp", 5075, rc.cidOf(t, "P")))
+			r.OnReply(udpSrc, ViaUDP, rc.claim(guid(2), "tcp", 5075, rc.cidOf(t, "P")))
 			if got := cb.resolved(); len(got) != 2 || got[1].guid != guid(2) || len(cb.dups) != 0 {
 				t.Fatalf("after re-entry: %+v dups %+v", got, cb.dups)
 			}
@@ -371,7 +371,7 @@ func TestReenterDoesNotDoubleSearch(t *testing.T) {
 	r.Want("P")
 	clk.Advance(10 * time.Minute)
 	cid := rc.cidOf(t, "P")
-	r.OnReply(udpSrc, false, rc.claim(guid(1), "tcp", 5075, cid))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 5075, cid))
 	r.Reenter("P", ReenterRefused)
 	rc.reset()
 	clk.Advance(10 * time.Minute)
@@ -393,14 +393,14 @@ func TestWantResolvedRestarts(t *testing.T) {
 	r, clk, rc := newTestRing(t, cb.options(Options{}))
 	r.Want("R")
 	clk.Advance(time.Minute)
-	r.OnReply(udpSrc, false, rc.claim(guid(1), "tcp", 5075, rc.cidOf(t, "R")))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 5075, rc.cidOf(t, "R")))
 	rc.reset()
 	r.Want("R")
 	clk.Advance(InitialDelay)
 	if at := rc.times("R"); len(at) != 1 {
 		t.Fatalf("re-wanted name searched %v", at)
 	}
-	r.OnReply(udpSrc, false, rc.claim(guid(2), "tcp", 5075, rc.cidOf(t, "R")))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(2), "tcp", 5075, rc.cidOf(t, "R")))
 	if got := cb.resolved(); len(got) != 2 || len(cb.dups) != 0 {
 		t.Fatalf("%+v %+v", got, cb.dups)
 	}
@@ -416,8 +416,8 @@ func TestReenterServer(t *testing.T) {
 		r.Want(n)
 	}
 	clk.Advance(time.Minute)
-	r.OnReply(udpSrc, false, rc.claim(guid(1), "tcp", 5075, rc.cidOf(t, "a1"), rc.cidOf(t, "a2")))
-	r.OnReply(udpSrc, false, rc.claim(guid(2), "tcp", 5076, rc.cidOf(t, "b1")))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 5075, rc.cidOf(t, "a1"), rc.cidOf(t, "a2")))
+	r.OnReply(udpSrc, ViaUDP, rc.claim(guid(2), "tcp", 5076, rc.cidOf(t, "b1")))
 	if n := r.ReenterServer(guid(3), ReenterLost); n != 0 {
 		t.Fatalf("re-entered %d names of an unknown server", n)
 	}
@@ -458,13 +458,13 @@ func TestReplyMustMatchASearch(t *testing.T) {
 	clk.Advance(InitialDelay)
 	cid := rc.cidOf(t, "A")
 	for _, guess := range []uint32{1, 2, 3} {
-		r.OnReply(udpSrc, false, claim(guid(6), "tcp", 5075, guess)) // counted CIDs
+		r.OnReply(udpSrc, ViaUDP, claim(guid(6), "tcp", 5075, guess)) // counted CIDs
 	}
 	forged := claim(guid(6), "tcp", 5075, cid) // the right CID, PVXS's constant sequence ID
 	if rc.claim(guid(6), "tcp", 5075, cid).Seq == pva.SearchSeqFind {
 		t.Fatal("the ring searches with PVXS's constant sequence ID")
 	}
-	r.OnReply(udpSrc, false, forged)
+	r.OnReply(udpSrc, ViaUDP, forged)
 	if got := cb.resolved(); len(got) != 0 {
 		t.Fatalf("unmatched reply resolved %v", got)
 	}
@@ -475,7 +475,7 @@ func TestReplyMustMatchASearch(t *testing.T) {
 	// earlier search (kept: the last few).
 	first := rc.claim(guid(1), "tcp", 5075, cid)
 	clk.Advance(secs(3)) // searched again, with new sequence IDs
-	r.OnReply(udpSrc, false, first)
+	r.OnReply(udpSrc, ViaUDP, first)
 	if got := cb.resolved(); len(got) != 1 || got[0].name != "A" {
 		t.Fatalf("resolved %v", got)
 	}

@@ -248,6 +248,7 @@ type Ring struct {
 	dropped    map[*channel]struct{}
 	sweepTimer clock.Timer
 	searching  int
+	claims     claims
 
 	ctr counters
 }

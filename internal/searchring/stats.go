@@ -12,6 +12,7 @@ type counters struct {
 	pokes, pokesIgnored           atomic.Uint64
 	reentered, swept              atomic.Uint64
 	refused, limited              atomic.Uint64
+	thirdParty, claimsForgotten   atomic.Uint64
 }
 
 // Stats is a snapshot of the ring's counters (monotonic) and gauges.
@@ -44,6 +45,12 @@ type Stats struct {
 	ChannelsRefused uint64
 	// DatagramsLimited: datagrams not sent, over DatagramsPerSecond.
 	DatagramsLimited uint64
+	// ThirdParty: positive replies over TCP from a server (not a name
+	// server) naming another endpoint than its own.
+	ThirdParty uint64
+	// ClaimsForgotten: claims forgotten, oldest first, beyond the bound
+	// (search.through_max_names pairs of endpoint and name).
+	ClaimsForgotten uint64
 }
 
 // Stats returns a snapshot.
@@ -71,6 +78,8 @@ func (r *Ring) Stats() Stats {
 	s.Swept = c.swept.Load()
 	s.ChannelsRefused = c.refused.Load()
 	s.DatagramsLimited = c.limited.Load()
+	s.ThirdParty = c.thirdParty.Load()
+	s.ClaimsForgotten = c.claimsForgotten.Load()
 	return s
 }
 

@@ -63,10 +63,11 @@ type handler struct {
 	allowed map[netip.Addr]bool // nil: answer from any local address
 
 	// dests are the search destinations now (nil: Options.AddrList);
-	// expected reports hosts asked directly (nil: none). Client socket
-	// only: they decide which search replies were solicited.
+	// expected reports servers asked directly, at a port or (0) any (nil:
+	// none). Client socket only: they decide which search replies were
+	// solicited.
 	dests    func() []netip.AddrPort
-	expected func(netip.Addr) bool
+	expected func(a netip.Addr, port uint16) bool
 
 	// pol is the policy in force (shared with the Server, which replaces
 	// it on SetPolicy); p is the one loaded for the datagram being handled,
@@ -465,13 +466,9 @@ func (h *handler) hint(a pva.Address, port uint16, proto string, src netip.AddrP
 
 // searched reports whether pvans's searches reach a: it is a search
 // destination, or on the network of a directed broadcast destination, or
-// a destination is multicast or the limited broadcast, or pvans asked it
-// directly (Server.Expect).
+// a destination is multicast or the limited broadcast.
 func (h *handler) searched(a netip.Addr) bool {
 	a = a.Unmap()
-	if h.expected != nil && h.expected(a) {
-		return true
-	}
 	var dests []netip.AddrPort
 	if h.dests != nil {
 		dests = h.dests()
@@ -546,12 +543,23 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 	if h.o.OnSearchResponse == nil || !m.Found {
 		return
 	}
-	if !client || !h.searched(src.Addr()) {
+	// A host pvans did not search may answer only when pvans asked one of
+	// its servers directly (Server.Expect), and then only for that server.
+	if !client {
+		h.st.hintUnsolicited.Add(1)
+		return
+	}
+	searched := h.searched(src.Addr())
+	if !searched && (h.expected == nil || !h.expected(src.Addr().Unmap(), 0)) {
 		h.st.hintUnsolicited.Add(1)
 		return
 	}
 	ep, ok := h.hint(m.Addr, m.Port, pva.KnownProtocol(m.Protocol), src)
 	if !ok {
+		return
+	}
+	if !searched && !h.expected(src.Addr().Unmap(), ep.Port()) {
+		h.st.hintUnsolicited.Add(1)
 		return
 	}
 	// The endpoint is settled: hand it on as the address, so the receiver

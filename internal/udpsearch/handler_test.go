@@ -471,23 +471,25 @@ func TestReplyFromSearchedHostOnly(t *testing.T) {
 	}
 }
 
-// A host pvans asked directly (Server.Expect) may answer over UDP for a
-// while; after that its replies are unsolicited again.
+// A server pvans asked directly (Server.Expect) may answer over UDP for a
+// while, for itself only (its host, the port asked); after that its
+// replies are unsolicited again.
 func TestExpectedHostAnswers(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	var n int
 	s := Build(Options{GUID: ownGUID, Clock: clk, OnSearchResponse: func(netip.AddrPort, *pva.SearchResponse) { n++ }})
 	asked := netip.MustParseAddrPort("10.7.7.7:5076")
-	reply := func() {
-		s.ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, 5075, "tcp", []uint32{9}), src: asked})
+	reply := func(port uint16) {
+		s.ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, port, "tcp", []uint32{9}), src: asked})
 	}
-	reply()
-	s.Expect(asked.Addr(), 2*time.Second)
-	reply()
+	reply(5075)
+	s.Expect(netip.AddrPortFrom(asked.Addr(), 5075), 2*time.Second)
+	reply(5075)
+	reply(5099) // another port of that host: not the server asked
 	clk.Advance(3 * time.Second)
-	reply()
-	if n != 1 || s.Stats().HintUnsolicited != 2 {
-		t.Fatalf("%d delivered, %d unsolicited; want 1 and 2", n, s.Stats().HintUnsolicited)
+	reply(5075)
+	if n != 1 || s.Stats().HintUnsolicited != 3 {
+		t.Fatalf("%d delivered, %d unsolicited; want 1 and 3", n, s.Stats().HintUnsolicited)
 	}
 }
 

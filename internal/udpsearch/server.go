@@ -46,10 +46,11 @@ type Server struct {
 	dests       []sendDest
 	beaconDests []sendDest
 
-	// expect holds hosts asked directly (Expect) until when their UDP
-	// answers count as solicited.
-	expMu  sync.Mutex
-	expect map[netip.Addr]time.Time
+	// expect holds the endpoints asked directly (Expect), by host, until
+	// when their UDP answers count as solicited; nExpect counts them.
+	expMu   sync.Mutex
+	expect  map[netip.Addr][]expectation
+	nExpect int
 
 	mu         sync.Mutex
 	closed     bool
@@ -428,38 +429,69 @@ func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err er
 
 // SearchDestinations is where SendSearch sends now (Options.AddrList, or
 // the last SetDestinations).
-// maxExpected bounds the hosts Expect remembers at once.
+// maxExpected bounds the endpoints Expect remembers at once.
 const maxExpected = 256
 
-// Expect makes UDP search replies from a count as solicited for d: pvans
-// asked that host directly (a TCP search to an unlistable server, which a
-// pvAccessCPP server answers over UDP). Beyond maxExpected hosts at once
+// expectation is one endpoint asked directly, answered over UDP until.
+type expectation struct {
+	port  uint16
+	until time.Time
+}
+
+// Expect makes UDP search replies from ep's host that name ep count as
+// solicited for d: pvans asked that server directly (a TCP search to an
+// unlistable server, which a pvAccessCPP server answers over UDP, from its
+// own address, naming its own port). Beyond maxExpected endpoints at once
 // it is ignored.
-func (s *Server) Expect(a netip.Addr, d time.Duration) {
+func (s *Server) Expect(ep netip.AddrPort, d time.Duration) {
 	now := s.o.Clock.Now()
+	a := ep.Addr().Unmap()
 	s.expMu.Lock()
 	defer s.expMu.Unlock()
 	if s.expect == nil {
-		s.expect = make(map[netip.Addr]time.Time)
+		s.expect = make(map[netip.Addr][]expectation)
 	}
-	if len(s.expect) >= maxExpected {
-		for k, until := range s.expect {
-			if now.After(until) {
-				delete(s.expect, k)
-			}
-		}
-		if len(s.expect) >= maxExpected {
+	for i, e := range s.expect[a] {
+		if e.port == ep.Port() {
+			s.expect[a][i].until = now.Add(d)
 			return
 		}
 	}
-	s.expect[a.Unmap()] = now.Add(d)
+	if s.nExpect >= maxExpected {
+		for k, es := range s.expect {
+			live := es[:0]
+			for _, e := range es {
+				if !now.After(e.until) {
+					live = append(live, e)
+				}
+			}
+			s.nExpect -= len(es) - len(live)
+			if len(live) == 0 {
+				delete(s.expect, k)
+			} else {
+				s.expect[k] = live
+			}
+		}
+		if s.nExpect >= maxExpected {
+			return
+		}
+	}
+	s.expect[a] = append(s.expect[a], expectation{port: ep.Port(), until: now.Add(d)})
+	s.nExpect++
 }
 
-func (s *Server) expected(a netip.Addr) bool {
+// expected reports whether pvans asked a server at a directly and awaits
+// its answer: on port, or on any port when port is 0.
+func (s *Server) expected(a netip.Addr, port uint16) bool {
+	now := s.o.Clock.Now()
 	s.expMu.Lock()
 	defer s.expMu.Unlock()
-	until, ok := s.expect[a]
-	return ok && !s.o.Clock.Now().After(until)
+	for _, e := range s.expect[a] {
+		if (port == 0 || e.port == port) && !now.After(e.until) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) SearchDestinations() []netip.AddrPort {

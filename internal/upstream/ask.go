@@ -40,7 +40,7 @@ type asks struct {
 
 // Ask puts names to server over a connection of its own, in searches with
 // sequence ID seq (the search ring matches replies by it), hands each answer
-// to OnReply (a pvAccessCPP server's UDP answers arrive at replyPort
+// to OnAskReply (a pvAccessCPP server's UDP answers arrive at replyPort
 // instead) and closes the connection after AskWait. It returns false,
 // asking nothing, when MaxAsks servers are being asked already or the pool
 // is closed.
@@ -117,7 +117,7 @@ func (p *Pool) AskStats() AskStats {
 	return AskStats{Asked: p.asks.sent, Refused: p.asks.refused}
 }
 
-// askHandler hands an asked server's answers to OnReply.
+// askHandler hands an asked server's answers to OnAskReply.
 type askHandler struct {
 	p      *Pool
 	server netip.AddrPort
@@ -126,7 +126,7 @@ type askHandler struct {
 }
 
 func (h *askHandler) Message(c *pvaconn.Conn, hd pva.Header, payload []byte) {
-	if hd.Command != pva.CmdSearchResponse || h.p.o.OnReply == nil {
+	if hd.Command != pva.CmdSearchResponse || h.p.o.OnAskReply == nil {
 		return
 	}
 	h.mu.Lock()
@@ -135,5 +135,5 @@ func (h *askHandler) Message(c *pvaconn.Conn, hd pva.Header, payload []byte) {
 		_ = c.Close()
 		return
 	}
-	h.p.o.OnReply(c.Remote(), &h.reply)
+	h.p.o.OnAskReply(c.Remote(), &h.reply)
 }

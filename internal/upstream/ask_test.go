@@ -83,13 +83,16 @@ func (s *askedServer) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 // Ask puts the names to one server on a connection of its own, in the byte
 // order the server announced (pvAccessCPP reads a whole connection in
 // that order), with the reply port given (where a pvAccessCPP server
-// answers TCP searches), and hands the claims to OnReply.
+// answers TCP searches), and hands the claims to OnAskReply: never to
+// OnReply, whose name servers may speak for any endpoint.
 func TestAskOneServer(t *testing.T) {
 	for _, be := range []bool{false, true} {
 		srv := startAsked(t, be, "held:1", "held:2")
 		replies := make(chan reply, 4)
-		p := New(Options{OnReply: func(from netip.AddrPort, m *pva.SearchResponse) {
+		p := New(Options{OnAskReply: func(from netip.AddrPort, m *pva.SearchResponse) {
 			replies <- reply{from: from, guid: m.GUID, cids: append([]uint32(nil), m.CIDs...)}
+		}, OnReply: func(netip.AddrPort, *pva.SearchResponse) {
+			t.Error("an asked server's answer was handed on as a name server's")
 		}})
 		names := []pva.SearchName{{CID: 7, Name: []byte("held:1")}, {CID: 8, Name: []byte("other")}, {CID: 9, Name: []byte("held:2")}}
 		if !p.Ask(srv.addr(), pva.SearchSeqFind, names, 0xBEEF) {

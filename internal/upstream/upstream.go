@@ -29,9 +29,14 @@ type Options struct {
 	Servers []netip.AddrPort
 	// Conn is the template for each connection (Role is set to Client).
 	Conn pvaconn.Options
-	// OnReply receives every CMD_SEARCH_RESPONSE (from = the name server's
-	// endpoint); m is valid only during the call.
+	// OnReply receives every CMD_SEARCH_RESPONSE of a name server (from =
+	// its endpoint); m is valid only during the call. A name server may
+	// speak for any endpoint.
 	OnReply func(from netip.AddrPort, m *pva.SearchResponse)
+	// OnAskReply receives every CMD_SEARCH_RESPONSE of a server asked
+	// directly (Ask; from = its endpoint), which speaks only for itself;
+	// m is valid only during the call.
+	OnAskReply func(from netip.AddrPort, m *pva.SearchResponse)
 	// OnReady is called each time a connection is (re)validated: the
 	// caller pokes its search ring, as PVXS does.
 	OnReady func(server netip.AddrPort)

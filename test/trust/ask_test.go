@@ -1,0 +1,153 @@
+//go:build linux
+
+package trust
+
+import (
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
+)
+
+// namingServer is a hostile PVA server: it refuses the `server` channel
+// (so pvans cannot list it) and answers every TCP search, for every name,
+// naming the endpoint other instead of itself.
+type namingServer struct {
+	guid     pva.GUID
+	other    netip.AddrPort
+	searches atomic.Int32 // CMD_SEARCH messages with names received
+}
+
+func (s *namingServer) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
+	switch h.Command {
+	case pva.CmdCreateChannel:
+		var m pva.CreateChannel
+		if m.Decode(payload, h.BigEndian()) != nil {
+			c.Close()
+			return
+		}
+		for _, rq := range m.Channels {
+			_ = c.Send(pva.AppendCreateChannelReply(nil, c.Flags(), &pva.CreateChannelReply{CID: rq.CID, SID: pva.RefusedSID,
+				Status: pva.Status{Type: pva.StatusFatal, Message: "no listing here"}}))
+		}
+	case pva.CmdSearch:
+		var m pva.Search
+		if m.Decode(payload, h.BigEndian()) != nil {
+			c.Close()
+			return
+		}
+		r := pva.SearchResponse{GUID: s.guid, Seq: m.Seq, Addr: pva.AddressFrom(s.other.Addr()), Port: s.other.Port(), Protocol: []byte("tcp")}
+		for _, n := range m.Names {
+			r.CIDs = append(r.CIDs, n.CID)
+		}
+		if len(r.CIDs) > 0 {
+			s.searches.Add(1)
+		}
+		r.Found = len(r.CIDs) > 0
+		_ = c.Send(pva.AppendSearchResponse(nil, c.Flags(), &r))
+	}
+}
+
+// connCounter listens at ep in namespace s and counts the connections made
+// to it.
+func (tp *topo) connCounter(t *testing.T, ep netip.AddrPort) *atomic.Int32 {
+	t.Helper()
+	var n atomic.Int32
+	var ln net.Listener
+	if err := tp.s.Do(func() (err error) { ln, err = net.Listen("tcp", ep.String()); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	return &n
+}
+
+// An unlistable server may name only itself. One host beacons once from
+// its own address and runs a server that refuses the `server` channel and
+// answers any TCP search naming a third host's endpoint. A client is
+// waiting for a name; pvans must not tell the server which names clients
+// wait for (it never claimed one), push the client the third endpoint or
+// connect there (a port scanner with an oracle).
+func TestUnlistableServerNamingThirdAddress(t *testing.T) {
+	tp := newTopo(t)
+	third := netip.AddrPortFrom(iocAddr, 7011) // inside the server allow list
+	connects := tp.connCounter(t, third)
+	tp.start(t, "--search-through", "--addr-list", netip.AddrPortFrom(cppAddr, 5076).String())
+
+	evil := &namingServer{guid: forgedGUID, other: third}
+	var ln net.Listener
+	if err := tp.s.Do(func() (err error) { ln, err = net.Listen("tcp", netip.AddrPortFrom(evilAddr, 0).String()); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			pvaconn.Serve(nc, pvaconn.Options{MaxMessage: 1 << 20, SendQueueBytes: 1 << 20,
+				HandshakeTimeout: 5 * time.Second, MessageTimeout: 5 * time.Second}, evil)
+		}
+	}()
+	evilEP := ln.Addr().(*net.TCPAddr).AddrPort()
+
+	type result struct {
+		ans map[string]nsclient.Answer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := tp.pv.Query([]string{"victim:pv"}, 8*time.Second)
+		done <- result{a, err}
+	}()
+	tp.waitMetric(t, "pvans_searchring_channels", 1) // the client is waiting
+	tp.send(t, netip.AddrPortFrom(evilAddr, 0), pvansUDP, beaconMsg(forgedGUID, pva.AnyIPv4, evilEP.Port(), "tcp"))
+	waitUnlistable(t, tp, evilEP)
+
+	r := <-done
+	if a, ok := r.ans["victim:pv"]; ok {
+		t.Errorf("the waiting client was pushed %s at %s, named by an unlistable server for another host", a.GUID, a.Endpoint)
+	}
+	time.Sleep(time.Second) // a probe of the named endpoint would have run by now
+	if n := connects.Load(); n != 0 {
+		t.Errorf("pvans connected %d times to the endpoint only the unlistable server named", n)
+	}
+	if h := tp.holder(t, "victim:pv"); h != "" {
+		t.Errorf("victim:pv registered (holder %s)", h)
+	}
+	// It never claimed the name: it is not told what clients wait for.
+	if n := evil.searches.Load(); n != 0 {
+		t.Errorf("the unlistable server, which never claimed a name, was sent %d searches with the waiting names", n)
+	}
+}
+
+// waitUnlistable waits until pvans has probed ep and found it
+// unlistable.
+func waitUnlistable(t *testing.T, tp *topo, ep netip.AddrPort) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range tp.servers(t) {
+			if s.Endpoint == ep.String() && s.ProbeError == "unlistable" {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s not found unlistable: %+v", ep, tp.servers(t))
+}
