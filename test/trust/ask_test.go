@@ -5,6 +5,7 @@ package trust
 import (
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +21,35 @@ import (
 type namingServer struct {
 	guid     pva.GUID
 	other    netip.AddrPort
+	honest   atomic.Bool  // name itself instead (until it turns)
 	searches atomic.Int32 // CMD_SEARCH messages with names received
+	mu       sync.Mutex // guid, conns
+	conns    []*pvaconn.Conn
+}
+
+// serve accepts connections on ln until it is closed.
+func (s *namingServer) serve(ln net.Listener) {
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c := pvaconn.Serve(nc, pvaconn.Options{MaxMessage: 1 << 20, SendQueueBytes: 1 << 20,
+			HandshakeTimeout: 5 * time.Second, MessageTimeout: 5 * time.Second}, s)
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+	}
+}
+
+// drop closes every connection made to the server so far.
+func (s *namingServer) drop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
 }
 
 func (s *namingServer) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
@@ -41,7 +70,13 @@ func (s *namingServer) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 			c.Close()
 			return
 		}
-		r := pva.SearchResponse{GUID: s.guid, Seq: m.Seq, Addr: pva.AddressFrom(s.other.Addr()), Port: s.other.Port(), Protocol: []byte("tcp")}
+		s.mu.Lock()
+		g := s.guid
+		s.mu.Unlock()
+		r := pva.SearchResponse{GUID: g, Seq: m.Seq, Addr: pva.AddressFrom(s.other.Addr()), Port: s.other.Port(), Protocol: []byte("tcp")}
+		if s.honest.Load() {
+			r.Addr, r.Port = pva.AnyIPv4, 0
+		}
 		for _, n := range m.Names {
 			r.CIDs = append(r.CIDs, n.CID)
 		}
@@ -94,16 +129,7 @@ func TestUnlistableServerNamingThirdAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			pvaconn.Serve(nc, pvaconn.Options{MaxMessage: 1 << 20, SendQueueBytes: 1 << 20,
-				HandshakeTimeout: 5 * time.Second, MessageTimeout: 5 * time.Second}, evil)
-		}
-	}()
+	go evil.serve(ln)
 	evilEP := ln.Addr().(*net.TCPAddr).AddrPort()
 
 	type result struct {
@@ -150,4 +176,68 @@ func waitUnlistable(t *testing.T, tp *topo, ep netip.AddrPort) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s not found unlistable: %+v", ep, tp.servers(t))
+}
+
+// An asked server may name only itself. A host answers pvans's
+// search-through over UDP for a name, for itself (so it has claimed the
+// name and will be asked about it), then drops its connections and comes
+// back with a new GUID: its beacon's probe finds it unlistable and pvans
+// asks it about the name, now waiting again; it answers over TCP naming a
+// third host's endpoint. The answer is dropped and counted: the waiting
+// client is not pushed the third endpoint and pvans does not connect there.
+func TestAskedServerNamingThirdAddress(t *testing.T) {
+	tp := newTopo(t)
+	third := netip.AddrPortFrom(iocAddr, 7011)
+	connects := tp.connCounter(t, third)
+	evil := &namingServer{guid: forgedGUID, other: third}
+	evil.honest.Store(true)
+	var ln net.Listener
+	if err := tp.s.Do(func() (err error) { ln, err = net.Listen("tcp", netip.AddrPortFrom(evilAddr, 0).String()); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go evil.serve(ln)
+	evilEP := ln.Addr().(*net.TCPAddr).AddrPort()
+	tp.start(t, "--search-through", "--addr-list", netip.AddrPortFrom(evilAddr, 5076).String())
+
+	// The host's UDP side answers pvans's first search for the name, for
+	// itself, then never again.
+	sniff := tp.searchListenerAt(t, netip.AddrPortFrom(evilAddr, 5076))
+	done := make(chan map[string]nsclient.Answer, 1)
+	go func() {
+		a, _ := tp.pv.Query([]string{"victim:pv"}, 8*time.Second)
+		done <- a
+	}()
+	replyTo, seq, cid := nextSearch(t, sniff, "victim:pv")
+	tp.send(t, netip.AddrPortFrom(evilAddr, 0), replyTo, replyMsg(forgedGUID, seq, evilEP.Port(), cid))
+	if a := <-done; a["victim:pv"].Endpoint != evilEP {
+		t.Fatalf("first answer %+v, want the host's own %v", a, evilEP)
+	}
+	waitUnlistable(t, tp, evilEP)
+	sniff.Close()
+
+	// It drops its connections (pvans searches the name again) and comes
+	// back under a new GUID, now lying.
+	evil.honest.Store(false)
+	evil.drop()
+	tp.waitMetric(t, "pvans_searchring_reentered_total", 1)
+	go func() {
+		a, _ := tp.pv.Query([]string{"victim:pv"}, 6*time.Second)
+		done <- a
+	}()
+	tp.waitMetric(t, "pvans_resolver_waiters", 1)
+	g2 := pva.GUID{0xEE, 0xEE, 0xEE, 0xEE, 9, 9, 9, 9, 9, 9, 9, 9}
+	evil.mu.Lock()
+	evil.guid = g2
+	evil.mu.Unlock()
+	tp.send(t, netip.AddrPortFrom(evilAddr, 0), pvansUDP, beaconMsg(g2, pva.AnyIPv4, evilEP.Port(), "tcp"))
+	tp.waitMetric(t, `pvans_upstream_asks_total{result="asked"}`, 1)
+	if a, ok := (<-done)["victim:pv"]; ok {
+		t.Errorf("the waiting client was pushed %s at %s, named by an asked server for another host", a.GUID, a.Endpoint)
+	}
+	time.Sleep(time.Second)
+	if n := connects.Load(); n != 0 {
+		t.Errorf("pvans connected %d times to the endpoint only the asked server named", n)
+	}
+	tp.waitMetric(t, `pvans_hints_dropped_total{reason="tcp_third_party"}`, 1)
 }

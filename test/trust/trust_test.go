@@ -384,8 +384,14 @@ func TestBoundAddressBeaconIsLearned(t *testing.T) {
 // port, the sequence ID and the CIDs).
 func (tp *topo) searchListener(t *testing.T) *net.UDPConn {
 	t.Helper()
+	return tp.searchListenerAt(t, netip.AddrPortFrom(netip.IPv4Unspecified(), 5076))
+}
+
+// searchListenerAt is a UDP socket at a in namespace s.
+func (tp *topo) searchListenerAt(t *testing.T, a netip.AddrPort) *net.UDPConn {
+	t.Helper()
 	var c *net.UDPConn
-	if err := tp.s.Do(func() (err error) { c, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 5076}); return }); err != nil {
+	if err := tp.s.Do(func() (err error) { c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(a)); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
