@@ -23,7 +23,7 @@ type namingServer struct {
 	other    netip.AddrPort
 	honest   atomic.Bool  // name itself instead (until it turns)
 	searches atomic.Int32 // CMD_SEARCH messages with names received
-	mu       sync.Mutex // guid, conns
+	mu       sync.Mutex   // guid, conns
 	conns    []*pvaconn.Conn
 }
 

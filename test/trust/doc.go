@@ -1,7 +1,9 @@
-// Package trust holds the on-the-wire regression tests of issue 13: the
-// attacks a host on the same network can mount with forged UDP datagrams
-// (beacons, discovery and search replies) against the real pvans binary,
-// in network namespaces the tests make, and the legitimate cases that must
-// keep working. The rule under test is docs/SECURITY.md, "Trust": a UDP
-// datagram is a hint; only a TCP exchange with the endpoint moves a name.
+// Package trust holds the on-the-wire regression tests of issues 13 and
+// 28: the attacks a host on the same network can mount with forged UDP
+// datagrams (beacons, discovery and search replies) or with a PVA server of
+// its own answering pvans's TCP searches for other hosts, against the real
+// pvans binary, in network namespaces the tests make, and the legitimate
+// cases that must keep working. The rules under test are docs/SECURITY.md,
+// "Trust": a UDP datagram is a hint; only a TCP exchange with the endpoint
+// moves a name; a server, over UDP or TCP, may name only itself.
 package trust
