@@ -38,11 +38,13 @@ func startPeerServer(t *testing.T, listable bool, names ...string) *peerServer {
 	return newPeerServer(t, o, names)
 }
 
-// startPeerServerAt starts a server that refuses listing at port (where an
-// earlier one stopped: a restart).
-func startPeerServerAt(t *testing.T, port uint16, names ...string) *peerServer {
+// startPeerServerAt starts a server that refuses listing at port (0: any;
+// where an earlier one stopped: a restart), answering TCP searches over
+// UDP as pvAccessCPP does when cpp is set.
+func startPeerServerAt(t *testing.T, port uint16, cpp bool, names ...string) *peerServer {
 	t.Helper()
-	return newPeerServer(t, sim.Options{Names: [][]string{names}, Host: lo, UpdateInterval: -1, RPCError: "Not implemented", TCPPort: port}, names)
+	return newPeerServer(t, sim.Options{Names: [][]string{names}, Host: lo, UpdateInterval: -1,
+		RPCError: "Not implemented", TCPPort: port, TCPSearchOverUDP: cpp}, names)
 }
 
 func newPeerServer(t *testing.T, o sim.Options, names []string) *peerServer {

@@ -254,22 +254,39 @@ func TestOperatorHurryUpWithHoldOff(t *testing.T) {
 	}
 }
 
-// End to end through the daemon, the server that cannot be listed
-// restarting: it claimed a name over UDP (search-through), a client was
-// pushed it; the server stops, and when it comes back at its endpoint
-// with a new GUID and beacons, the probe finds it unlistable and pvans
-// asks it directly (upstream.Ask) for the waiting name it claimed before:
-// the client waiting again is pushed the answer, which only the ask can
-// have brought (the search destination no longer answers for it). Another
-// unlistable server that holds the name but never claimed it to pvans is
-// not asked: one beacon does not get a host the names clients wait for.
+// End to end through the daemon, a server that cannot be listed
+// restarting: it beacons (probed: unlistable, and not asked, having
+// claimed nothing), then claims a name over UDP (search-through) and a
+// client is pushed it; the server stops, and when it comes back at its
+// endpoint with a new GUID and beacons, the probe finds it unlistable and
+// pvans asks it directly (upstream.Ask) for the waiting name it claimed
+// before: the client waiting again is pushed the answer, which only the
+// ask can have brought (the search destination no longer answers for it).
+// A PVXS server answers the ask over TCP, a pvAccessCPP one over UDP from
+// its own address. Another unlistable server that holds the name but
+// never claimed it to pvans is not asked: one beacon does not get a host
+// the names clients wait for.
 func TestRingAsksRestartedServerForNamesItClaimed(t *testing.T) {
+	for _, cpp := range []bool{false, true} {
+		name := map[bool]string{false: "PVXS", true: "pvAccessCPP"}[cpp]
+		t.Run(name, func(t *testing.T) { askRestarted(t, cpp) })
+	}
+}
+
+func askRestarted(t *testing.T, cpp bool) {
 	const name = "late:search:only"
 	u := newPeerUDP(t, udpRx(t, "127.0.0.1:0"))
 	u.start()
-	old := startPeerServer(t, false, name)
-	u.add(old)
 	d := startDaemon(t, testConfig(t, u.addr()))
+	old := startPeerServerAt(t, 0, cpp, name)
+	if err := old.beacon(u.conn, d.udpAddr(), 0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the server probed and watched", func() bool {
+		s, ok := d.Registry.Server(old.GUID())
+		return ok && s.ProbeState != 0 && old.site.Server(0).Accepted > 0
+	})
+	u.add(old)
 	cl := query(t, d)
 	if err := cl.Search([]string{name}); err != nil {
 		t.Fatal(err)
@@ -277,10 +294,10 @@ func TestRingAsksRestartedServerForNamesItClaimed(t *testing.T) {
 	if a := waitAnswers(t, cl, 5*time.Second); a[0].Endpoint != old.Endpoint() {
 		t.Fatalf("answered %v, want %v", a[0].Endpoint, old.Endpoint())
 	}
-	testutil.WaitFor(t, 5*time.Second, "old server probed and watched", func() bool {
-		s, ok := d.Registry.Server(old.GUID())
-		return ok && s.ProbeState != 0 && old.site.Server(0).Accepted > 0
-	})
+	// The answer makes pvans probe the server again (and the prober
+	// retries the listing at growing intervals); a stop during a probe
+	// is a failed probe, not a lost watch, so stop between probes.
+	probesQuiet(t, d, 500*time.Millisecond)
 	u.remove(old)
 	old.stop(t)
 	testutil.WaitFor(t, 10*time.Second, "the name searched again", func() bool {
@@ -293,7 +310,7 @@ func TestRingAsksRestartedServerForNamesItClaimed(t *testing.T) {
 	}
 
 	// A stranger holding the name, unlistable, beacons: probed, not asked.
-	stranger := startPeerServer(t, false, name)
+	stranger := startPeerServerAt(t, 0, cpp, name)
 	if err := stranger.beacon(u.conn, d.udpAddr(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +323,7 @@ func TestRingAsksRestartedServerForNamesItClaimed(t *testing.T) {
 	}
 
 	// The old server comes back at its endpoint with a new GUID.
-	back := startPeerServerAt(t, old.Endpoint().Port(), name)
+	back := startPeerServerAt(t, old.Endpoint().Port(), cpp, name)
 	first := time.Now()
 	if err := back.beacon(u.conn, d.udpAddr(), 0); err != nil {
 		t.Fatal(err)
@@ -319,6 +336,18 @@ func TestRingAsksRestartedServerForNamesItClaimed(t *testing.T) {
 	if a := d.Upstream.AskStats(); a.Asked != 1 {
 		t.Fatalf("asks %+v: want the restarted server asked once", a)
 	}
+}
+
+// probesQuiet waits until no probe has started for quiet.
+func probesQuiet(t *testing.T, d *Daemon, quiet time.Duration) {
+	t.Helper()
+	n, since := d.Prober.Stats().Probes, time.Now()
+	testutil.WaitFor(t, 30*time.Second, "the probes to settle", func() bool {
+		if m := d.Prober.Stats().Probes; m != n {
+			n, since = m, time.Now()
+		}
+		return time.Since(since) >= quiet
+	})
 }
 
 // The same through the ring's hurry-up alone (the server's TCP port is

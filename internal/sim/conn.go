@@ -2,6 +2,7 @@ package sim
 
 import (
 	"net"
+	"net/netip"
 	"sync"
 
 	"github.com/pvans-project/pvans/internal/pva"
@@ -138,6 +139,16 @@ func (h *handler) onSearch(c *pvaconn.Conn, p []byte, be bool) bool {
 		return false // PVXS: malformed search over TCP → disconnect
 	}
 	if len(s.Names) == 0 && h.opts().NoPing {
+		return true
+	}
+	if h.opts().TCPSearchOverUDP {
+		if s.ReplyPort != 0 {
+			to := c.Remote().Addr()
+			if !s.ReplyAddr.IsAny() {
+				to = s.ReplyAddr.Addr()
+			}
+			_, h.cids = h.in.answerUDP(s, netip.AddrPortFrom(to, s.ReplyPort), nil, h.cids)
+		}
 		return true
 	}
 	// The TCP path ignores the protocol list (wire-notes §9).

@@ -92,6 +92,10 @@ type Options struct {
 	RefuseChannels bool   // refuse every CREATE_CHANNEL (SID 0xFFFFFFFF, FATAL)
 	RPCError       string // answer every `server` RPC EXEC with this ERROR status
 	NoPing         bool   // ignore discovery pings (searches without names)
+	// TCPSearchOverUDP answers a TCP search as pvAccessCPP does: over UDP,
+	// from the server's UDP socket, to the connection peer's address at
+	// the search's reply port (not at all when that is 0).
+	TCPSearchOverUDP bool
 
 	// Version is reported by op=info (default "PVXS 1.5.2 (pvans-sim)").
 	Version string

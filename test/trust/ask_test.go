@@ -162,6 +162,22 @@ func TestUnlistableServerNamingThirdAddress(t *testing.T) {
 	}
 }
 
+// probesQuiet waits until series has not moved for quiet.
+func (tp *topo) probesQuiet(t *testing.T, series string, quiet time.Duration) {
+	t.Helper()
+	n, since := tp.metric(t, series), time.Now()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still moving after 30 s", series)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if m := tp.metric(t, series); m != n {
+			n, since = m, time.Now()
+		}
+	}
+}
+
 // waitUnlistable waits until pvans has probed ep and found it
 // unlistable.
 func waitUnlistable(t *testing.T, tp *topo, ep netip.AddrPort) {
@@ -215,6 +231,10 @@ func TestAskedServerNamingThirdAddress(t *testing.T) {
 	}
 	waitUnlistable(t, tp, evilEP)
 	sniff.Close()
+	// The answer makes pvans probe the host again (and retry the listing
+	// at growing intervals); connections dropped during a probe fail it
+	// rather than end the watch, so drop them between probes.
+	tp.probesQuiet(t, `pvans_probe_total{result="refused"}`, 500*time.Millisecond)
 
 	// It drops its connections (pvans searches the name again) and comes
 	// back under a new GUID, now lying.
