@@ -300,7 +300,7 @@ func init() {
 		func(c *Config) *bool { return &c.Search.DiscoveryAtStart })
 	s.flag = "discovery-at-start"
 	add(s)
-	add(intSpec("search.through_max_names", "distinct names searched through at once; names wanted beyond are not searched through (counted); 0 = no bound", 0, 100_000_000,
+	add(intSpec("search.through_max_names", "distinct names searched through at once; names wanted beyond are not searched through (counted); 0 = no bound. Also bounds the (server, name) claims remembered for asking unlistable servers, oldest forgotten first (10000 when 0)", 0, 100_000_000,
 		func(c *Config) *int { return &c.Search.ThroughMaxNames }))
 	add(floatSpec("search.through_datagrams_per_second", "search-through datagrams sent per second at most (each to every destination); 0 = no bound", 0, 1_000_000,
 		func(c *Config) *float64 { return &c.Search.ThroughDatagramsPerSecond }))
