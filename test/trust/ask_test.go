@@ -13,6 +13,7 @@ import (
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // namingServer is a hostile PVA server: it refuses the `server` channel
@@ -88,13 +89,13 @@ func (s *namingServer) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 	}
 }
 
-// connCounter listens at ep in namespace s and counts the connections made
-// to it.
-func (tp *topo) connCounter(t *testing.T, ep netip.AddrPort) *atomic.Int32 {
+// connCounter listens at ep in namespace ns and counts the connections
+// made to it.
+func connCounter(t *testing.T, ns *testutil.Netns, ep netip.AddrPort) *atomic.Int32 {
 	t.Helper()
 	var n atomic.Int32
 	var ln net.Listener
-	if err := tp.s.Do(func() (err error) { ln, err = net.Listen("tcp", ep.String()); return }); err != nil {
+	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", ep.String()); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
@@ -111,6 +112,21 @@ func (tp *topo) connCounter(t *testing.T, ep netip.AddrPort) *atomic.Int32 {
 	return &n
 }
 
+// namingAt starts a namingServer on the attacker's address naming other,
+// honest at first if honest is set, and returns its endpoint.
+func (tp *topo) namingAt(t *testing.T, other netip.AddrPort, honest bool) (*namingServer, netip.AddrPort) {
+	t.Helper()
+	s := &namingServer{guid: forgedGUID, other: other}
+	s.honest.Store(honest)
+	var ln net.Listener
+	if err := tp.s.Do(func() (err error) { ln, err = net.Listen("tcp", netip.AddrPortFrom(evilAddr, 0).String()); return }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go s.serve(ln)
+	return s, ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
 // An unlistable server may name only itself. One host beacons once from
 // its own address and runs a server that refuses the `server` channel and
 // answers any TCP search naming a third host's endpoint. A client is
@@ -120,17 +136,9 @@ func (tp *topo) connCounter(t *testing.T, ep netip.AddrPort) *atomic.Int32 {
 func TestUnlistableServerNamingThirdAddress(t *testing.T) {
 	tp := newTopo(t)
 	third := netip.AddrPortFrom(iocAddr, 7011) // inside the server allow list
-	connects := tp.connCounter(t, third)
+	connects := connCounter(t, tp.s, third)
 	tp.start(t, "--search-through", "--addr-list", netip.AddrPortFrom(cppAddr, 5076).String())
-
-	evil := &namingServer{guid: forgedGUID, other: third}
-	var ln net.Listener
-	if err := tp.s.Do(func() (err error) { ln, err = net.Listen("tcp", netip.AddrPortFrom(evilAddr, 0).String()); return }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go evil.serve(ln)
-	evilEP := ln.Addr().(*net.TCPAddr).AddrPort()
+	evil, evilEP := tp.namingAt(t, third, false)
 
 	type result struct {
 		ans map[string]nsclient.Answer
@@ -204,16 +212,8 @@ func waitUnlistable(t *testing.T, tp *topo, ep netip.AddrPort) {
 func TestAskedServerNamingThirdAddress(t *testing.T) {
 	tp := newTopo(t)
 	third := netip.AddrPortFrom(iocAddr, 7011)
-	connects := tp.connCounter(t, third)
-	evil := &namingServer{guid: forgedGUID, other: third}
-	evil.honest.Store(true)
-	var ln net.Listener
-	if err := tp.s.Do(func() (err error) { ln, err = net.Listen("tcp", netip.AddrPortFrom(evilAddr, 0).String()); return }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go evil.serve(ln)
-	evilEP := ln.Addr().(*net.TCPAddr).AddrPort()
+	connects := connCounter(t, tp.s, third)
+	evil, evilEP := tp.namingAt(t, third, true)
 	tp.start(t, "--search-through", "--addr-list", netip.AddrPortFrom(evilAddr, 5076).String())
 
 	// The host's UDP side answers pvans's first search for the name, for

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,22 +303,7 @@ func TestTrustedRelay(t *testing.T) {
 func TestBeaconNamingThirdAddressIsNotProbed(t *testing.T) {
 	tp := newTopo(t)
 	tp.startAllow(t, "") // the default: no server allow list
-	var accepted atomic.Int32
-	var ln net.Listener
-	if err := tp.p.Do(func() (err error) { ln, err = net.Listen("tcp", "127.0.0.1:7011"); return }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	accepted := connCounter(t, tp.p, netip.MustParseAddrPort("127.0.0.1:7011"))
 	tp.send(t, netip.AddrPortFrom(evilAddr, 0), pvansUDP, beaconMsg(forgedGUID, pva.AddressFrom(netip.MustParseAddr("127.0.0.1")), 7011, "tcp"))
 	time.Sleep(1500 * time.Millisecond)
 	if n := accepted.Load(); n != 0 {
