@@ -45,7 +45,8 @@ func init() {
 			fn: func(_ []string, stdout, _ io.Writer) int { return cmdVersion(stdout) }},
 		{name: "completion", args: "bash|zsh", summary: "print the shell completion script", fn: cmdCompletion},
 		{name: "man", args: "1|5", summary: "print the pvans(1) or pvans.yaml(5) manual page", fn: cmdMan, hidden: true},
-		{name: "healthz", args: "[URL]", summary: "exit 0 if a daemon's /healthz answers OK (container health checks)", fn: cmdHealthz, hidden: true},
+		{name: "healthz", args: "[URL]", summary: "exit 0 if a daemon's /healthz answers OK (container health checks)", fn: cmdHealthz, hidden: true,
+			hasFlags: true, files: map[string]bool{"ca-file": true, "cert-file": true, "key-file": true}},
 		{name: "help", summary: "print this text", fn: func(_ []string, stdout, _ io.Writer) int { fmt.Fprint(stdout, usageText()); return 0 }},
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -149,13 +151,53 @@ func dialAll(ctx context.Context, eps []netip.AddrPort, stderr io.Writer) map[ne
 }
 
 // cmdHealthz GETs a health URL and exits 0 on 200 (for container
-// HEALTHCHECKs, where no curl is installed).
+// HEALTHCHECKs, where no curl is installed). It speaks https to a listener
+// with a web configuration file: --ca-file pins the CA that signed the
+// daemon's certificate (--insecure skips the check, for a loopback URL),
+// --cert-file and --key-file present a client certificate, and a URL's
+// user:password@ is sent as basic auth.
 func cmdHealthz(args []string, stdout, stderr io.Writer) int {
-	url := "http://127.0.0.1:9076/healthz"
-	if len(args) > 0 {
-		url = args[0]
+	fs := flag.NewFlagSet("pvans healthz", flag.ContinueOnError)
+	caFile := fs.String("ca-file", "", "verify the daemon's certificate against the CA certificates in `FILE` (PEM) instead of the system's")
+	insecure := fs.Bool("insecure", false, "do not verify the daemon's certificate (only for a loopback URL)")
+	certFile := fs.String("cert-file", "", "client certificate `FILE` (PEM), for client_auth_type RequireAndVerifyClientCert")
+	keyFile := fs.String("key-file", "", "the client certificate's key `FILE` (PEM)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
 	}
-	c := http.Client{Timeout: 5 * time.Second}
+	url := "http://127.0.0.1:9076/healthz"
+	if fs.NArg() > 0 {
+		url = fs.Arg(0)
+	}
+	tc := &tls.Config{InsecureSkipVerify: *insecure}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "pvans healthz:", err)
+			return 1
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			fmt.Fprintf(stderr, "pvans healthz: %s: no PEM certificate\n", *caFile)
+			return 1
+		}
+	}
+	if (*certFile == "") != (*keyFile == "") {
+		fmt.Fprintln(stderr, "pvans healthz: give both --cert-file and --key-file")
+		return 2
+	}
+	if *certFile != "" {
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "pvans healthz:", err)
+			return 1
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	resp, err := c.Get(url)
 	if err != nil {
 		fmt.Fprintln(stderr, "pvans healthz:", err)

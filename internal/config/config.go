@@ -142,6 +142,9 @@ type HTTP struct {
 	MaxConnections          int
 	MaxConnectionsPerSource int
 	DiscoverInterval        time.Duration
+	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
+	// client certificates, basic auth); empty serves plain HTTP.
+	WebConfigFile string
 }
 
 // Log chooses what is logged and how.

@@ -14,6 +14,7 @@ var restartOnly = map[string]string{
 	"pva.server_port":                 "the TCP listener is bound at start",
 	"pva.broadcast_port":              "the UDP search socket is bound at start",
 	"http.listen":                     "the HTTP listener is bound at start",
+	"http.web_config_file":            "the HTTP listener takes the file's path, and whether it serves TLS, at start (the file's contents are read again at every request and TLS handshake)",
 	"snapshot.path":                   "the snapshot is loaded at start; a new path would lose the loaded registry's file",
 	"search.discovery_at_start":       "it only means something at start",
 	"udp.beacon_queue":                "the queue is allocated when the UDP side is built",

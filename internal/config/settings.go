@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
+
 	"github.com/pvans-project/pvans/internal/addrmap"
 )
 
@@ -170,6 +172,16 @@ func init() {
 		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }))
 	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }))
+	add(spec{key: "http.web_config_file", flag: "web.config.file",
+		usage: "exporter-toolkit web configuration file (the Prometheus exporters' --web.config.file): TLS, client certificates, basic auth; read again at every request and TLS handshake; empty serves plain HTTP without authentication (see docs/SECURITY.md)",
+		set:   func(c *Config, _ *loadCtx, v raw) error { c.HTTP.WebConfigFile = strings.TrimSpace(v.text); return nil },
+		get:   func(c *Config) string { return c.HTTP.WebConfigFile },
+		check: func(c *Config) string {
+			if err := web.Validate(c.HTTP.WebConfigFile); err != nil {
+				return err.Error()
+			}
+			return ""
+		}})
 	add(enumSpec("log.level", "least severe level logged", []string{"debug", "info", "warn", "error"},
 		func(c *Config) *string { return &c.Log.Level }))
 	add(enumSpec("log.format", "auto (console on a terminal, json otherwise), console or json",

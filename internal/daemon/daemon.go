@@ -213,9 +213,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		},
 		// Connection limits, timeouts, bounded bodies and patterns,
 		// discovery rate limit.
-		Limits: httpLimits(cfg),
-		Logger: d.log.Named("http"),
-		Clock:  d.clk,
+		Limits:        httpLimits(cfg),
+		WebConfigFile: cfg.HTTP.WebConfigFile,
+		Logger:        d.log.Named("http"),
+		Clock:         d.clk,
 	})
 	// pvans's own beacons tell peers what it answers moved.
 	d.Registry.SubscribeChanges(d.UDP.BumpChangeCount)

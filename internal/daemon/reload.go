@@ -128,6 +128,15 @@ func (d *Daemon) Reload(next *config.Config) (applied, needRestart []string) {
 			d.log.Warn("setting changed; needs restart", zap.String("setting", k), zap.String("why", why))
 		}
 	}
+	// The web configuration file is read again per request, but TLS is
+	// turned on or off only at start.
+	if f := next.HTTP.WebConfigFile; f != "" && f == d.boot.HTTP.WebConfigFile && d.httpLn != nil {
+		if on, err := httpapi.CheckWebConfig(f); err == nil && on != d.httpSrv.TLS() {
+			needRestart = append(needRestart, "http.web_config_file")
+			d.log.Warn("web configuration file changed; needs restart", zap.String("setting", "http.web_config_file"),
+				zap.String("why", "tls_server_config was added or removed; the listener keeps serving as it started"), zap.Bool("tls", d.httpSrv.TLS()))
+		}
+	}
 	for _, k := range applied {
 		d.log.Debug("setting applied", zap.String("setting", k), zap.String("by", appliedBy[k]))
 	}

@@ -65,7 +65,10 @@ type Options struct {
 	Told func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16)
 	// Limits bound the listener and the costly endpoints (NewService).
 	Limits Limits
-	Logger *zap.Logger
+	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
+	// client certificates, basic auth) for NewService; "" = plain HTTP.
+	WebConfigFile string
+	Logger        *zap.Logger
 	// Clock times the discovery rate limit and the long poll's wait; nil =
 	// clock.Real.
 	Clock clock.Clock

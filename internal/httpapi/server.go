@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/limitlog"
@@ -116,6 +119,11 @@ type Service struct {
 	ll     *limitlog.Log
 	closed chan struct{}
 	once   sync.Once
+	// webConfig is the exporter-toolkit web configuration file; "" serves
+	// plain HTTP without authentication.
+	webConfig string
+	log       *zap.Logger
+	tls       atomic.Bool // Serve found TLS on in webConfig
 }
 
 // NewService returns the HTTP server for o with every bound applied. Serve
@@ -129,16 +137,22 @@ func NewService(o Options) *Service {
 	o.cnt = cnt
 	o.lim = new(atomic.Pointer[Limits])
 	o.lim.Store(&o.Limits)
-	s := &Service{lim: o.lim, cnt: cnt, ll: limitlog.New(o.Logger, 0, nil), closed: make(chan struct{})}
+	s := &Service{lim: o.lim, cnt: cnt, ll: limitlog.New(o.Logger, 0, nil), closed: make(chan struct{}),
+		webConfig: o.WebConfigFile, log: o.Logger}
 	o.closing = s.closed
+	// HTTP/1.1 only, with TLS too: the connection bounds and timeouts are
+	// per connection, which HTTP/2's streams would multiply.
+	var protos http.Protocols
+	protos.SetHTTP1(true)
 	s.srv = &http.Server{
+		Protocols:         &protos,
 		Handler:           Handler(o),
 		ReadHeaderTimeout: o.Limits.ReadHeaderTimeout,
 		ReadTimeout:       o.Limits.ReadTimeout,
 		WriteTimeout:      o.Limits.WriteTimeout,
 		IdleTimeout:       o.Limits.IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          errorLog(o.Logger),
+		ErrorLog:          errorLog(s.ll),
 	}
 	return s
 }
@@ -154,11 +168,28 @@ func (s *Service) SetLimits(l Limits) {
 	s.lim.Store(&l)
 }
 
-// Serve accepts on ln until Shutdown or Close.
+// Serve accepts on ln until Shutdown or Close. With a web configuration
+// file, exporter-toolkit serves: it reads the file again for every
+// request (basic_auth_users, headers) and every TLS handshake
+// (certificates, client CAs), so an edited file applies without a reload;
+// whether TLS is on at all is decided here, once.
 func (s *Service) Serve(ln net.Listener) error {
-	return s.srv.Serve(&limitListener{Listener: ln, s: s, bySource: make(map[netip.Addr]int),
-		backoff: limitlog.Backoff{Log: s.ll, Kind: "http_accept"}})
+	l := &limitListener{Listener: ln, s: s, bySource: make(map[netip.Addr]int),
+		backoff: limitlog.Backoff{Log: s.ll, Kind: "http_accept"}}
+	if s.webConfig == "" {
+		return s.srv.Serve(l)
+	}
+	on, err := CheckWebConfig(s.webConfig)
+	if err != nil {
+		return err
+	}
+	s.tls.Store(on)
+	return web.Serve(l, s.srv, &web.FlagConfig{WebConfigFile: &s.webConfig},
+		slog.New(&slogToZap{l: s.log, ll: s.ll}))
 }
+
+// TLS reports whether the listener serves TLS (known once Serve runs).
+func (s *Service) TLS() bool { return s.tls.Load() }
 
 // Shutdown stops accepting and waits for open requests (see http.Server).
 func (s *Service) Shutdown(ctx context.Context) error {
@@ -262,11 +293,17 @@ func (c *trackedConn) Close() error {
 	return err
 }
 
-// errorLog is net/http's error log (TLS handshake and the like; accept
-// errors never reach it) as warnings.
-func errorLog(l *zap.Logger) *log.Logger {
-	if sl, err := zap.NewStdLogAt(l, zap.WarnLevel); err == nil {
-		return sl
-	}
-	return zap.NewStdLog(l)
+// errorLog is net/http's error log (failed TLS handshakes and the like;
+// accept errors never reach it) as rate-limited warnings: any client can
+// cause a line per connection, a port scanner against a TLS listener one
+// each.
+func errorLog(ll *limitlog.Log) *log.Logger {
+	return log.New(logWriter{ll}, "", 0)
+}
+
+type logWriter struct{ ll *limitlog.Log }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.ll.Hit("http_server_error", "HTTP server: "+strings.TrimSpace(string(p)))
+	return len(p), nil
 }
