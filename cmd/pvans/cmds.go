@@ -50,6 +50,12 @@ var errUsage = errors.New("usage error")
 // returns flag.ErrHelp, so the command returns as after -h. That is how
 // `pvans man` and `pvans completion` read every command's real flags.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	return parseFlagsHelp(fs, args, stderr, nil)
+}
+
+// parseFlagsHelp is parseFlags with help, if not nil, printing -h's text
+// in place of the flag package's list.
+func parseFlagsHelp(fs *flag.FlagSet, args []string, stderr io.Writer, help func(io.Writer)) error {
 	if c, ok := stderr.(*flagCollector); ok {
 		c.fs = fs
 		return flag.ErrHelp
@@ -59,6 +65,10 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+		if help != nil {
+			help(stderr)
+			return err
+		}
 		fmt.Fprintf(stderr, "Usage of %s:\n", fs.Name())
 		fs.PrintDefaults()
 		return err
@@ -76,7 +86,7 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, *
 	version := fs.Bool("version", false, "print the version and exit (also -V, -v)")
 	fs.BoolVar(version, "V", false, "print the version and exit")
 	fs.BoolVar(version, "v", false, "print the version and exit")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlagsHelp(fs, args, stderr, func(w io.Writer) { settingsHelp(w, name) }); err != nil {
 		return nil, fs, err
 	}
 	if *version {
