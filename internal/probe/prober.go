@@ -22,8 +22,27 @@
 //	Forget / Close ─► connection closed, no report
 //
 // A re-listing (periodic, or because the beacon's change count moved) runs
-// on the existing watch connection. A changed GUID closes the old
-// connection (reporting the old GUID lost) and probes afresh.
+// on the existing watch connection.
+//
+// # Identity: proof and claims
+//
+// A GUID is proven by the endpoint itself: its answer to the discovery
+// ping sent on every fresh connection. A GUID from a hint (beacon,
+// discovery or search reply) is a claim. The first claim names a server
+// never seen; after that a claim is never adopted on its own:
+//
+//	claim while watched ─► checked on a fresh connection; a ping answer with
+//	                       another GUID confirms it, anything else refutes it
+//	fresh connection, ping answered ─► that GUID, whatever was claimed
+//	fresh connection, no ping answer ─► the GUID proven last stays
+//	watch closed by the server, connection refused ─► gone: the next claim
+//	                       is taken without a ping answer (a new instance)
+//	watch ended by silence (idle timeout, blip) ─► proves nothing; pending
+//	                       claims are dropped, the GUID stays
+//
+// So forged beacons with other GUIDs cost one check per backoff step and
+// can take over a server that answers no ping only in the window after it
+// was proven gone.
 //
 // # Watch
 //
@@ -221,9 +240,15 @@ type server struct {
 	reported     bool
 	lostReported bool
 	forgotten    bool
-	// claim is a hint's GUID other than guid while guid's watch is up: it
-	// is verified over a fresh connection before anything changes.
+	// claim is a hint's GUID other than guid: it is verified over a fresh
+	// connection before anything changes, and a connection that proves
+	// nothing (no TCP ping answer) does not adopt it unless gone.
 	claim pva.GUID
+	// gone: the endpoint proved the server known as guid gone (its watch
+	// closed by the server, or a connection refused) and nothing has
+	// proved who is there since; the next claim may then be taken
+	// without a TCP answer.
+	gone bool
 	// Hint-triggered probes: at most one per backoff step (hintSteps
 	// consecutive steps, the next allowed at hintOK).
 	hintOK      time.Time
@@ -676,6 +701,12 @@ func (p *Prober) connClosed(cl *client, err error) {
 	s.cl = nil
 	reason := closeReason(err)
 	s.lastErr = reason
+	// A claim pending from before the watch ended was made against a
+	// live server: it is no hint about whoever answers next.
+	s.claim = pva.GUID{}
+	if closedByServer(err) {
+		s.gone = true
+	}
 	p.lostLocked(s, reason)
 	if !s.running {
 		s.state = StateFailed
@@ -684,6 +715,13 @@ func (p *Prober) connClosed(cl *client, err error) {
 	}
 	p.mu.Unlock()
 	p.deliver()
+}
+
+// closedByServer reports whether a watch ended because the server closed
+// or reset it (the process is gone), not by silence, which a network blip
+// causes as well and which proves nothing.
+func closedByServer(err error) bool {
+	return err == nil || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func closeReason(err error) string {
@@ -825,16 +863,20 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		return p.finish(s)
 	}
 	if !o.verify && !o.superseded && o.cl != nil {
-		// A fresh connection: the endpoint's own answer names the server;
-		// without one (pvAccessCPP answers pings over UDP only) a pending
-		// claim stands, as nothing alive contradicts it.
+		// A fresh connection: the endpoint's own answer names the server.
+		// Without one (a server that does not answer the ping) a claim is
+		// no proof: the GUID proven last stays, unless the server it
+		// names was proven gone.
 		switch {
 		case !o.tcpGUID.IsZero():
-			s.guid = o.tcpGUID
-		case !s.claim.IsZero():
-			s.guid = s.claim
+			s.guid, s.gone = o.tcpGUID, false
+		case !s.claim.IsZero() && s.gone && o.connErr == nil:
+			s.guid, s.gone = s.claim, false
 		}
 		s.claim = pva.GUID{}
+	}
+	if errors.Is(o.connErr, syscall.ECONNREFUSED) {
+		s.gone = true
 	}
 	guid, ep := s.reportGUID(), s.ep
 	if obs := p.opt.Observe; obs != nil && !o.superseded {
@@ -908,16 +950,19 @@ func (p *Prober) settle(s *server, o outcome) bool {
 // settleClaim decides a restart claim from its verification attempt (o,
 // on a connection of its own): confirmed when the endpoint answers over
 // TCP with a GUID other than the watched one, or when it does not say
-// (pvAccessCPP) but the old watch connection is gone; refuted otherwise.
+// (no ping answer) but the server known was proven gone (its watch closed
+// by the server, or a connection refused); refuted otherwise.
 // A confirmed claim makes the new connection the watch and lets settle
 // report the outcome under the new GUID; it returns false when there is
 // nothing to report. Called with p.mu held.
 func (p *Prober) settleClaim(s *server, o *outcome) bool {
 	claim, old := s.claim, s.guid
 	s.claim = pva.GUID{}
-	oldAlive := s.cl != nil && !s.cl.dead.Load()
 	proven := o.tcpGUID
-	if proven.IsZero() && o.connErr == nil && !oldAlive {
+	if proven.IsZero() && o.connErr == nil && s.gone {
+		// No answer either way: the claim is taken only when the server
+		// known was proven gone (a connection alive now is to whoever
+		// came after it); a watch that merely went silent proves nothing.
 		proven = claim
 	}
 	if proven.IsZero() || proven == old {
@@ -949,7 +994,7 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 		// The new instance cannot be listed: the old one's names go.
 		p.lostLocked(s, "server restarted (new GUID confirmed over TCP)")
 	}
-	s.guid, s.failures = proven, 0
+	s.guid, s.failures, s.gone = proven, 0, false
 	if o.cl != nil && !o.cl.dead.Load() {
 		o.cl.established = true
 		s.cl = o.cl

@@ -1,0 +1,98 @@
+package probe
+
+import (
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
+)
+
+// Forged beacons alternating two GUIDs keep a restart claim pending at the
+// endpoint of a server that answers no TCP ping (pvAccessCPP). Its watch
+// connection ends by silence (a network blip) and is made again: nothing
+// proved the server gone, so the reconnect lists it under the GUID it was
+// proven with, not under the claim.
+func TestForgedClaimsSurviveNoPingReconnect(t *testing.T) {
+	const echo = 100 * time.Millisecond
+	srv := startServer(t, sim.Options{NoPing: true}, "x", "y")
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k, EchoInterval: echo, PingWait: 20 * time.Millisecond})
+	g := srv.GUID()
+	p.Probe(g, srv.Addr(), ReasonNew)
+	if r := k.next(t, "listed", 5*time.Second); r.guid != g {
+		t.Fatalf("listed %+v", r)
+	}
+	forged := []pva.GUID{{0xF0, 1}, {0xF0, 2}}
+	idle := func() bool { ss := p.Servers(); return len(ss) == 1 && ss[0].State != StateProbing }
+	n := 0
+	forge := func() { p.Probe(forged[n%2], srv.Addr(), ReasonChanged); n++ }
+	// Two beacons a second for a while: each step's check is refuted.
+	for range 6 {
+		c.Advance(500 * time.Millisecond)
+		forge()
+		testutil.WaitFor(t, 5*time.Second, "the prober to settle", idle)
+	}
+	if p.Stats().VerifyRefuted == 0 {
+		t.Fatal("no claim was checked")
+	}
+	forge() // a claim is pending when the blip comes
+	srv.Mute()
+	if r := k.next(t, "lost", 5*time.Second); r.guid != g {
+		t.Fatalf("lost %+v", r)
+	}
+	srv.Unmute()
+	forge() // and one arrives after the watch ended
+	c.Advance(2 * time.Second)
+	r := k.next(t, "listed", 5*time.Second)
+	if r.guid != g || !slices.Equal(r.names, []string{"x", "y"}) {
+		t.Fatalf("after the reconnect: listed %v %v, want the proven %v", r.guid, r.names, g)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the prober to settle", idle)
+	if ss := p.Servers(); ss[0].GUID != g {
+		t.Fatalf("watching %v, want %v", ss[0].GUID, g)
+	}
+}
+
+// A no-ping server that restarts with a new GUID: its watch is closed by
+// the server (proof the old instance is gone), and the new instance's
+// first beacon is taken at once, whether it comes before the reconnect or
+// after it.
+func TestNoPingRestartFollowed(t *testing.T) {
+	for _, beaconFirst := range []bool{true, false} {
+		a := startServer(t, sim.Options{NoPing: true}, "x")
+		b := startServer(t, sim.Options{NoPing: true}, "z")
+		var cur atomic.Pointer[testServer]
+		cur.Store(&a)
+		k := newSink()
+		c := clock.NewFake(time.Time{})
+		p := newProber(t, Options{Clock: c, Sink: k, Dial: swapDial(&cur), PingWait: 20 * time.Millisecond})
+		ep := a.Addr()
+		p.Probe(a.GUID(), ep, ReasonNew)
+		k.next(t, "listed", 5*time.Second)
+		cur.Store(&b)
+		a.CloseConns()
+		if r := k.next(t, "lost", 5*time.Second); r.guid != a.GUID() {
+			t.Fatalf("lost %+v", r)
+		}
+		c.Advance(10 * time.Second)
+		if beaconFirst {
+			p.Probe(b.GUID(), ep, ReasonChanged)
+		} else {
+			// The reconnect lists the endpoint before any beacon says who
+			// is there now: under the GUID known.
+			if r := k.next(t, "listed", 5*time.Second); r.guid != a.GUID() {
+				t.Fatalf("reconnect listed %+v", r)
+			}
+			p.Probe(b.GUID(), ep, ReasonChanged)
+		}
+		if r := k.next(t, "listed", 5*time.Second); r.guid != b.GUID() || !slices.Equal(r.names, []string{"z"}) {
+			t.Fatalf("beacon first %v: listed %+v, want the new instance", beaconFirst, r)
+		}
+	}
+}
