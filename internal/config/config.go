@@ -222,12 +222,14 @@ type UDP struct {
 
 // Probe is how servers are listed and watched.
 type Probe struct {
-	Concurrency     int
-	ReprobeInterval time.Duration
-	BackoffMin      time.Duration
-	BackoffMax      time.Duration
-	EchoInterval    time.Duration
-	Timeout         time.Duration // connect plus one listing RPC
+	Concurrency        int
+	PerHostConcurrency int // one server address's share of Concurrency
+	ReprobeInterval    time.Duration
+	BackoffMin         time.Duration
+	BackoffMax         time.Duration
+	EchoInterval       time.Duration
+	Timeout            time.Duration // connect plus one listing RPC
+	FirstTimeout       time.Duration // the same, for a server's first attempt
 	// Conn is the probes connection profile (see ConnProfile), also used
 	// for upstream name servers. It has no file key.
 	Conn ConnProfile
@@ -416,12 +418,14 @@ func Defaults() Config {
 		},
 		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true, BeaconQueue: 4096},
 		Probe: Probe{
-			Concurrency:     16,
-			ReprobeInterval: 5 * time.Minute,
-			BackoffMin:      time.Second,
-			BackoffMax:      5 * time.Minute,
-			EchoInterval:    15 * time.Second,
-			Timeout:         30 * time.Second,
+			Concurrency:        16,
+			PerHostConcurrency: 4,
+			FirstTimeout:       5 * time.Second,
+			ReprobeInterval:    5 * time.Minute,
+			BackoffMin:         time.Second,
+			BackoffMax:         5 * time.Minute,
+			EchoInterval:       15 * time.Second,
+			Timeout:            30 * time.Second,
 			Conn: ConnProfile{
 				MaxMessageBytes:  64 << 20,
 				SendQueueBytes:   1 << 20,

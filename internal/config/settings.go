@@ -259,6 +259,8 @@ func init() {
 
 	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
 		func(c *Config) *int { return &c.Probe.Concurrency }))
+	add(intSpec("probe.per_host_concurrency", "servers of one IP address listed at the same time (its share of probe.concurrency)", 1, 4096,
+		func(c *Config) *int { return &c.Probe.PerHostConcurrency }))
 	add(durSpec("probe.reprobe_interval", "time between listings of a watched server", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.Probe.ReprobeInterval }))
 	add(durSpec("probe.backoff_min", "first retry delay after a failed probe", 10*time.Millisecond, 0,
@@ -283,6 +285,8 @@ func init() {
 		}})
 	add(durSpec("probe.timeout", "time allowed to connect to a server and list its names", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.Probe.Timeout }))
+	add(durSpec("probe.first_timeout", "probe.timeout for the first attempt at a server never listed (at most probe.timeout; retries get probe.timeout)", 100*time.Millisecond, 0,
+		func(c *Config) *time.Duration { return &c.Probe.FirstTimeout }))
 
 	add(durSpec("beacon.expiry", "a server not heard from for this long is lost (PVXS: 360s)", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.Beacon.Expiry }))

@@ -53,6 +53,8 @@ func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
 		{"udpsearch.DefaultBeaconQueue", "udp.beacon_queue", udpsearch.DefaultBeaconQueue, c.UDP.BeaconQueue},
 		{"udpsearch.DefaultReceiveBuffer", "udp.receive_buffer_bytes", int64(udpsearch.DefaultReceiveBuffer), c.UDP.ReceiveBufferBytes},
 		{"probe.DefaultConcurrency", "probe.concurrency", probe.DefaultConcurrency, c.Probe.Concurrency},
+		{"probe.DefaultPerHostConcurrency", "probe.per_host_concurrency", probe.DefaultPerHostConcurrency, c.Probe.PerHostConcurrency},
+		{"probe.DefaultFirstTimeout", "probe.first_timeout", dur(probe.DefaultFirstTimeout), c.Probe.FirstTimeout},
 		{"probe.DefaultEchoInterval", "probe.echo_interval", dur(probe.DefaultEchoInterval), c.Probe.EchoInterval},
 		{"probe.DefaultProbeTimeout", "probe.timeout", dur(probe.DefaultProbeTimeout), c.Probe.Timeout},
 		{"probe.DefaultReprobe", "probe.reprobe_interval", dur(probe.DefaultReprobe), c.Probe.ReprobeInterval},

@@ -173,11 +173,13 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	d.Tracker.SetTimings(beacon.Timings{Expiry: next.Beacon.Expiry, CheckInterval: next.Beacon.CheckInterval,
 		Limit: next.Registry.MaxServers})
 	d.Prober.SetTimings(probe.Timings{
-		Concurrency:  next.Probe.Concurrency,
-		EchoInterval: next.Probe.EchoInterval,
-		ProbeTimeout: next.Probe.Timeout,
-		Reprobe:      next.Probe.ReprobeInterval,
-		Backoff:      probeBackoff(next),
+		Concurrency:        next.Probe.Concurrency,
+		PerHostConcurrency: next.Probe.PerHostConcurrency,
+		EchoInterval:       next.Probe.EchoInterval,
+		ProbeTimeout:       next.Probe.Timeout,
+		FirstTimeout:       next.Probe.FirstTimeout,
+		Reprobe:            next.Probe.ReprobeInterval,
+		Backoff:            probeBackoff(next),
 	})
 	d.TCP.SetPolicy(tcpPolicy(next))
 	d.UDP.SetPolicy(d.withAnomalies(udpPolicy(next)))

@@ -23,7 +23,8 @@ const confirmSeq = 0x636E666D // "cnfm"
 // another endpoint than ep, did not
 // answer over TCP (pvAccessCPP answers TCP searches over UDP; its names
 // come from the listing instead) or could not be reached — exactly once,
-// from another goroutine. Confirmations share the probe concurrency bound.
+// from another goroutine. Confirmations share the probe pool (and its
+// per-host share) with probes.
 func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done func(confirmed []string)) {
 	p.mu.Lock()
 	if p.closed || len(names) == 0 {
@@ -35,15 +36,13 @@ func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done 
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
-		sem := p.tm.Load().sem // released into the one it was taken from
-		select {
-		case sem <- struct{}{}:
-		case <-p.ctx.Done():
+		release, acquired := p.sched.acquire(p.ctx, ep.Addr(), false)
+		if !acquired {
 			done(nil)
 			return
 		}
 		ok := p.confirm(guid, ep, names)
-		<-sem
+		release()
 		p.mu.Lock()
 		if len(ok) > 0 {
 			p.stats.VerifyConfirmed++

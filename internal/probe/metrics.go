@@ -29,5 +29,7 @@ func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
 		"confirmed": func() uint64 { return p.Stats().VerifyConfirmed },
 		"refuted":   func() uint64 { return p.Stats().VerifyRefuted },
 	})
+	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.concurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })
+	m.Counter("probe", "throttled_total", "Probes that waited for a slot while one was free: their server's host held its share (probe.per_host_concurrency), or retries of failed probes held half the pool.", nil, metrics.U64(func() uint64 { return p.Stats().Throttled }))
 	m.Counter("probe", "hints_deferred_total", "Probe requests from hints (beacons, discovery and search replies) folded into the next backoff step of their endpoint.", nil, metrics.U64(func() uint64 { return p.Stats().HintsDeferred }))
 }

@@ -115,7 +115,14 @@ func (r Reason) hint() bool {
 
 // Defaults.
 const (
-	DefaultConcurrency  = 16
+	DefaultConcurrency = 16
+	// DefaultPerHostConcurrency is a host's share of the pool: the
+	// servers of one IP address list at most this many at once.
+	DefaultPerHostConcurrency = 4
+	// DefaultFirstTimeout bounds the first attempt at a server never
+	// listed: a real server lists in milliseconds, one that holds the
+	// connection silent must not hold a slot for the full ProbeTimeout.
+	DefaultFirstTimeout = 5 * time.Second
 	DefaultEchoInterval = pvaconn.DefaultEchoInterval
 	DefaultProbeTimeout = 30 * time.Second
 	DefaultReprobe      = 5 * time.Minute
@@ -132,15 +139,20 @@ type Options struct {
 	Sink  Sink
 	Clock clock.Clock // schedules: backoff, periodic re-listing
 	// Concurrency bounds probes connecting or listing at once (watch
-	// connections do not count).
-	Concurrency int
+	// connections do not count); PerHostConcurrency is one server IP
+	// address's share of them.
+	Concurrency        int
+	PerHostConcurrency int
 	// EchoInterval is the ECHO period on watch connections; IdleTimeout
 	// (default EchoInterval + min(EchoInterval, 10 s)) is how long a silent
 	// server is tolerated.
 	EchoInterval time.Duration
 	IdleTimeout  time.Duration
-	// ProbeTimeout bounds one connect-and-list (wall clock).
+	// ProbeTimeout bounds one connect-and-list (wall clock);
+	// FirstTimeout (at most ProbeTimeout) the first one of a server never
+	// listed.
 	ProbeTimeout time.Duration
+	FirstTimeout time.Duration
 	// Reprobe is the period of re-listing a listed server (±10 %); < 0
 	// disables it.
 	Reprobe time.Duration
@@ -214,8 +226,13 @@ type Stats struct {
 	// HintsDeferred are hint-triggered probe requests folded into the
 	// next backoff step instead of probing at once.
 	HintsDeferred uint64
-	Servers       int
-	Watching      int
+	// Waiting are probes (and confirmations) waiting for a slot of the
+	// pool; Throttled counts those that waited although a slot was free,
+	// because their host held its share or retries held theirs.
+	Waiting   int
+	Throttled uint64
+	Servers   int
+	Watching  int
 }
 
 type server struct {
@@ -267,6 +284,8 @@ type Prober struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	sched *sched // the probe pool
+
 	mu      sync.Mutex
 	servers map[netip.AddrPort]*server
 	rnd     *rand.Rand
@@ -308,6 +327,12 @@ func New(opt Options) *Prober {
 	if opt.ProbeTimeout <= 0 {
 		opt.ProbeTimeout = DefaultProbeTimeout
 	}
+	if opt.FirstTimeout <= 0 {
+		opt.FirstTimeout = DefaultFirstTimeout
+	}
+	if opt.PerHostConcurrency <= 0 {
+		opt.PerHostConcurrency = DefaultPerHostConcurrency
+	}
 	if opt.Reprobe == 0 {
 		opt.Reprobe = DefaultReprobe
 	}
@@ -334,40 +359,41 @@ func New(opt Options) *Prober {
 	p := &Prober{
 		opt: opt, log: opt.Logger,
 		ctx: ctx, cancel: cancel, servers: make(map[netip.AddrPort]*server), rnd: opt.Rand,
+		sched: newSched(opt.Concurrency, opt.PerHostConcurrency),
 	}
 	p.idle.L = &p.mu
-	p.tm.Store(&timings{probeTimeout: opt.ProbeTimeout, reprobe: opt.Reprobe, backoff: opt.Backoff,
-		conn: opt.Conn, sem: make(chan struct{}, opt.Concurrency), concurrency: opt.Concurrency})
+	p.tm.Store(&timings{probeTimeout: opt.ProbeTimeout, firstTimeout: opt.FirstTimeout, reprobe: opt.Reprobe,
+		backoff: opt.Backoff, conn: opt.Conn})
 	return p
 }
 
 // timings are the options SetTimings replaces as one value, so an attempt
 // sees the old ones or the new ones, never a mix.
 type timings struct {
-	probeTimeout, reprobe time.Duration
-	backoff               Backoff
-	conn                  pvaconn.Options // template for new connections
-	sem                   chan struct{}   // bounds probes at once (concurrency)
-	concurrency           int
+	probeTimeout, firstTimeout, reprobe time.Duration
+	backoff                             Backoff
+	conn                                pvaconn.Options // template for new connections
 }
 
 // Timings are the options a running prober can change (a configuration
 // reload); zero fields keep the current value.
 type Timings struct {
-	Concurrency  int
-	EchoInterval time.Duration
-	IdleTimeout  time.Duration // 0 with a new EchoInterval: DefaultIdleTimeout of it
-	ProbeTimeout time.Duration
-	Reprobe      time.Duration
-	Backoff      Backoff
+	Concurrency        int
+	PerHostConcurrency int
+	EchoInterval       time.Duration
+	IdleTimeout        time.Duration // 0 with a new EchoInterval: DefaultIdleTimeout of it
+	ProbeTimeout       time.Duration
+	FirstTimeout       time.Duration
+	Reprobe            time.Duration
+	Backoff            Backoff
 }
 
 // SetTimings applies new timings from the next attempt on: its timeout and
 // connection (echo, idle timeout) are the new ones, and so is the schedule
 // it sets (re-listing, backoff); a shortened re-listing period also pulls
 // in re-listings already scheduled later than it. Watch connections
-// already open keep theirs. A new concurrency bound counts only probes
-// started after it.
+// already open keep theirs. New concurrency bounds apply to the next
+// probe to start; probes running beyond them finish.
 func (p *Prober) SetTimings(t Timings) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -375,6 +401,9 @@ func (p *Prober) SetTimings(t Timings) {
 	next := *cur
 	if t.ProbeTimeout > 0 {
 		next.probeTimeout = t.ProbeTimeout
+	}
+	if t.FirstTimeout > 0 {
+		next.firstTimeout = t.FirstTimeout
 	}
 	if t.Reprobe != 0 {
 		next.reprobe = t.Reprobe
@@ -389,9 +418,7 @@ func (p *Prober) SetTimings(t Timings) {
 	if t.IdleTimeout > 0 {
 		next.conn.IdleTimeout = t.IdleTimeout
 	}
-	if t.Concurrency > 0 && t.Concurrency != cur.concurrency {
-		next.concurrency, next.sem = t.Concurrency, make(chan struct{}, t.Concurrency)
-	}
+	p.sched.setLimits(t.Concurrency, t.PerHostConcurrency)
 	p.tm.Store(&next)
 	if next.reprobe > 0 && next.reprobe < cur.reprobe {
 		// A shorter re-listing period applies to re-listings already
@@ -589,6 +616,8 @@ func (p *Prober) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := p.stats
+	ss := p.sched.stats()
+	st.Waiting, st.Throttled = ss.waiting, ss.throttled
 	st.Servers = len(p.servers)
 	for _, s := range p.servers {
 		if s.cl != nil {
@@ -751,16 +780,17 @@ type outcome struct {
 func (p *Prober) run(s *server) {
 	defer p.wg.Done()
 	for {
-		sem := p.tm.Load().sem // released into the one it was taken from
-		select {
-		case sem <- struct{}{}:
-		case <-p.ctx.Done():
+		p.mu.Lock()
+		retry := s.failures > 0
+		p.mu.Unlock()
+		release, ok := p.sched.acquire(p.ctx, s.ep.Addr(), retry)
+		if !ok {
 			return
 		}
 		began := time.Now()
 		o := p.attempt(s)
 		o.took = time.Since(began)
-		<-sem
+		release()
 		again := p.settle(s, o)
 		p.deliver()
 		if !again {
@@ -782,10 +812,18 @@ func (p *Prober) attempt(s *server) outcome {
 	if verify {
 		cl = nil
 	}
+	first := s.listedAt.IsZero() && s.failures == 0
 	p.mu.Unlock()
 
 	tm := p.tm.Load()
-	ctx, cancel := context.WithTimeout(p.ctx, tm.probeTimeout)
+	timeout := tm.probeTimeout
+	if first {
+		// A server never listed has not shown it deserves the full
+		// timeout: one that holds the connection silent gives its slot
+		// back soon, and its retry (behind fresh probes) gets the full one.
+		timeout = min(timeout, tm.firstTimeout)
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, timeout)
 	defer cancel()
 	pinged := false
 	if cl == nil {

@@ -168,6 +168,9 @@ func (h *handler) onCreate(c *pvaconn.Conn, p []byte, be bool) bool {
 	if err := m.Decode(p, be); err != nil {
 		return false
 	}
+	if h.opts().IgnoreChannels {
+		return true
+	}
 	for _, rq := range m.Channels {
 		r := pva.CreateChannelReply{CID: rq.CID, SID: pva.RefusedSID,
 			Status: pva.Status{Type: pva.StatusFatal, Message: "Refused to create Channel", Stack: "pvx:serv:refusechan:"}}

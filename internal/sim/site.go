@@ -90,6 +90,7 @@ type Options struct {
 	// Misbehaviour and variants, for the prober's tests.
 	BigEndian      bool   // send big endian on TCP (pvAccessCPP on a BE host)
 	RefuseChannels bool   // refuse every CREATE_CHANNEL (SID 0xFFFFFFFF, FATAL)
+	IgnoreChannels bool   // never answer CREATE_CHANNEL (a server that holds a prober's connection)
 	RPCError       string // answer every `server` RPC EXEC with this ERROR status
 	NoPing         bool   // ignore discovery pings (searches without names)
 	// TCPSearchOverUDP answers a TCP search as pvAccessCPP does: over UDP,
