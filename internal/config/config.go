@@ -230,6 +230,10 @@ type Probe struct {
 	EchoInterval       time.Duration
 	Timeout            time.Duration // connect plus one listing RPC
 	FirstTimeout       time.Duration // the same, for a server's first attempt
+	// Endpoints known only from search replies: failed probes before they
+	// are forgotten, and how many are known at most.
+	ThroughRetries int
+	ThroughMax     int
 	// Conn is the probes connection profile (see ConnProfile), also used
 	// for upstream name servers. It has no file key.
 	Conn ConnProfile
@@ -421,6 +425,8 @@ func Defaults() Config {
 			Concurrency:        16,
 			PerHostConcurrency: 4,
 			FirstTimeout:       5 * time.Second,
+			ThroughRetries:     4,
+			ThroughMax:         1024,
 			ReprobeInterval:    5 * time.Minute,
 			BackoffMin:         time.Second,
 			BackoffMax:         5 * time.Minute,

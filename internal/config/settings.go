@@ -285,6 +285,10 @@ func init() {
 		}})
 	add(durSpec("probe.timeout", "time allowed to connect to a server and list its names", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.Probe.Timeout }))
+	add(intSpec("probe.search_through_retries", "failed probes after which an endpoint known only from search replies is forgotten", 1, 1000,
+		func(c *Config) *int { return &c.Probe.ThroughRetries }))
+	add(intSpec("probe.search_through_max", "endpoints known only from search replies probed at most (and search-through answers being checked over TCP); beyond it new ones are dropped (counted)", 1, 10_000_000,
+		func(c *Config) *int { return &c.Probe.ThroughMax }))
 	add(durSpec("probe.first_timeout", "probe.timeout for the first attempt at a server never listed (at most probe.timeout; retries get probe.timeout)", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.Probe.FirstTimeout }))
 

@@ -55,6 +55,8 @@ func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
 		{"probe.DefaultConcurrency", "probe.concurrency", probe.DefaultConcurrency, c.Probe.Concurrency},
 		{"probe.DefaultPerHostConcurrency", "probe.per_host_concurrency", probe.DefaultPerHostConcurrency, c.Probe.PerHostConcurrency},
 		{"probe.DefaultFirstTimeout", "probe.first_timeout", dur(probe.DefaultFirstTimeout), c.Probe.FirstTimeout},
+		{"probe.DefaultThroughRetries", "probe.search_through_retries", probe.DefaultThroughRetries, c.Probe.ThroughRetries},
+		{"probe.DefaultMaxThrough", "probe.search_through_max", probe.DefaultMaxThrough, c.Probe.ThroughMax},
 		{"probe.DefaultEchoInterval", "probe.echo_interval", dur(probe.DefaultEchoInterval), c.Probe.EchoInterval},
 		{"probe.DefaultProbeTimeout", "probe.timeout", dur(probe.DefaultProbeTimeout), c.Probe.Timeout},
 		{"probe.DefaultReprobe", "probe.reprobe_interval", dur(probe.DefaultReprobe), c.Probe.ReprobeInterval},

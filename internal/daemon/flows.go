@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -171,13 +172,31 @@ func (s probeSink) Unlistable(guid pva.GUID, ep netip.AddrPort, err error) {
 	if ce := d.log.Check(zap.DebugLevel, "probe failed"); ce != nil {
 		ce.Write(zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("category", cat), zap.Error(err))
 	}
-	_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, errors.New(cat))
-	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: cat})
+	if d.earned(guid, ep) {
+		_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, errors.New(cat))
+		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: cat})
+	}
 	d.askUnlistable(ep, err)
+}
+
+// earned reports whether an endpoint has a place operators see: a
+// registry row (a beacon, a listing, a confirmed search-through answer)
+// or the static server list. Others were only named by search replies,
+// which anyone can send: their probe failures are not shown, or pvans
+// would tell whoever named an address what listens there.
+func (d *Daemon) earned(guid pva.GUID, ep netip.AddrPort) bool {
+	if sv, ok := d.Registry.Server(guid); ok && sv.Addr == ep {
+		return true
+	}
+	return slices.Contains(d.conf().Static.Servers, ep)
 }
 
 func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 	d := s.d
+	if !d.earned(guid, ep) {
+		d.log.Debug("server lost: watch connection ended", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("reason", reason))
+		return
+	}
 	d.log.Info("server lost: watch connection ended", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("reason", reason))
 	if sv, ok := d.Registry.Server(guid); ok && sv.Addr == ep {
 		_ = d.Registry.RemoveServer(guid)

@@ -32,10 +32,21 @@ func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done 
 		done(nil)
 		return
 	}
+	if p.confirming >= p.tm.Load().maxThrough {
+		// As many checks waiting or running as search-through endpoints
+		// may be known: a flood of replies is not a flood of goroutines.
+		p.stats.ThroughDropped++
+		p.mu.Unlock()
+		p.full.Hit("confirm", "search-through checks at their bound (probe.search_through_max): answer not checked")
+		done(nil)
+		return
+	}
+	p.confirming++
 	p.wg.Add(1)
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
+		defer func() { p.mu.Lock(); p.confirming--; p.mu.Unlock() }()
 		release, acquired := p.sched.acquire(p.ctx, ep.Addr(), false)
 		if !acquired {
 			done(nil)

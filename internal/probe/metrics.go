@@ -31,5 +31,7 @@ func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
 	})
 	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.concurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })
 	m.Counter("probe", "throttled_total", "Probes that waited for a slot while one was free: their server's host held its share (probe.per_host_concurrency), or retries of failed probes held half the pool.", nil, metrics.U64(func() uint64 { return p.Stats().Throttled }))
+	m.Counter("probe", "search_through_forgotten_total", "Endpoints known only from search replies forgotten after their retry budget (probe.search_through_retries).", nil, metrics.U64(func() uint64 { return p.Stats().ThroughForgotten }))
+	m.Counter("probe", "search_through_dropped_total", "Search replies naming a new endpoint, or asking for a check over TCP, not taken because probe.search_through_max were known or being checked.", nil, metrics.U64(func() uint64 { return p.Stats().ThroughDropped }))
 	m.Counter("probe", "hints_deferred_total", "Probe requests from hints (beacons, discovery and search replies) folded into the next backoff step of their endpoint.", nil, metrics.U64(func() uint64 { return p.Stats().HintsDeferred }))
 }

@@ -73,6 +73,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/outbox"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
@@ -123,6 +124,12 @@ const (
 	// listed: a real server lists in milliseconds, one that holds the
 	// connection silent must not hold a slot for the full ProbeTimeout.
 	DefaultFirstTimeout = 5 * time.Second
+	// DefaultThroughRetries is the retry budget of an endpoint known only
+	// from search replies: after this many failed probes in a row it is
+	// forgotten (the next reply naming it starts over).
+	DefaultThroughRetries = 4
+	// DefaultMaxThrough bounds endpoints known only from search replies.
+	DefaultMaxThrough   = 1024
 	DefaultEchoInterval = pvaconn.DefaultEchoInterval
 	DefaultProbeTimeout = 30 * time.Second
 	DefaultReprobe      = 5 * time.Minute
@@ -157,6 +164,11 @@ type Options struct {
 	// disables it.
 	Reprobe time.Duration
 	Backoff Backoff
+	// ThroughRetries is the retry budget, and MaxThrough the global bound,
+	// of endpoints known only from search replies (ReasonSearchThrough):
+	// anyone can name any endpoint in a UDP reply.
+	ThroughRetries int
+	MaxThrough     int
 	// PingWait is how long a static server's GUID is awaited after its
 	// listing before a synthetic one (StaticGUID) is used.
 	PingWait time.Duration
@@ -226,6 +238,11 @@ type Stats struct {
 	// HintsDeferred are hint-triggered probe requests folded into the
 	// next backoff step instead of probing at once.
 	HintsDeferred uint64
+	// ThroughForgotten are endpoints known only from search replies
+	// forgotten after their retry budget; ThroughDropped, replies naming
+	// a new such endpoint not taken because MaxThrough were known.
+	ThroughForgotten uint64
+	ThroughDropped   uint64
 	// Waiting are probes (and confirmations) waiting for a slot of the
 	// pool; Throttled counts those that waited although a slot was free,
 	// because their host held its share or retries held theirs.
@@ -257,6 +274,9 @@ type server struct {
 	reported     bool
 	lostReported bool
 	forgotten    bool
+	// through: known only from search replies (no beacon, static list or
+	// operator named it), so forgotten after its retry budget.
+	through bool
 	// claim is a hint's GUID other than guid: it is verified over a fresh
 	// connection before anything changes, and a connection that proves
 	// nothing (no TCP ping answer) does not adopt it unless gone.
@@ -285,13 +305,16 @@ type Prober struct {
 	wg     sync.WaitGroup
 
 	sched *sched // the probe pool
+	full  *limitlog.Log
 
-	mu      sync.Mutex
-	servers map[netip.AddrPort]*server
-	rnd     *rand.Rand
-	stats   Stats
-	closed  bool
-	calls   outbox.Outbox[func()] // Sink and Observe calls, delivered in order outside mu
+	mu         sync.Mutex
+	servers    map[netip.AddrPort]*server
+	through    int // servers with through set
+	confirming int // Confirm calls waiting or running
+	rnd        *rand.Rand
+	stats      Stats
+	closed     bool
+	calls      outbox.Outbox[func()] // Sink and Observe calls, delivered in order outside mu
 	// delivering counts deliver calls running callbacks (they nest: a
 	// callback may call back into the prober); Close waits on idle until
 	// none is, and none starts once closed is set: nothing is delivered
@@ -333,6 +356,12 @@ func New(opt Options) *Prober {
 	if opt.PerHostConcurrency <= 0 {
 		opt.PerHostConcurrency = DefaultPerHostConcurrency
 	}
+	if opt.ThroughRetries <= 0 {
+		opt.ThroughRetries = DefaultThroughRetries
+	}
+	if opt.MaxThrough <= 0 {
+		opt.MaxThrough = DefaultMaxThrough
+	}
 	if opt.Reprobe == 0 {
 		opt.Reprobe = DefaultReprobe
 	}
@@ -360,10 +389,11 @@ func New(opt Options) *Prober {
 		opt: opt, log: opt.Logger,
 		ctx: ctx, cancel: cancel, servers: make(map[netip.AddrPort]*server), rnd: opt.Rand,
 		sched: newSched(opt.Concurrency, opt.PerHostConcurrency),
+		full:  limitlog.New(opt.Logger, 0, opt.Clock),
 	}
 	p.idle.L = &p.mu
 	p.tm.Store(&timings{probeTimeout: opt.ProbeTimeout, firstTimeout: opt.FirstTimeout, reprobe: opt.Reprobe,
-		backoff: opt.Backoff, conn: opt.Conn})
+		backoff: opt.Backoff, conn: opt.Conn, throughRetries: opt.ThroughRetries, maxThrough: opt.MaxThrough})
 	return p
 }
 
@@ -373,6 +403,7 @@ type timings struct {
 	probeTimeout, firstTimeout, reprobe time.Duration
 	backoff                             Backoff
 	conn                                pvaconn.Options // template for new connections
+	throughRetries, maxThrough          int
 }
 
 // Timings are the options a running prober can change (a configuration
@@ -384,6 +415,8 @@ type Timings struct {
 	IdleTimeout        time.Duration // 0 with a new EchoInterval: DefaultIdleTimeout of it
 	ProbeTimeout       time.Duration
 	FirstTimeout       time.Duration
+	ThroughRetries     int
+	MaxThrough         int
 	Reprobe            time.Duration
 	Backoff            Backoff
 }
@@ -404,6 +437,12 @@ func (p *Prober) SetTimings(t Timings) {
 	}
 	if t.FirstTimeout > 0 {
 		next.firstTimeout = t.FirstTimeout
+	}
+	if t.ThroughRetries > 0 {
+		next.throughRetries = t.ThroughRetries
+	}
+	if t.MaxThrough > 0 {
+		next.maxThrough = t.MaxThrough // endpoints above a lowered bound go by their budget
 	}
 	if t.Reprobe != 0 {
 		next.reprobe = t.Reprobe
@@ -457,8 +496,23 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 	}
 	s := p.servers[ep]
 	if s == nil {
-		s = &server{ep: ep, guid: guid}
+		through := why == ReasonSearchThrough
+		if through && p.through >= p.tm.Load().maxThrough {
+			p.stats.ThroughDropped++
+			p.mu.Unlock()
+			p.full.Hit("through", "search-through endpoints at their bound (probe.search_through_max): new ones are not probed",
+				zap.Int("bound", p.tm.Load().maxThrough))
+			return
+		}
+		s = &server{ep: ep, guid: guid, through: through}
+		if through {
+			p.through++
+		}
 		p.servers[ep] = s
+	} else if s.through && why != ReasonSearchThrough {
+		// A beacon, the static list or an operator: a place of its own.
+		s.through = false
+		p.through--
 	}
 	if !guid.IsZero() && guid != s.guid {
 		if s.guid.IsZero() {
@@ -528,7 +582,13 @@ func (p *Prober) Forget(ep netip.AddrPort) {
 }
 
 func (p *Prober) forgetLocked(s *server) {
+	if s.forgotten {
+		return
+	}
 	s.forgotten = true
+	if s.through {
+		p.through--
+	}
 	p.stopTimer(s)
 	if s.hintTimer != nil {
 		s.hintTimer.Stop()
@@ -981,6 +1041,14 @@ func (p *Prober) settle(s *server, o outcome) bool {
 			p.stopTimer(s)
 		}
 		p.log.Debug("server listed", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(names)))
+	}
+	if s.through && s.failures >= p.tm.Load().throughRetries {
+		p.stats.ThroughForgotten++
+		p.log.Debug("search-through endpoint forgotten after its retry budget", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures))
+		p.lostLocked(s, "forgotten: known only from search replies, and failed its retry budget")
+		p.forgetLocked(s)
+		s.running = false
+		return false
 	}
 	return p.finish(s)
 }
