@@ -29,6 +29,8 @@ func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
 		"confirmed": func() uint64 { return p.Stats().VerifyConfirmed },
 		"refuted":   func() uint64 { return p.Stats().VerifyRefuted },
 	})
+	m.Gauge("probe", "endpoints", "Server endpoints the prober lists, watches or retries.", nil, func() float64 { return float64(p.Stats().Servers) })
+	m.Gauge("probe", "search_through_endpoints", "Of pvans_probe_endpoints, those known only from search replies (bounded by probe.search_through_max).", nil, func() float64 { return float64(p.Stats().Through) })
 	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.concurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })
 	m.Counter("probe", "throttled_total", "Probes that waited for a slot while one was free: their server's host held its share (probe.per_host_concurrency), or retries of failed probes held half the pool.", nil, metrics.U64(func() uint64 { return p.Stats().Throttled }))
 	m.Counter("probe", "search_through_forgotten_total", "Endpoints known only from search replies forgotten after their retry budget (probe.search_through_retries).", nil, metrics.U64(func() uint64 { return p.Stats().ThroughForgotten }))

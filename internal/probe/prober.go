@@ -249,6 +249,7 @@ type Stats struct {
 	Waiting   int
 	Throttled uint64
 	Servers   int
+	Through   int // of Servers, known only from search replies
 	Watching  int
 }
 
@@ -678,7 +679,7 @@ func (p *Prober) Stats() Stats {
 	st := p.stats
 	ss := p.sched.stats()
 	st.Waiting, st.Throttled = ss.waiting, ss.throttled
-	st.Servers = len(p.servers)
+	st.Servers, st.Through = len(p.servers), p.through
 	for _, s := range p.servers {
 		if s.cl != nil {
 			st.Watching++
