@@ -5,9 +5,10 @@
 // with ECHO so a dead server is reported lost in seconds instead of at
 // beacon expiry.
 //
-// It owns the probe schedule (a bounded pool of concurrent probes, backoff
-// with jitter after failures, periodic re-listing), the watch connections,
-// the static server list and the static name files. It does not own the
+// It owns the probe schedule (a bounded pool of concurrent probes shared
+// fairly between server hosts, see sched; backoff with jitter after
+// failures; periodic re-listing), the watch connections, the static server
+// list and the static name files. It does not own the
 // registry or the beacon table: results go to a Sink the daemon wires to
 // the registry, and the daemon turns beacon events into Probe and Forget
 // calls.
@@ -20,6 +21,8 @@
 //	probing ─ connect failed ─► Sink.Unlistable (once), retry with backoff
 //	watching ─ connection closed / silent ─► Sink.Lost at once, reconnect with backoff
 //	Forget / Close ─► connection closed, no report
+//	known only from search replies ─ ThroughRetries failures in a row ─►
+//	    Sink.Lost if anything was reported, forgotten (MaxThrough such at once)
 //
 // A re-listing (periodic, or because the beacon's change count moved) runs
 // on the existing watch connection.
