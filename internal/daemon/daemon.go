@@ -62,6 +62,7 @@ type Daemon struct {
 	Resolver *resolver.Resolver
 	Tracker  *beacon.Tracker
 	Prober   *probe.Prober
+	pingPort atomic.Uint32 // the client socket's port, once bound: where pvAccessCPP answers probe pings
 	Ring     *searchring.Ring
 	UDP      *udpsearch.Server
 	TCP      *tcpsearch.Server
@@ -134,6 +135,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Conn:    connOptions(cfg.Probe.Conn),
 		Logger:  d.log.Named("probe"),
 		Observe: probe.MetricsObserver(d.Metrics),
+		// pvAccessCPP answers the TCP discovery ping over UDP, to the port
+		// it carries: the client socket, which hands it back (OnPingAnswer).
+		PingPort: func() uint16 { return uint16(d.pingPort.Load()) },
 	})
 	d.nameFiles = &probe.NameFiles{Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
@@ -175,6 +179,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Beacons:          beaconFilter{d},
 		BeaconQueue:      cfg.UDP.BeaconQueue, // issue 14: the receive path never waits for the registry
 		OnSearchResponse: d.onUDPSearchResponse,
+		OnPingAnswer:     d.Prober.PingAnswer,
 		Insight:          d.Insight,
 		Clock:            d.clk,
 		Logger:           d.log.Named("udp"),
@@ -252,6 +257,7 @@ func (d *Daemon) Start() (err error) {
 		return fmt.Errorf("UDP search port %d: %w", d.boot.PVA.BroadcastPort, err)
 	}
 	d.Ring.SetReplyPort(d.UDP.ClientAddr().Port())
+	d.pingPort.Store(uint32(d.UDP.ClientAddr().Port()))
 	if err := d.listenHTTP(); err != nil {
 		return err
 	}

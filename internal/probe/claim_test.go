@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"net"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -94,5 +96,64 @@ func TestNoPingRestartFollowed(t *testing.T) {
 		if r := k.next(t, "listed", 5*time.Second); r.guid != b.GUID() || !slices.Equal(r.names, []string{"z"}) {
 			t.Fatalf("beacon first %v: listed %+v, want the new instance", beaconFirst, r)
 		}
+	}
+}
+
+// udpPings is the daemon's client socket for a test: it gives the prober a
+// reply port for its pings and hands the answers heard there back.
+func udpPings(t *testing.T, p *atomic.Pointer[Prober]) func() uint16 {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			h, payload, _, err := pva.SplitMessage(buf[:n])
+			var m pva.SearchResponse
+			if pr := p.Load(); pr != nil && err == nil && h.Command == pva.CmdSearchResponse && m.Decode(payload, h.BigEndian()) == nil {
+				pr.PingAnswer(from, &m)
+			}
+		}
+	}()
+	port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	return func() uint16 { return port }
+}
+
+// A server that answers the TCP ping over UDP, as pvAccessCPP does, to the
+// reply port the ping carries: the answer echoes the ping's random
+// sequence ID and proves the GUID. A static server gets its own GUID, and a
+// forged claim made after the server was proven gone (its watch closed)
+// does not name the instance that answers the reconnect.
+func TestPingAnsweredOverUDPProvesGUID(t *testing.T) {
+	srv := startServer(t, sim.Options{TCPSearchOverUDP: true}, "x")
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	var pp atomic.Pointer[Prober]
+	p := newProber(t, Options{Clock: c, Sink: k, PingWait: 2 * time.Second, PingPort: udpPings(t, &pp)})
+	pp.Store(p)
+	p.SetStatic([]netip.AddrPort{srv.Addr()})
+	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() {
+		t.Fatalf("static server listed as %v, want its own GUID %v (answered over UDP)", r.guid, srv.GUID())
+	}
+	srv.CloseConns()
+	k.next(t, "lost", 5*time.Second)
+	p.Probe(pva.GUID{0xF0, 9}, srv.Addr(), ReasonChanged) // forged, in the window
+	c.Advance(2 * time.Second)
+	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() {
+		t.Fatalf("after the reconnect listed as %v, want %v", r.guid, srv.GUID())
+	}
+	if st := p.Stats(); st.PingsOverUDP < 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	// A datagram that does not echo a ping is not taken.
+	if p.PingAnswer(srv.Addr(), &pva.SearchResponse{GUID: pva.GUID{1}, Seq: 12345}) {
+		t.Fatal("an answer to no ping was taken")
 	}
 }

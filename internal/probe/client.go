@@ -18,9 +18,6 @@ import (
 // pvxlist/pvlist (wire-notes §6).
 const ServerPV = "server"
 
-// pingSeq marks our TCP discovery ping ("find", as PVXS sends it).
-const pingSeq = pva.SearchSeqFind
-
 // ListError is a listing the server refused or answered with something we
 // cannot use, on a connection that is otherwise fine: the server is alive
 // but unlistable.
@@ -85,7 +82,11 @@ type client struct {
 	waiters map[waitKey]chan result
 	sid     uint32
 	haveSID bool
-	guid    chan pva.GUID // first TCP discovery ping reply
+	guid    chan pva.GUID // first answer to the discovery ping
+	// seq is the ping's sequence ID: random, and sent over TCP only, so an
+	// answer echoing it (over TCP, or over UDP from the server's address)
+	// comes from the server that read the ping.
+	seq atomic.Uint32
 
 	// dead is set (under mu, with the waiters flushed) when the connection
 	// closes; the prober reads it under its own lock, hence atomic.
@@ -121,11 +122,8 @@ func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		cl.deliver(waitKey{waitRPC, m.IOID}, result{status: m.Status, subcmd: m.Subcmd, value: m.Value, err: err})
 	case pva.CmdSearchResponse:
 		var m pva.SearchResponse
-		if m.Decode(payload, h.BigEndian()) == nil && m.Seq == pingSeq {
-			select {
-			case cl.guid <- m.GUID:
-			default:
-			}
+		if m.Decode(payload, h.BigEndian()) == nil && m.Seq == cl.seq.Load() && m.Seq != 0 {
+			cl.answered(m.GUID)
 		}
 	case pva.CmdDestroyChannel:
 		// The server killed our channel; the next listing creates it again.
@@ -201,12 +199,23 @@ func (cl *client) wait(ctx context.Context, k waitKey, ch chan result) (result, 
 	}
 }
 
-// ping sends a discovery ping over TCP; PVXS and pvAccessCPP servers answer
-// it with their GUID (found=0), which is how a static server that never
-// beacons gets its real identity.
-func (cl *client) ping() {
-	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: pingSeq, Flags: pva.SearchMustReply | pva.SearchUnicast})
+// ping sends a discovery ping over TCP with sequence ID seq; a PVXS server
+// answers it over TCP with its GUID (found=0), a pvAccessCPP server over
+// UDP to the reply port it carries (port: the daemon's client socket, 0 for
+// none) at the address the ping came from. That answer, not a beacon, is
+// the server's identity.
+func (cl *client) ping(seq uint32, port uint16) {
+	cl.seq.Store(seq)
+	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchMustReply | pva.SearchUnicast, ReplyPort: port})
 	cl.send(waitKey{}, false, msg)
+}
+
+// answered takes the first answer to the ping.
+func (cl *client) answered(g pva.GUID) {
+	select {
+	case cl.guid <- g:
+	default:
+	}
 }
 
 // channel returns the SID of the `server` channel, creating it once per

@@ -29,6 +29,7 @@ func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
 		"confirmed": func() uint64 { return p.Stats().VerifyConfirmed },
 		"refuted":   func() uint64 { return p.Stats().VerifyRefuted },
 	})
+	m.Counter("probe", "pings_over_udp_total", "Discovery pings sent over a probe connection and answered over UDP (pvAccessCPP), each proving the server's GUID.", nil, metrics.U64(func() uint64 { return p.Stats().PingsOverUDP }))
 	m.Gauge("probe", "endpoints", "Server endpoints the prober lists, watches or retries.", nil, func() float64 { return float64(p.Stats().Servers) })
 	m.Gauge("probe", "search_through_endpoints", "Of pvans_probe_endpoints, those known only from search replies (bounded by probe.search_through_max).", nil, func() float64 { return float64(p.Stats().Through) })
 	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.concurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })

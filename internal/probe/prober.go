@@ -30,7 +30,9 @@
 // # Identity: proof and claims
 //
 // A GUID is proven by the endpoint itself: its answer to the discovery
-// ping sent on every fresh connection. A GUID from a hint (beacon,
+// ping sent on every fresh connection (over TCP from PVXS; over UDP from
+// pvAccessCPP, to the reply port the ping carries, see PingAnswer). A GUID
+// from a hint (beacon,
 // discovery or search reply) is a claim. The first claim names a server
 // never seen; after that a claim is never adopted on its own:
 //
@@ -179,6 +181,10 @@ type Options struct {
 	// IdleTimeout are set from the fields above).
 	Conn pvaconn.Options
 	Dial DialFunc
+	// PingPort, if set, is the UDP port discovery pings carry for servers
+	// that answer them over UDP (pvAccessCPP); the owner of that socket
+	// hands such answers to PingAnswer.
+	PingPort func() uint16
 	// Rand drives the jitter; nil seeds one from the time. Tests pass a
 	// seeded source to get a reproducible schedule.
 	Rand   *rand.Rand
@@ -241,6 +247,9 @@ type Stats struct {
 	// HintsDeferred are hint-triggered probe requests folded into the
 	// next backoff step instead of probing at once.
 	HintsDeferred uint64
+	// PingsOverUDP are discovery pings answered over UDP (pvAccessCPP),
+	// each proving the GUID of the server pinged.
+	PingsOverUDP uint64
 	// ThroughForgotten are endpoints known only from search replies
 	// forgotten after their retry budget; ThroughDropped, replies naming
 	// a new such endpoint not taken because MaxThrough were known.
@@ -313,8 +322,9 @@ type Prober struct {
 
 	mu         sync.Mutex
 	servers    map[netip.AddrPort]*server
-	through    int // servers with through set
-	confirming int // Confirm calls waiting or running
+	through    int                // servers with through set
+	pings      map[uint32]*client // discovery pings awaiting an answer, by sequence ID
+	confirming int                // Confirm calls waiting or running
 	rnd        *rand.Rand
 	stats      Stats
 	closed     bool
@@ -392,6 +402,7 @@ func New(opt Options) *Prober {
 	p := &Prober{
 		opt: opt, log: opt.Logger,
 		ctx: ctx, cancel: cancel, servers: make(map[netip.AddrPort]*server), rnd: opt.Rand,
+		pings: make(map[uint32]*client),
 		sched: newSched(opt.Concurrency, opt.PerHostConcurrency),
 		full:  limitlog.New(opt.Logger, 0, opt.Clock),
 	}
@@ -917,8 +928,13 @@ func (p *Prober) attempt(s *server) outcome {
 		if dead {
 			return outcome{connErr: errConnLost, verify: verify, cl: cl}
 		}
-		cl.ping()
+		var port uint16
+		if p.opt.PingPort != nil {
+			port = p.opt.PingPort()
+		}
+		cl.ping(p.pingSeq(cl), port)
 		pinged = true
+		defer p.pingDone(cl)
 	}
 	names, info, err := cl.list(ctx)
 	o := outcome{names: names, info: info, cl: cl, verify: verify}
@@ -941,6 +957,45 @@ func (p *Prober) attempt(s *server) outcome {
 		t.Stop()
 	}
 	return o
+}
+
+// pingSeq registers cl's ping under a fresh random sequence ID.
+func (p *Prober) pingSeq(cl *client) uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		seq := p.rnd.Uint32()
+		if _, taken := p.pings[seq]; seq != 0 && !taken {
+			p.pings[seq] = cl
+			return seq
+		}
+	}
+}
+
+func (p *Prober) pingDone(cl *client) {
+	p.mu.Lock()
+	if seq := cl.seq.Load(); p.pings[seq] == cl {
+		delete(p.pings, seq)
+	}
+	p.mu.Unlock()
+}
+
+// PingAnswer takes a discovery answer heard over UDP (no names) if it
+// answers a ping of ours: its sequence ID, random and sent only over the
+// TCP connection, matches, and it comes from the address pinged. It
+// reports whether it was ours; the caller ignores it then.
+func (p *Prober) PingAnswer(from netip.AddrPort, m *pva.SearchResponse) bool {
+	p.mu.Lock()
+	cl := p.pings[m.Seq]
+	if cl == nil || from.Addr().Unmap() != cl.s.ep.Addr().Unmap() {
+		p.mu.Unlock()
+		return false
+	}
+	delete(p.pings, m.Seq)
+	p.stats.PingsOverUDP++
+	p.mu.Unlock()
+	cl.answered(m.GUID)
+	return true
 }
 
 // settle records an attempt's outcome, reports it and schedules what comes

@@ -524,6 +524,9 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 		return
 	}
 	if !m.Found && len(m.CIDs) == 0 {
+		if client && h.o.OnPingAnswer != nil && h.o.OnPingAnswer(src, m) {
+			return // the answer to a ping sent over TCP: the prober's
+		}
 		h.st.discoveryPongs.Add(1)
 		if h.o.Beacons == nil {
 			return

@@ -93,6 +93,11 @@ type Options struct {
 	// port or the client socket). m and its slices are only valid during
 	// the call. May be called from two goroutines at once.
 	OnSearchResponse func(from netip.AddrPort, m *pva.SearchResponse)
+	// OnPingAnswer is offered every discovery answer (no names) on the
+	// client socket first: a pvAccessCPP server answers a ping pvans sent
+	// over TCP there. It returns true if it took the answer. m is only
+	// valid during the call.
+	OnPingAnswer func(from netip.AddrPort, m *pva.SearchResponse) bool
 	// Insight sees every search answered from the resolver (nil: none).
 	Insight SearchObserver
 

@@ -3,10 +3,12 @@
 package trust
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
@@ -30,5 +32,70 @@ func TestSilentServersOfOneHostDoNotStallProbes(t *testing.T) {
 	t.Logf("real IOC listed %v after its first beacon, with %d silent servers being probed", took, evil.Len())
 	if took > 5*time.Second {
 		t.Fatalf("real IOC %v listed after %v, want within 5 s", g, took)
+	}
+}
+
+// Legitimate restarts with a new GUID, of a PVXS-style IOC (answers the
+// TCP ping over TCP), a pvAccessCPP-style one (over UDP, to the ping's
+// reply port) and one that answers no ping at all: each new instance is
+// listed under its new GUID within 2 s of its first beacon. For the two
+// that prove their GUID, forged beacons alternating two GUIDs from the
+// IOC's address run throughout and name nobody; one that proves nothing
+// cannot tell them from its new instance's (docs/SECURITY.md, "Restart at a
+// known endpoint"), so its restart is shown clean.
+func TestRestartsFollowedUnderForgedBeacons(t *testing.T) {
+	tp := newTopo(t)
+	tp.start(t)
+	for _, v := range []struct {
+		name   string
+		o      sim.Options
+		forged bool
+	}{
+		{"pvxs", sim.Options{}, true},
+		{"pvaccesscpp", sim.Options{TCPSearchOverUDP: true}, true},
+		{"noping", sim.Options{NoPing: true}, false},
+	} {
+		o := v.o
+		o.Host, o.Names, o.BeaconDests = iocAddr, [][]string{{v.name + ":a"}}, []netip.AddrPort{pvansUDP}
+		site := tp.sim(t, o)
+		g, ep := site.Server(0).GUID, site.Server(0).TCP
+		tp.waitHolder(t, g, v.name+":a")
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; v.forged; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(500 * time.Millisecond):
+				}
+				f := pva.GUID{0xEE, byte(i % 2), 0xEE}
+				_ = tp.s.Do(func() error { // not tp.send: t.Fatal belongs to the test's goroutine
+					c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(iocAddr, 0)))
+					if err != nil {
+						return err
+					}
+					defer c.Close()
+					_, err = c.WriteToUDPAddrPort(beaconMsg(f, pva.AddressFrom(iocAddr), ep.Port(), "tcp"), pvansUDP)
+					return err
+				})
+			}
+		}()
+		time.Sleep(1500 * time.Millisecond) // claims pending
+		start := time.Now()
+		if err := tp.s.Do(func() error { return site.Restart(0) }); err != nil {
+			t.Fatal(err)
+		}
+		g2 := site.Server(0).GUID
+		testutil.WaitFor(t, 10*time.Second, v.name+" restart followed", func() bool { return tp.holder(t, v.name+":a") == g2.String() })
+		took := time.Since(start)
+		close(stop)
+		<-done
+		t.Logf("%s: new GUID listed %v after the restart", v.name, took)
+		if took > 2*time.Second {
+			t.Fatalf("%s: restart followed after %v, want within 2 s", v.name, took)
+		}
+		site.Close()
 	}
 }
