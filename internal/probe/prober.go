@@ -32,9 +32,9 @@
 // A GUID is proven by the endpoint itself: its answer to the discovery
 // ping sent on every fresh connection (over TCP from PVXS; over UDP from
 // pvAccessCPP, to the reply port the ping carries, see PingAnswer). A GUID
-// from a hint (beacon,
-// discovery or search reply) is a claim. The first claim names a server
-// never seen; after that a claim is never adopted on its own:
+// from a hint (beacon, discovery or search reply) is a claim. The first
+// claim names a server never seen; after that a claim is never adopted on
+// its own:
 //
 //	claim while watched ─► checked on a fresh connection; a ping answer with
 //	                       another GUID confirms it, anything else refutes it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,20 @@ func TestHostileSearchThroughAnswersBounded(t *testing.T) {
 		float64(rss1)/(1<<20), float64(rss)/(1<<20))
 	if n < 2*bound {
 		t.Fatalf("only %d answers sent: the attack did not run", n)
+	}
+	// None of the named endpoints earned a place: no probe result of
+	// theirs is shown (it would tell the sender what listens there).
+	_, ev, err := tp.pv.Get("/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(ev), evilAddr.String()) {
+		t.Fatalf("events show endpoints only a search reply named: %.300s", ev)
+	}
+	for _, sv := range tp.servers(t) {
+		if strings.HasPrefix(sv.Endpoint, evilAddr.String()+":") {
+			t.Fatalf("/v1/servers shows %+v, named only by a search reply", sv)
+		}
 	}
 	avg := func(v []float64) float64 { return (v[0] + v[1] + v[2]) / 3 }
 	first, last := avg(heap[:3]), avg(heap[rounds-3:])
