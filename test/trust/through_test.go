@@ -56,12 +56,8 @@ func TestHostileSearchThroughAnswersBounded(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			h, payload, _, err := pva.SplitMessage(buf[:k])
-			if err != nil || h.Command != pva.CmdSearch {
-				continue
-			}
-			var m pva.Search
-			if m.Decode(payload, h.BigEndian()) != nil {
+			m, ok := decodeSearch(buf[:k])
+			if !ok {
 				continue
 			}
 			to := netip.AddrPortFrom(from.Addr(), m.ReplyPort)

@@ -393,12 +393,8 @@ func nextSearch(t *testing.T, c *net.UDPConn, name string) (netip.AddrPort, uint
 		if err != nil {
 			t.Fatalf("no search for %s: %v", name, err)
 		}
-		h, payload, _, err := pva.SplitMessage(buf[:n])
-		if err != nil || h.Command != pva.CmdSearch {
-			continue
-		}
-		var m pva.Search
-		if m.Decode(payload, h.BigEndian()) != nil {
+		m, ok := decodeSearch(buf[:n])
+		if !ok {
 			continue
 		}
 		for _, q := range m.Names {
@@ -407,6 +403,16 @@ func nextSearch(t *testing.T, c *net.UDPConn, name string) (netip.AddrPort, uint
 			}
 		}
 	}
+}
+
+// decodeSearch decodes a datagram holding a CMD_SEARCH.
+func decodeSearch(b []byte) (*pva.Search, bool) {
+	h, payload, _, err := pva.SplitMessage(b)
+	if err != nil || h.Command != pva.CmdSearch {
+		return nil, false
+	}
+	var m pva.Search
+	return &m, m.Decode(payload, h.BigEndian()) == nil
 }
 
 func replyMsg(g pva.GUID, seq uint32, port uint16, cids ...uint32) []byte {
