@@ -156,11 +156,30 @@ func (h *handler) onSearch(c *pvaconn.Conn, p []byte, be bool) bool {
 	if len(h.cids) == 0 && !s.MustReply() {
 		return true
 	}
+	port, proto := h.in.tcpPort, protoTCP
+	if h.in.tlsPort != 0 && tlsBeforeTCP(s.Protocols) {
+		port, proto = h.in.tlsPort, protoTLS
+	}
 	h.send(c, pva.AppendSearchResponse(nil, c.Flags(), &pva.SearchResponse{
-		GUID: h.in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Port: h.in.tcpPort,
-		Protocol: protoTCP, Found: len(h.cids) > 0, CIDs: h.cids,
+		GUID: h.in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Port: port,
+		Protocol: proto, Found: len(h.cids) > 0, CIDs: h.cids,
 	}))
 	return true
+}
+
+// tlsBeforeTCP is PVXS's TCP rule (serverchan.cpp handle_SEARCH): the
+// protocol list is read only up to "tcp", so "tls" counts only before it
+// (["tls","tcp"], as a PVXS client with a keychain sends).
+func tlsBeforeTCP(ps [][]byte) bool {
+	for _, p := range ps {
+		switch string(p) {
+		case "tcp":
+			return false
+		case "tls":
+			return true
+		}
+	}
+	return false
 }
 
 func (h *handler) onCreate(c *pvaconn.Conn, p []byte, be bool) bool {

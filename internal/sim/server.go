@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
@@ -59,6 +60,7 @@ type server struct {
 	mu      sync.Mutex
 	tcpPort uint16 // 0 until first bound; then reused by restarts
 	udpPort uint16
+	tlsPort uint16 // likewise, with Options.TLS
 	inst    *instance
 	state   State
 
@@ -77,8 +79,10 @@ type instance struct {
 	srv     *server
 	guid    pva.GUID
 	ln      net.Listener
+	tlsLn   net.Listener // nil without Options.TLS
 	udp     *net.UDPConn
 	tcpPort uint16
+	tlsPort uint16 // 0 without Options.TLS
 	silent  atomic.Bool
 	change  atomic.Uint32 // beacon change count (wraps at 16 bits)
 
@@ -111,9 +115,25 @@ func (s *server) start() error {
 	}
 	in.ln, in.udp = ln, uc
 	in.tcpPort = uint16(ln.Addr().(*net.TCPAddr).Port)
+	if cfg := s.site.opts.TLS; cfg != nil {
+		s.mu.Lock()
+		tlsPort := s.tlsPort
+		s.mu.Unlock()
+		tl, err := tls.Listen("tcp", netip.AddrPortFrom(s.addr, tlsPort).String(), cfg)
+		if err != nil {
+			ln.Close()
+			uc.Close()
+			return err
+		}
+		in.tlsLn = tl
+		in.tlsPort = uint16(tl.Addr().(*net.TCPAddr).Port)
+	}
 
 	s.mu.Lock()
 	s.tcpPort = in.tcpPort
+	if in.tlsPort != 0 {
+		s.tlsPort = in.tlsPort
+	}
 	s.udpPort = uint16(uc.LocalAddr().(*net.UDPAddr).Port)
 	s.inst, s.state = in, Running
 	s.mu.Unlock()
@@ -121,8 +141,15 @@ func (s *server) start() error {
 	in.wg.Add(2)
 	go func() {
 		defer in.wg.Done()
-		in.acceptLoop()
+		in.acceptLoop(in.ln)
 	}()
+	if in.tlsLn != nil {
+		in.wg.Add(1)
+		go func() {
+			defer in.wg.Done()
+			in.acceptLoop(in.tlsLn)
+		}()
+	}
 	go func() {
 		defer in.wg.Done()
 		serveUDP(uc, func() []*instance {
@@ -133,7 +160,7 @@ func (s *server) start() error {
 		})
 	}()
 	in.beaconTick() // the first beacon goes out immediately
-	s.site.opts.Logf("sim: server %d up: guid %s tcp %s udp %s", s.index, in.guid, ln.Addr(), uc.LocalAddr())
+	s.site.opts.Logf("sim: server %d up: guid %s tcp %s udp %s tls port %d", s.index, in.guid, ln.Addr(), uc.LocalAddr(), in.tlsPort)
 	return nil
 }
 
@@ -157,6 +184,9 @@ func (s *server) info() ServerInfo {
 		Names:    slices.Clone(s.names.Load().sorted),
 		Accepted: int(s.accepted.Load()),
 		Listings: int(s.listings.Load()),
+	}
+	if s.tlsPort != 0 {
+		inf.TLS = netip.AddrPortFrom(s.addr, s.tlsPort)
 	}
 	s.mu.Unlock()
 	if in != nil {
@@ -257,14 +287,17 @@ func (in *instance) close() {
 	in.closeConns()
 	in.pvs.stop()
 	in.ln.Close()
+	if in.tlsLn != nil {
+		in.tlsLn.Close()
+	}
 	in.udp.Close()
 	in.wg.Wait()
 }
 
-func (in *instance) acceptLoop() {
+func (in *instance) acceptLoop(ln net.Listener) {
 	opts := &in.srv.site.opts
 	for {
-		nc, err := in.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -273,7 +306,7 @@ func (in *instance) acceptLoop() {
 			continue
 		}
 		if tc, ok := nc.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
+			_ = tc.SetNoDelay(true) // a TLS listener's conns are *tls.Conn: Go sets NoDelay by default
 		}
 		in.srv.accepted.Add(1)
 		hc := &holdConn{Conn: nc, in: in, done: make(chan struct{})}
@@ -398,15 +431,24 @@ func (in *instance) answerUDP(s *pva.Search, dest netip.AddrPort, scratch []byte
 	if len(cids) == 0 && !s.MustReply() {
 		return scratch, cids
 	}
+	port, proto := in.tcpPort, protoTCP
+	if in.tlsPort != 0 && s.HasProtocol("tls") {
+		// PVXS (server.cpp onSearch): "tls" listed anywhere, and a TLS
+		// context, is answered with the TLS port.
+		port, proto = in.tlsPort, protoTLS
+	}
 	scratch = pva.AppendSearchResponse(scratch[:0], pva.FlagBigEndian|pva.FlagServer, &pva.SearchResponse{
-		GUID: in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Port: in.tcpPort,
-		Protocol: protoTCP, Found: len(cids) > 0, CIDs: cids,
+		GUID: in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Port: port,
+		Protocol: proto, Found: len(cids) > 0, CIDs: cids,
 	})
 	_, _ = in.udp.WriteToUDPAddrPort(scratch, dest)
 	return scratch, cids
 }
 
-var protoTCP = []byte("tcp")
+var (
+	protoTCP = []byte("tcp")
+	protoTLS = []byte("tls")
+)
 
 // serveUDP reads search datagrams from uc until it is closed and hands
 // each search to the instances targets returns. Like PVXS it looks at one

@@ -31,13 +31,21 @@ func startSite(t *testing.T, o Options) *Site {
 // that arrive within wait.
 func udpSearch(t *testing.T, dst netip.AddrPort, flags uint8, wait time.Duration, names ...string) []pva.SearchResponse {
 	t.Helper()
+	return udpSearchProtos(t, dst, flags, []string{"tcp"}, wait, names...)
+}
+
+// udpSearchProtos is udpSearch listing protos.
+func udpSearchProtos(t *testing.T, dst netip.AddrPort, flags uint8, protos []string, wait time.Duration, names ...string) []pva.SearchResponse {
+	t.Helper()
 	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer uc.Close()
-	s := pva.Search{Seq: 0x1234, Flags: flags, ReplyPort: uint16(uc.LocalAddr().(*net.UDPAddr).Port),
-		Protocols: [][]byte{[]byte("tcp")}}
+	s := pva.Search{Seq: 0x1234, Flags: flags, ReplyPort: uint16(uc.LocalAddr().(*net.UDPAddr).Port)}
+	for _, p := range protos {
+		s.Protocols = append(s.Protocols, []byte(p))
+	}
 	for i, n := range names {
 		s.Names = append(s.Names, pva.SearchName{CID: uint32(100 + i), Name: []byte(n)})
 	}
@@ -181,6 +189,12 @@ func dialClient(t *testing.T, addr netip.AddrPort) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return handshake(t, nc)
+}
+
+// handshake runs the connection validation on nc (plain or TLS).
+func handshake(t *testing.T, nc net.Conn) *client {
+	t.Helper()
 	t.Cleanup(func() { nc.Close() })
 	c := &client{t: t, nc: nc, br: bufio.NewReader(nc)}
 	h, _ := c.read()

@@ -36,6 +36,7 @@ package sim
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -97,6 +98,15 @@ type Options struct {
 	// from the server's UDP socket, to the connection peer's address at
 	// the search's reply port (not at all when that is 0).
 	TCPSearchOverUDP bool
+
+	// TLS, when set, makes every server a Secure PVAccess server (PVXS's
+	// tls branch with a keychain): it also listens for TLS on a second
+	// port and answers a search that lists "tls" with that port and
+	// protocol "tls" (see onSearch, answerUDP). Beacons still name only
+	// the plain port, as PVXS's do.
+	TLS *tls.Config
+	// TLSPort, when non-zero, puts server i's TLS listener on TLSPort+i.
+	TLSPort uint16
 
 	// Version is reported by op=info (default "PVXS 1.5.2 (pvans-sim)").
 	Version string
@@ -205,6 +215,7 @@ type ServerInfo struct {
 	Index       int
 	GUID        pva.GUID
 	TCP         netip.AddrPort // listener: where clients connect
+	TLS         netip.AddrPort // TLS listener (Options.TLS); zero without
 	UDP         netip.AddrPort // the server's own UDP socket
 	Names       []string       // sorted copy
 	ChangeCount uint16
@@ -303,6 +314,12 @@ func (s *Site) addServer(names []string) (int, error) {
 		udpPort = opts.ServerUDPPort + uint16(i)
 	}
 	srv := newServer(s, i, addr, tcpPort, udpPort, names)
+	if opts.TLSPort != 0 {
+		if int(opts.TLSPort)+i > 65535 {
+			return 0, errors.New("sim: TLSPort range exceeds 65535")
+		}
+		srv.tlsPort = opts.TLSPort + uint16(i)
+	}
 	if err := srv.start(); err != nil {
 		return 0, fmt.Errorf("sim: server %d: %w", i, err)
 	}
