@@ -437,6 +437,10 @@ func othersAt(w *wtxn, ep netip.AddrPort, g pva.GUID) []*server {
 // answering and never pass to another claimant in between. Servers whose
 // names come from a static name file at the same endpoint stay.
 //
+// in.TLS is the TLS endpoint the same exchange learned (zero: none): it
+// replaces the one known before, so a server that stopped offering TLS is
+// no longer named to TLS clients by it.
+//
 // A GUID registered at another endpoint is not moved (ErrGUIDElsewhere):
 // anyone can present any GUID over TCP at an endpoint of their own, so
 // only the loss of the old endpoint's watch connection frees the GUID.
@@ -488,8 +492,8 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 	if info.Discovered == SourceUnknown {
 		info.Discovered = in.Discovered
 	}
-	if in.Protocol != info.Protocol {
-		info.Protocol = in.Protocol
+	if in.Protocol != info.Protocol || in.TLS != info.TLS {
+		info.Protocol, info.TLS = in.Protocol, in.TLS
 		r.setHolderLocked(s, &info)
 	}
 	r.putRow(w, s, &info)
@@ -541,7 +545,7 @@ func (r *Registry) handOverLocked(w *wtxn, o, s *server, listed map[string]struc
 // newServerLocked gives a new server a slot and its Holder; wmu and imu
 // held. Its row is inserted by putRow.
 func (r *Registry) newServerLocked(info *ServerInfo) *server {
-	h := &Holder{GUID: info.GUID, Addr: info.Addr, Protocol: info.Protocol}
+	h := &Holder{GUID: info.GUID, Addr: info.Addr, Protocol: info.Protocol, TLS: info.TLS}
 	if n := len(r.free); n > 0 {
 		h.ID, r.free = r.free[n-1], r.free[:n-1]
 		r.holders[h.ID] = h
@@ -554,7 +558,7 @@ func (r *Registry) newServerLocked(info *ServerInfo) *server {
 
 // setHolderLocked gives s a new Holder (Holders are immutable); wmu held.
 func (r *Registry) setHolderLocked(s *server, info *ServerInfo) {
-	h := &Holder{ID: s.slot, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol}
+	h := &Holder{ID: s.slot, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol, TLS: info.TLS}
 	r.imu.Lock()
 	r.holders[s.slot] = h
 	r.imu.Unlock()
@@ -1011,7 +1015,7 @@ func (r *Registry) NamesContext(ctx context.Context, pattern string, limit int) 
 			if row == nil || row.Slot != slot {
 				row = serverBy(txn, "slot", slot)
 			}
-			ni := NameInfo{Name: n, GUID: row.GUID, Addr: row.Info.Addr, How: row.Info.ListedHow,
+			ni := NameInfo{Name: n, GUID: row.GUID, Addr: row.Info.Addr, TLS: row.Info.TLS, How: row.Info.ListedHow,
 				At: row.Info.ListedAt, Claimant: int(dups)}
 			if l, ok := row.srv.extra[n]; ok {
 				ni.How, ni.At = l.how, l.at

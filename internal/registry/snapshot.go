@@ -24,6 +24,7 @@ import (
 //	uvarint servers, then per server:
 //	  GUID[12] addr protocol u8 version u8 discovered i64 firstSeen
 //	  i64 lastSeen u16 changeCount u8 listedHow i64 listedAt
+//	  [version 2:] string tlsAddr ("" if none)
 //	  uvarint names, per name: string, u8 flags (1 held, 2 extra), if extra u8 how i64 at
 //	uvarint duplicate claims in claim order, per claim: string name, GUID[12] claimant
 //	u32 CRC-32 (IEEE) of everything before it
@@ -36,7 +37,7 @@ import (
 // one with an error naming both, since it cannot know the newer layout.
 const (
 	snapMagic   = "PVANSREG"
-	snapVersion = 1
+	snapVersion = 2 // 2: TLS endpoints
 )
 
 // checkSnapVersion refuses a format version this build cannot read.
@@ -132,6 +133,11 @@ func (r *Registry) encode(buf *bytes.Buffer) {
 		buf.Write(binary.LittleEndian.AppendUint16(nil, in.ChangeCount))
 		w.u8(uint8(in.ListedHow))
 		w.i64(in.ListedAt)
+		t := ""
+		if in.TLS.IsValid() {
+			t = in.TLS.String()
+		}
+		w.str(t)
 		w.uv(uint64(len(s.names)))
 		for _, n := range s.names {
 			w.str(n)
@@ -283,10 +289,15 @@ func (r *Registry) LoadSnapshot(path string) error {
 	if sr.err != nil {
 		return fmt.Errorf("%w: truncated header", ErrSnapshot)
 	}
-	if err := checkSnapVersion(binary.LittleEndian.Uint32(v)); err != nil {
+	version := binary.LittleEndian.Uint32(v)
+	if err := checkSnapVersion(version); err != nil {
 		return err
 	}
-	ns := sr.count("servers", minSnapServer)
+	minServer := minSnapServer
+	if version >= 2 {
+		minServer++ // the TLS endpoint string
+	}
+	ns := sr.count("servers", minServer)
 	if sr.err != nil {
 		return sr.err
 	}
@@ -314,6 +325,15 @@ func (r *Registry) LoadSnapshot(path string) error {
 		}
 		in.ListedHow = Source(sr.u8())
 		in.ListedAt = sr.i64()
+		if version >= 2 {
+			if a := sr.str(); a != "" {
+				ap, err := netip.ParseAddrPort(a)
+				if err != nil && sr.err == nil {
+					sr.err = fmt.Errorf("%w: TLS endpoint %q", ErrSnapshot, a)
+				}
+				in.TLS = ap
+			}
+		}
 		nn := sr.count("names", minSnapName)
 		if sr.err != nil {
 			return sr.err

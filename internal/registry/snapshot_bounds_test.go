@@ -50,6 +50,7 @@ func TestSnapshotCountsBoundedByFileSize(t *testing.T) {
 			b = append(b, guid...)
 			b = append(b, 0, 0, 0, 0) // addr "", protocol "", version, discovered
 			b = append(b, make([]byte, 8+8+2+1+8)...)
+			b = append(b, 0)                      // TLS endpoint "" (version 2)
 			return binary.AppendUvarint(b, 1<<26) // 64M names
 		},
 		"duplicates": func(b []byte) []byte {

@@ -59,7 +59,11 @@ type ServerInfo struct {
 	GUID     pva.GUID
 	Addr     netip.AddrPort // TCP endpoint clients connect to
 	Protocol string         // "tcp" (or "tls"); "tcp" if empty on upsert
-	Version  uint8          // PVA protocol version it announced
+	// TLS is the server's Secure PVAccess endpoint, as its answer to a
+	// search offering "tls" over a TCP listing connection named it; zero
+	// if it has none (or none known). Only a listing (Listed) sets it.
+	TLS     netip.AddrPort
+	Version uint8 // PVA protocol version it announced
 
 	Discovered  Source // how the server was first learned
 	FirstSeen   time.Time
@@ -89,6 +93,7 @@ type Holder struct {
 	GUID     pva.GUID
 	Addr     netip.AddrPort
 	Protocol string
+	TLS      netip.AddrPort // ServerInfo.TLS
 }
 
 // NameInfo is one held name as the operator API lists it.
@@ -96,6 +101,7 @@ type NameInfo struct {
 	Name     string
 	GUID     pva.GUID
 	Addr     netip.AddrPort
+	TLS      netip.AddrPort // the holder's TLS endpoint, zero if none
 	How      Source
 	At       time.Time
 	Claimant int // number of other servers also claiming it (duplicates)
