@@ -34,7 +34,23 @@ import (
 type Endpoint struct {
 	GUID     pva.GUID
 	Addr     netip.AddrPort
-	Protocol string // "tcp"
+	Protocol string // "tcp"; "tls" for a server known to serve TLS only
+	// TLS is the server's TLS endpoint (zero: none known).
+	TLS netip.AddrPort
+}
+
+// For is the endpoint to name to a client whose search listed "tls"
+// (tls) or did not: a TLS client gets the server's TLS endpoint with
+// protocol "tls" when it has one — never the plain one instead — and a
+// plain client the plain endpoint. ok is false when the server has nothing
+// for that client: a TLS-only server (Protocol "tls") and a plain client.
+// The answer then goes through Wire like any other.
+func (e Endpoint) For(tls bool) (ep Endpoint, ok bool) {
+	if tls && e.TLS.IsValid() {
+		e.Addr, e.Protocol = e.TLS, "tls"
+		return e, true
+	}
+	return e, tls || e.Protocol != "tls"
 }
 
 // Wire is the one rule for the server address and port to put in a
@@ -301,7 +317,7 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 			} else {
 				b.Groups = append(b.Groups, Group{})
 			}
-			b.Groups[g].Server = Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol}
+			b.Groups[g].Server = endpointOf(h)
 			b.ghold = append(b.ghold, h)
 		}
 		b.Groups[g].CIDs = append(b.Groups[g].CIDs, q[i].CID)
@@ -490,7 +506,7 @@ func addClaim(cs []nowClaim, h *registry.Holder, cid uint32) []nowClaim {
 }
 
 func endpointOf(h *registry.Holder) Endpoint {
-	return Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol}
+	return Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol, TLS: h.TLS}
 }
 
 // unwaitLocked forgets one waiter, dropping the name's search when it was

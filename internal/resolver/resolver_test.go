@@ -331,3 +331,30 @@ func TestWireMapped(t *testing.T) {
 		t.Errorf("mapped to loopback, remote client told %v:%d", a, p)
 	}
 }
+
+// TestEndpointFor: the per-request choice of endpoint.
+func TestEndpointFor(t *testing.T) {
+	plain := netip.MustParseAddrPort("10.0.0.1:5075")
+	sec := netip.MustParseAddrPort("10.0.0.1:5076")
+	both := Endpoint{Addr: plain, Protocol: "tcp", TLS: sec}
+	only := Endpoint{Addr: sec, Protocol: "tls"}
+	none := Endpoint{Addr: plain, Protocol: "tcp"}
+	for _, c := range []struct {
+		e         Endpoint
+		tls, ok   bool
+		addr      netip.AddrPort
+		wantProto string
+	}{
+		{both, true, true, sec, "tls"},
+		{both, false, true, plain, "tcp"},
+		{only, true, true, sec, "tls"},
+		{only, false, false, sec, "tls"},
+		{none, true, true, plain, "tcp"},
+		{none, false, true, plain, "tcp"},
+	} {
+		got, ok := c.e.For(c.tls)
+		if ok != c.ok || got.Addr != c.addr || got.Protocol != c.wantProto {
+			t.Errorf("%+v.For(%v) = %+v, %v", c.e, c.tls, got, ok)
+		}
+	}
+}

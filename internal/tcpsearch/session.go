@@ -158,7 +158,9 @@ func (ss *session) push(c *pvaconn.Conn, g Group) {
 }
 
 // appendClaim appends the CMD_SEARCH_RESPONSE for one claiming server, or
-// nothing when the claim must not be relayed: a zero address or port would
+// nothing when the claim must not be relayed. tlsOK is whether the client
+// offered "tls": it then gets the server's TLS endpoint when there is one
+// (Endpoint.For). Nothing is relayed when a zero address or port would
 // tell a PVXS client to open the channel on pvans itself, and a protocol the
 // client did not list ("tls" to an upstream PVXS) would be useless to it.
 // The address and port are Endpoint.Wire's for this client: mapped by
@@ -169,6 +171,13 @@ func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq
 		return out, false
 	}
 	ep := &g.Server
+	var viaTLS Endpoint
+	if tlsOK && ep.TLS.IsValid() {
+		// Never downgrade: a client that offers TLS is named the TLS
+		// endpoint of a server that has one.
+		viaTLS, _ = ep.For(true)
+		ep = &viaTLS
+	}
 	var proto []byte
 	switch ep.Protocol {
 	case "", "tcp":

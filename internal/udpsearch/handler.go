@@ -311,11 +311,19 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 			}
 			for i := range h.batch.Groups {
 				g := &h.batch.Groups[i]
-				if len(g.CIDs) == 0 || !s.HasProtocol(g.Server.Protocol) {
+				srv := &g.Server
+				var viaTLS resolver.Endpoint
+				if srv.TLS.IsValid() && s.HasProtocol("tls") {
+					// Never downgrade a client that offers TLS (only
+					// servers with a TLS endpoint pay for the check).
+					viaTLS, _ = srv.For(true)
+					srv = &viaTLS
+				}
+				if len(g.CIDs) == 0 || !s.HasProtocol(srv.Protocol) {
 					continue
 				}
-				addr, port := g.Server.Wire(dest.Addr(), h.p.AddressMap)
-				h.buf = appendResponse(h.buf[:0], g.Server.GUID, s.Seq, addr, port, g.Server.Protocol, g.CIDs)
+				addr, port := srv.Wire(dest.Addr(), h.p.AddressMap)
+				h.buf = appendResponse(h.buf[:0], srv.GUID, s.Seq, addr, port, srv.Protocol, g.CIDs)
 				h.st.claims.Add(uint64(len(g.CIDs)))
 				h.send(dest, from, pin)
 				answered = true
