@@ -122,7 +122,7 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	if e, ok := d.Tracker.Lookup(ep, "tcp"); ok && e.GUID == guid {
 		how = viaSource(e.Via)
 	}
-	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: how, LastSeen: d.clk.Now()}, names, registry.SourceProbe)
+	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, TLS: info.TLS, Discovered: how, LastSeen: d.clk.Now()}, names, registry.SourceProbe)
 	switch {
 	case errors.Is(err, registry.ErrGUIDElsewhere), errors.Is(err, registry.ErrServerLimit):
 		d.log.Warn("listed server not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
@@ -137,7 +137,7 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
-		Detail: "listed (" + nameCount(len(names)) + ")"})
+		Detail: "listed (" + nameCount(len(names)) + tlsDetail(info.TLS) + ")"})
 }
 
 // staticFile registers a static name file's names: a claim of its own,
@@ -288,10 +288,18 @@ func (v regView) Name(name string) (registry.NameInfo, bool) {
 	if !ok || h == nil {
 		return registry.NameInfo{}, false
 	}
-	ni := registry.NameInfo{Name: name, GUID: h.GUID, Addr: h.Addr, How: registry.SourceUnknown}
+	ni := registry.NameInfo{Name: name, GUID: h.GUID, Addr: h.Addr, TLS: h.TLS, How: registry.SourceUnknown}
 	if s, ok := v.Registry.Server(h.GUID); ok {
 		ni.How = s.ListedHow
 		ni.At = s.ListedAt
 	}
 	return ni, true
+}
+
+// tlsDetail names a server's TLS endpoint in an event's detail.
+func tlsDetail(ep netip.AddrPort) string {
+	if !ep.IsValid() {
+		return ""
+	}
+	return ", TLS " + ep.String()
 }

@@ -139,6 +139,7 @@ type Server struct {
 	GUID        string    `json:"guid"`
 	Endpoint    string    `json:"endpoint"`
 	Protocol    string    `json:"protocol"`
+	TLSEndpoint string    `json:"tls_endpoint,omitempty"` // Secure PVAccess endpoint, if the server has one
 	Version     uint8     `json:"version"`
 	Discovered  string    `json:"discovered"`
 	FirstSeen   time.Time `json:"first_seen"`
@@ -158,6 +159,7 @@ type Name struct {
 	Name       string    `json:"name"`
 	GUID       string    `json:"guid"`
 	Endpoint   string    `json:"endpoint"`
+	TLS        string    `json:"tls_endpoint,omitempty"`
 	How        string    `json:"how"`
 	At         time.Time `json:"at,omitzero"`
 	Duplicates int       `json:"duplicates"`
@@ -175,6 +177,10 @@ type Told struct {
 	// as the address it reached pvans on, with Port.
 	Any  bool   `json:"any"`
 	Port uint16 `json:"port"`
+	// TLS is what the same client is told when its search offers "tls"
+	// (the server's TLS endpoint through the same rules); nil when the
+	// server has no TLS endpoint.
+	TLS *Told `json:"tls,omitempty"`
 }
 
 // Duplicate is the JSON form of a duplicate claim.
@@ -196,7 +202,7 @@ func ep(a netip.AddrPort) string {
 
 // ServerJSON converts a registry server.
 func ServerJSON(s registry.ServerInfo) Server {
-	out := Server{GUID: s.GUID.String(), Endpoint: ep(s.Addr), Protocol: s.Protocol, Version: s.Version,
+	out := Server{GUID: s.GUID.String(), Endpoint: ep(s.Addr), Protocol: s.Protocol, TLSEndpoint: ep(s.TLS), Version: s.Version,
 		Discovered: s.Discovered.String(), FirstSeen: s.FirstSeen, LastSeen: s.LastSeen,
 		ChangeCount: s.ChangeCount, ProbeState: s.ProbeState.String(), ProbeError: s.ProbeError,
 		ProbedAt: s.ProbedAt, Names: s.Names, Held: s.Held, Verified: s.Verified}
@@ -208,7 +214,7 @@ func ServerJSON(s registry.ServerInfo) Server {
 
 // NameJSON converts a registry name.
 func NameJSON(n registry.NameInfo) Name {
-	return Name{Name: n.Name, GUID: n.GUID.String(), Endpoint: ep(n.Addr), How: n.How.String(), At: n.At, Duplicates: n.Claimant}
+	return Name{Name: n.Name, GUID: n.GUID.String(), Endpoint: ep(n.Addr), TLS: ep(n.TLS), How: n.How.String(), At: n.At, Duplicates: n.Claimant}
 }
 
 // DuplicateJSON converts a registry duplicate.
@@ -358,13 +364,22 @@ func (a *api) name(w http.ResponseWriter, r *http.Request) {
 	}
 	out := NameJSON(info)
 	if client.IsValid() && a.o.Told != nil {
-		addr, port := a.o.Told(info.Addr, client)
-		out.Told = &Told{Client: client.String(), Port: port, Any: addr.IsAny()}
-		if !out.Told.Any {
-			out.Told.Endpoint = netip.AddrPortFrom(addr.Addr(), port).String()
+		out.Told = a.told(info.Addr, client)
+		if info.TLS.IsValid() {
+			out.Told.TLS = a.told(info.TLS, client)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// told is what client is told for server.
+func (a *api) told(server netip.AddrPort, client netip.Addr) *Told {
+	addr, port := a.o.Told(server, client)
+	t := &Told{Client: client.String(), Port: port, Any: addr.IsAny()}
+	if !t.Any {
+		t.Endpoint = netip.AddrPortFrom(addr.Addr(), port).String()
+	}
+	return t
 }
 
 func (a *api) duplicates(w http.ResponseWriter, r *http.Request) {

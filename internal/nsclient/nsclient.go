@@ -42,6 +42,11 @@ type Client struct {
 	update  chan struct{}
 	nextCID uint32
 	resp    pva.SearchResponse
+
+	// Protocols is the protocol list of the searches (nil: ["tcp"], a
+	// plain PVXS client; ["tls","tcp"] is one with a keychain). Set it
+	// before Search.
+	Protocols []string
 }
 
 // Dial connects and completes the PVA handshake.
@@ -84,6 +89,9 @@ func (c *Client) Search(names []string) error {
 	c.mu.Unlock()
 	p := pva.NewSearchPacker(0)
 	p.Flags = pva.SearchUnicast
+	if c.Protocols != nil {
+		p.Protocols = c.Protocols
+	}
 	var sendErr error
 	err := p.Pack(q, func(d []byte) {
 		if e := c.conn.Send(d); e != nil && sendErr == nil {

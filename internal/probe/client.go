@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,10 @@ import (
 // ServerPV is the channel every PVXS and pvAccessCPP server serves for
 // pvxlist/pvlist (wire-notes §6).
 const ServerPV = "server"
+
+// tlsSeq marks our TLS-endpoint query ("tlsq"); the discovery ping's
+// random sequence ID never takes it (see ping).
+const tlsSeq = 0x746c7371
 
 // ListError is a listing the server refused or answered with something we
 // cannot use, on a connection that is otherwise fine: the server is alive
@@ -86,7 +91,8 @@ type client struct {
 	// seq is the ping's sequence ID: random, and sent over TCP only, so an
 	// answer echoing it (over TCP, or over UDP from the server's address)
 	// comes from the server that read the ping.
-	seq atomic.Uint32
+	seq    atomic.Uint32
+	tlsAns chan tlsAnswer // reply to the TLS-endpoint query
 
 	// dead is set (under mu, with the waiters flushed) when the connection
 	// closes; the prober reads it under its own lock, hence atomic.
@@ -98,7 +104,7 @@ type client struct {
 }
 
 func newClient(p *Prober, s *server) *client {
-	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1),
+	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1), tlsAns: make(chan tlsAnswer, 1),
 		// A listing reply's type is a few descriptors; a server may not
 		// make pvans keep more (issue 14).
 		tc: pva.TypeCache{MaxEntries: probeMaxCachedTypes, MaxBytes: probeMaxCachedTypeBytes}}
@@ -122,7 +128,16 @@ func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		cl.deliver(waitKey{waitRPC, m.IOID}, result{status: m.Status, subcmd: m.Subcmd, value: m.Value, err: err})
 	case pva.CmdSearchResponse:
 		var m pva.SearchResponse
-		if m.Decode(payload, h.BigEndian()) == nil && m.Seq == cl.seq.Load() && m.Seq != 0 {
+		if m.Decode(payload, h.BigEndian()) != nil {
+			return
+		}
+		switch {
+		case m.Seq == tlsSeq:
+			select {
+			case cl.tlsAns <- tlsAnswer{port: m.Port, tls: string(m.Protocol) == "tls"}:
+			default:
+			}
+		case m.Seq == cl.seq.Load() && m.Seq != 0:
 			cl.answered(m.GUID)
 		}
 	case pva.CmdDestroyChannel:
@@ -300,9 +315,49 @@ func opError(step string, ctx context.Context, r result, err error) error {
 	return nil
 }
 
-// list runs op=channels and op=info concurrently on the `server` channel.
-// A failed info is kept in Info.Err; it does not fail the listing.
+// tlsAnswer is a server's reply to the TLS-endpoint query.
+type tlsAnswer struct {
+	port uint16
+	tls  bool
+}
+
+// askTLS sends the TLS-endpoint query: a MustReply search offering
+// ["tls","tcp"], the list a PVXS client with a keychain sends. A PVXS
+// server with TLS answers it with protocol "tls" and its TLS port, any
+// other with "tcp" (serverchan.cpp handle_SEARCH; over TCP "tls" counts
+// only before "tcp"). Beacons name only the plain port, so asking is the
+// only way to learn the TLS one.
+func (cl *client) askTLS() {
+	select {
+	case <-cl.tlsAns: // a stale answer from an earlier listing
+	default:
+	}
+	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: tlsSeq, Flags: pva.SearchMustReply | pva.SearchUnicast,
+		Protocols: [][]byte{[]byte("tls"), []byte("tcp")}})
+	cl.send(waitKey{}, false, msg)
+}
+
+// tlsEndpoint is what the query learned, once the listing that followed
+// it has been answered: a server answers searches in order, before the
+// RPCs sent after them, so no answer by then is no answer (pvAccessCPP
+// does not answer searches over TCP). The address is always the
+// endpoint's own: only the port is the server's to name.
+func (cl *client) tlsEndpoint() netip.AddrPort {
+	select {
+	case a := <-cl.tlsAns:
+		if a.tls && a.port != 0 {
+			return netip.AddrPortFrom(cl.s.ep.Addr(), a.port)
+		}
+	default:
+	}
+	return netip.AddrPort{}
+}
+
+// list runs op=channels and op=info concurrently on the `server` channel,
+// after the TLS-endpoint query (Info.TLS). A failed info is kept in
+// Info.Err; it does not fail the listing.
 func (cl *client) list(ctx context.Context) ([]string, Info, error) {
+	cl.askTLS()
 	sid, err := cl.channel(ctx)
 	if err != nil {
 		return nil, Info{}, err
@@ -325,6 +380,7 @@ func (cl *client) list(ctx context.Context) ([]string, Info, error) {
 	if err != nil {
 		return nil, info, &ListError{Step: "decode", Err: err}
 	}
+	info.TLS = cl.tlsEndpoint()
 	return names, info, nil
 }
 
@@ -337,6 +393,9 @@ type Info struct {
 	Err      string            // why op=info failed, if it did
 	// File is set for names read from a static name file (no probe).
 	File string
+	// TLS is the server's TLS endpoint, learned by the listing's
+	// TLS-endpoint query; zero if it has none.
+	TLS netip.AddrPort
 }
 
 func infoFromValue(v *pva.Value) Info {

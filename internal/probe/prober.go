@@ -965,7 +965,7 @@ func (p *Prober) pingSeq(cl *client) uint32 {
 	defer p.mu.Unlock()
 	for {
 		seq := p.rnd.Uint32()
-		if _, taken := p.pings[seq]; seq != 0 && !taken {
+		if _, taken := p.pings[seq]; seq != 0 && seq != tlsSeq && !taken {
 			p.pings[seq] = cl
 			return seq
 		}
