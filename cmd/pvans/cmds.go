@@ -241,9 +241,9 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
 			return 1
 		}
-		fmt.Fprintln(tw, "NAME\tENDPOINT\tGUID\tLEARNED BY")
+		fmt.Fprintln(tw, "NAME\tENDPOINT\tTLS\tGUID\tLEARNED BY")
 		for _, n := range ns {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Endpoint, n.GUID, n.How)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Endpoint, orDash(n.TLS), n.GUID, n.How)
 		}
 	default:
 		var ss []httpapi.Server
@@ -251,15 +251,23 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
 			return 1
 		}
-		fmt.Fprintln(tw, "ENDPOINT\tGUID\tNAMES\tDISCOVERED\tPROBE\tLAST SEEN")
+		fmt.Fprintln(tw, "ENDPOINT\tTLS\tGUID\tNAMES\tDISCOVERED\tPROBE\tLAST SEEN")
 		for _, s := range ss {
 			probe := s.ProbeState
 			if s.ProbeError != "" {
 				probe += " (" + s.ProbeError + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Endpoint, s.GUID, s.Names, s.Discovered, probe,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Endpoint, orDash(s.TLSEndpoint), s.GUID, s.Names, s.Discovered, probe,
 				s.LastSeen.Format(time.RFC3339))
 		}
 	}
 	return 0
+}
+
+// orDash is s, or "-" for a column with nothing to show (no TLS endpoint).
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

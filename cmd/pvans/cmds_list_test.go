@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
@@ -87,3 +89,33 @@ func (emptyReg) NamesContext(context.Context, string, int) ([]registry.NameInfo,
 	return nil, nil
 }
 func (emptyReg) Name(string) (registry.NameInfo, bool) { return registry.NameInfo{}, false }
+
+// `pvans list` shows each server's and name's TLS endpoint, "-" for none.
+func TestListShowsTLSEndpoints(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/servers":
+			_, _ = io.WriteString(w, `[{"guid":"g1","endpoint":"10.0.0.1:5075","tls_endpoint":"10.0.0.1:5076"},{"guid":"g2","endpoint":"10.0.0.2:5075"}]`)
+		default:
+			_, _ = io.WriteString(w, `[{"name":"sec:pv","guid":"g1","endpoint":"10.0.0.1:5075","tls_endpoint":"10.0.0.1:5076","how":"probe"}]`)
+		}
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--servers"}, []string{"10.0.0.1:5075  10.0.0.1:5076  g1", "10.0.0.2:5075  -              g2"}},
+		{[]string{"--names", "*"}, []string{"sec:pv  10.0.0.1:5075  10.0.0.1:5076  g1"}},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"list", "--api", srv.URL}, c.args...), &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.args, w, out.String())
+			}
+		}
+	}
+}

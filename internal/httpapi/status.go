@@ -88,7 +88,7 @@ form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;back
 <section><h2>Servers<small>troubled first</small></h2>
 <table id="server-table"><thead><tr><th>state</th><th>endpoint</th><th>GUID</th><th>names</th><th>discovered</th><th>last seen</th><th>probe</th></tr></thead><tbody>
 {{range .Servers}}<tr class="{{.Class}}"><td><span class="pill {{.Class}}">{{.State}}</span></td>
-<td><code>{{.Endpoint}}</code></td><td><code title="{{.GUID}}">{{short .GUID}}</code></td><td>{{.Names}}{{if .Shadowed}} <span class="muted">({{.Shadowed}} duplicate)</span>{{end}}</td><td>{{.Discovered}}</td><td>{{ago .LastSeen}}</td>
+<td><code>{{.Endpoint}}</code>{{if .TLSEndpoint}} <code class="muted" title="Secure PVAccess endpoint: what clients offering TLS are told">tls {{.TLSEndpoint}}</code>{{end}}</td><td><code title="{{.GUID}}">{{short .GUID}}</code></td><td>{{.Names}}{{if .Shadowed}} <span class="muted">({{.Shadowed}} duplicate)</span>{{end}}</td><td>{{.Discovered}}</td><td>{{ago .LastSeen}}</td>
 <td>{{.ProbeState}}{{if .ProbeError}} — <span class="err">{{.ProbeError}}</span>{{end}}</td></tr>
 {{else}}<tr><td colspan="7" class="none">no servers known yet</td></tr>{{end}}
 </tbody></table></section>
