@@ -288,7 +288,10 @@ func (v regView) Name(name string) (registry.NameInfo, bool) {
 	if !ok || h == nil {
 		return registry.NameInfo{}, false
 	}
-	ni := registry.NameInfo{Name: name, GUID: h.GUID, Addr: h.Addr, TLS: h.TLS, How: registry.SourceUnknown}
+	ni := registry.NameInfo{Name: name, GUID: h.GUID, Addr: h.Addr, How: registry.SourceUnknown}
+	if h.TLSPort != 0 {
+		ni.TLS = netip.AddrPortFrom(h.Addr.Addr(), h.TLSPort)
+	}
 	if s, ok := v.Registry.Server(h.GUID); ok {
 		ni.How = s.ListedHow
 		ni.At = s.ListedAt

@@ -449,6 +449,9 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 	if in.Protocol == "" {
 		in.Protocol = "tcp"
 	}
+	if in.TLS.IsValid() && in.TLS.Addr() != in.Addr.Addr() {
+		in.TLS = netip.AddrPort{} // see ServerInfo.TLS
+	}
 	var added []string
 	w, end := r.begin(&added)
 	defer end()
@@ -545,7 +548,7 @@ func (r *Registry) handOverLocked(w *wtxn, o, s *server, listed map[string]struc
 // newServerLocked gives a new server a slot and its Holder; wmu and imu
 // held. Its row is inserted by putRow.
 func (r *Registry) newServerLocked(info *ServerInfo) *server {
-	h := &Holder{GUID: info.GUID, Addr: info.Addr, Protocol: info.Protocol, TLS: info.TLS}
+	h := &Holder{GUID: info.GUID, Addr: info.Addr, Protocol: info.Protocol, TLSPort: info.TLS.Port()}
 	if n := len(r.free); n > 0 {
 		h.ID, r.free = r.free[n-1], r.free[:n-1]
 		r.holders[h.ID] = h
@@ -558,7 +561,7 @@ func (r *Registry) newServerLocked(info *ServerInfo) *server {
 
 // setHolderLocked gives s a new Holder (Holders are immutable); wmu held.
 func (r *Registry) setHolderLocked(s *server, info *ServerInfo) {
-	h := &Holder{ID: s.slot, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol, TLS: info.TLS}
+	h := &Holder{ID: s.slot, GUID: s.guid, Addr: info.Addr, Protocol: info.Protocol, TLSPort: info.TLS.Port()}
 	r.imu.Lock()
 	r.holders[s.slot] = h
 	r.imu.Unlock()

@@ -12,13 +12,13 @@ import (
 // later listing that learned none clears it; a snapshot keeps it.
 func TestListedKeepsTLSEndpoint(t *testing.T) {
 	r, _ := newTest(t, Options{})
-	tlsEP := netip.MustParseAddrPort("127.0.0.1:5086")
+	tlsEP := netip.AddrPortFrom(addr(1).Addr(), 5086)
 	if _, err := r.Listed(ServerInfo{GUID: guid(1), Addr: addr(1), TLS: tlsEP}, []string{"a", "b"}, SourceProbe); err != nil {
 		t.Fatal(err)
 	}
 	check := func(want netip.AddrPort) {
 		t.Helper()
-		if h, ok := r.LookupName("a"); !ok || h.TLS != want || h.Addr != addr(1) {
+		if h, ok := r.LookupName("a"); !ok || h.TLSPort != want.Port() || h.Addr != addr(1) {
 			t.Fatalf("holder %+v, want TLS %v", h, want)
 		}
 		if s, ok := r.Server(guid(1)); !ok || s.TLS != want {
@@ -42,7 +42,7 @@ func TestListedKeepsTLSEndpoint(t *testing.T) {
 	if err := r2.LoadSnapshot(path); err != nil {
 		t.Fatal(err)
 	}
-	if h, ok := r2.LookupName("a"); !ok || h.TLS != tlsEP {
+	if h, ok := r2.LookupName("a"); !ok || h.TLSPort != tlsEP.Port() {
 		t.Fatalf("after snapshot: %+v", h)
 	}
 
@@ -65,10 +65,22 @@ func TestSnapshotV2Loads(t *testing.T) {
 	if !ok1 || !ok2 || s1.TLS != netip.MustParseAddrPort("127.0.0.1:5076") || s2.TLS.IsValid() {
 		t.Fatalf("servers %+v %+v", s1, s2)
 	}
-	if h, ok := r.LookupName("sec:a"); !ok || h.GUID != guid(1) {
+	if h, ok := r.LookupName("sec:a"); !ok || h.GUID != guid(1) || h.TLSPort != 5076 {
 		t.Fatalf("sec:a held by %+v", h)
 	}
 	if v := r.View(); len(v.Duplicates) != 1 || v.Duplicates[0].Claimant != guid(2) {
 		t.Fatalf("duplicates %+v", v.Duplicates)
+	}
+}
+
+// TestListedTLSElsewhereDropped: a TLS endpoint at another address than
+// the server's is not kept (a server names only its TLS port).
+func TestListedTLSElsewhereDropped(t *testing.T) {
+	r, _ := newTest(t, Options{})
+	if _, err := r.Listed(ServerInfo{GUID: guid(1), Addr: addr(1), TLS: netip.MustParseAddrPort("192.0.2.7:5076")}, []string{"a"}, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.Server(guid(1)); s.TLS.IsValid() {
+		t.Fatalf("TLS endpoint %v kept", s.TLS)
 	}
 }

@@ -61,7 +61,8 @@ type ServerInfo struct {
 	Protocol string         // "tcp" (or "tls"); "tcp" if empty on upsert
 	// TLS is the server's Secure PVAccess endpoint, as its answer to a
 	// search offering "tls" over a TCP listing connection named it; zero
-	// if it has none (or none known). Only a listing (Listed) sets it.
+	// if it has none (or none known). Only a listing (Listed) sets it,
+	// and only at Addr's address (a server names only its TLS port).
 	TLS     netip.AddrPort
 	Version uint8 // PVA protocol version it announced
 
@@ -89,11 +90,13 @@ type ServerInfo struct {
 // needs. A *Holder is immutable; a changed endpoint yields a new one, so it
 // may be kept and compared by pointer after the lookup returns.
 type Holder struct {
-	ID       uint32 // slot in the registry; reused after removal
-	GUID     pva.GUID
+	ID   uint32 // slot in the registry; reused after removal
+	GUID pva.GUID
+	// TLSPort is the port of ServerInfo.TLS (0: none), which is always
+	// at Addr's address: a port keeps the struct as small as before TLS.
+	TLSPort  uint16
 	Addr     netip.AddrPort
 	Protocol string
-	TLS      netip.AddrPort // ServerInfo.TLS
 }
 
 // NameInfo is one held name as the operator API lists it.

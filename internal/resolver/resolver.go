@@ -32,11 +32,12 @@ import (
 
 // Endpoint identifies the data server that claims names.
 type Endpoint struct {
-	GUID     pva.GUID
+	GUID pva.GUID
+	// TLSPort is the port of the server's TLS endpoint, at Addr's address
+	// (0: none known).
+	TLSPort  uint16
 	Addr     netip.AddrPort
 	Protocol string // "tcp"; "tls" for a server known to serve TLS only
-	// TLS is the server's TLS endpoint (zero: none known).
-	TLS netip.AddrPort
 }
 
 // For is the endpoint to name to a client whose search listed "tls"
@@ -46,8 +47,8 @@ type Endpoint struct {
 // for that client: a TLS-only server (Protocol "tls") and a plain client.
 // The answer then goes through Wire like any other.
 func (e Endpoint) For(tls bool) (ep Endpoint, ok bool) {
-	if tls && e.TLS.IsValid() {
-		e.Addr, e.Protocol = e.TLS, "tls"
+	if tls && e.TLSPort != 0 {
+		e.Addr, e.Protocol = netip.AddrPortFrom(e.Addr.Addr(), e.TLSPort), "tls"
 		return e, true
 	}
 	return e, tls || e.Protocol != "tls"
@@ -506,7 +507,7 @@ func addClaim(cs []nowClaim, h *registry.Holder, cid uint32) []nowClaim {
 }
 
 func endpointOf(h *registry.Holder) Endpoint {
-	return Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol, TLS: h.TLS}
+	return Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol, TLSPort: h.TLSPort}
 }
 
 // unwaitLocked forgets one waiter, dropping the name's search when it was

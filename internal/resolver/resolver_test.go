@@ -336,7 +336,7 @@ func TestWireMapped(t *testing.T) {
 func TestEndpointFor(t *testing.T) {
 	plain := netip.MustParseAddrPort("10.0.0.1:5075")
 	sec := netip.MustParseAddrPort("10.0.0.1:5076")
-	both := Endpoint{Addr: plain, Protocol: "tcp", TLS: sec}
+	both := Endpoint{Addr: plain, Protocol: "tcp", TLSPort: sec.Port()}
 	only := Endpoint{Addr: sec, Protocol: "tls"}
 	none := Endpoint{Addr: plain, Protocol: "tcp"}
 	for _, c := range []struct {

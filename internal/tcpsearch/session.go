@@ -172,7 +172,7 @@ func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq
 	}
 	ep := &g.Server
 	var viaTLS Endpoint
-	if tlsOK && ep.TLS.IsValid() {
+	if tlsOK && ep.TLSPort != 0 {
 		// Never downgrade: a client that offers TLS is named the TLS
 		// endpoint of a server that has one.
 		viaTLS, _ = ep.For(true)

@@ -313,7 +313,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				g := &h.batch.Groups[i]
 				srv := &g.Server
 				var viaTLS resolver.Endpoint
-				if srv.TLS.IsValid() && s.HasProtocol("tls") {
+				if srv.TLSPort != 0 && s.HasProtocol("tls") {
 					// Never downgrade a client that offers TLS (only
 					// servers with a TLS endpoint pay for the check).
 					viaTLS, _ = srv.For(true)

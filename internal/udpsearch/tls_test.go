@@ -18,7 +18,7 @@ import (
 func TestTLSNeverDowngradedOverUDP(t *testing.T) {
 	gT, gO, gP := pva.GUID{0x7}, pva.GUID{0x8}, pva.GUID{0x9}
 	res := newMapResolver(map[string]resolver.Endpoint{
-		"sec:pv":   {GUID: gT, Addr: netip.MustParseAddrPort("10.0.0.20:5075"), Protocol: "tcp", TLS: netip.MustParseAddrPort("10.0.0.20:5076")},
+		"sec:pv":   {GUID: gT, Addr: netip.MustParseAddrPort("10.0.0.20:5075"), Protocol: "tcp", TLSPort: 5076},
 		"only:pv":  {GUID: gO, Addr: netip.MustParseAddrPort("10.0.0.21:5076"), Protocol: "tls"},
 		"plain:pv": {GUID: gP, Addr: netip.MustParseAddrPort("10.0.0.22:5075"), Protocol: "tcp"},
 	})
