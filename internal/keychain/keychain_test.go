@@ -1,0 +1,193 @@
+package keychain
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"software.sslmate.com/src/go-pkcs12"
+
+	"github.com/pvans-project/pvans/internal/testutil"
+)
+
+// TestLoadRefusesBadKeychains: each bad keychain is refused with a reason
+// that names what is wrong.
+func TestLoadRefusesBadKeychains(t *testing.T) {
+	dir := t.TempDir()
+	pki := testutil.NewPKI(t, "kc CA")
+	good := pki.Issue(t, "pvans", testutil.CertOptions{Both: true})
+	goodPath := good.Keychain(t, dir, "good.p12", "secret")
+	clientOnly := pki.Issue(t, "client", testutil.CertOptions{Client: true}).Keychain(t, dir, "client.p12", "")
+	expired := pki.Issue(t, "old", testutil.CertOptions{NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)}).Keychain(t, dir, "old.p12", "")
+	caPFX, err := pkcs12.Modern.Encode(pki.CAKey, pki.CA, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPath := filepath.Join(dir, "ca.p12")
+	other := pki.Issue(t, "other", testutil.CertOptions{})
+	mismatch, err := pkcs12.Modern.Encode(other.Key, good.Leaf, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mismatchPath := filepath.Join(dir, "mismatch.p12")
+	junkPath := filepath.Join(dir, "junk.p12")
+	for p, b := range map[string][]byte{caPath: caPFX, mismatchPath: mismatch, junkPath: []byte("-----BEGIN CERTIFICATE-----\n")} {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		name, spec, want string
+	}{
+		{"missing", filepath.Join(dir, "nope.p12"), "cannot read"},
+		{"empty", "", "no file named"},
+		{"wrong password", goodPath + ";wrong", "not a PKCS#12 file this password opens"},
+		{"no password given", goodPath, "not a PKCS#12 file this password opens"},
+		{"not PKCS#12", junkPath, "not a PKCS#12 file"},
+		{"CA as end entity", caPath, "is a CA certificate"},
+		{"client-only EKU for a server", clientOnly, "does not permit use as a TLS server"},
+		{"expired", expired, "expired at"},
+		{"key does not match", mismatchPath, "private key does not match"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(c.spec, true, now)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Load(%q) = %v, want an error saying %q", c.spec, err, c.want)
+			}
+		})
+	}
+	k, err := Load(goodPath+";secret", true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Leaf.Subject.CommonName != "pvans" || !k.NotAfter().Equal(good.Leaf.NotAfter) {
+		t.Fatalf("loaded %v until %v", k.Leaf.Subject, k.NotAfter())
+	}
+}
+
+// TestServerConfigHandshakes: a listener with ServerConfig speaks TLS 1.3
+// with ALPN pva/1, verifies a client certificate against the keychain's
+// roots, requires one with ClientCertRequire, and serves the re-read
+// keychain's certificate after Reload.
+func TestServerConfigHandshakes(t *testing.T) {
+	dir := t.TempDir()
+	pki := testutil.NewPKI(t, "kc CA")
+	path := pki.Issue(t, "pvans-1", testutil.CertOptions{}).Keychain(t, dir, "srv.p12", "")
+	client := pki.Issue(t, "client", testutil.CertOptions{Client: true})
+	stranger := testutil.NewPKI(t, "other CA").Issue(t, "stranger", testutil.CertOptions{Client: true})
+	h, err := NewHolder(path, true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake := func(cc ClientCert, cert *testutil.Cert) (tls.ConnectionState, error) {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", h.ServerConfig(cc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				_ = c.(*tls.Conn).Handshake()
+				c.Close()
+			}
+		}()
+		cfg := pki.ClientConfig(nil)
+		if cert != nil {
+			// Sent whatever CAs the server names (a Go client otherwise
+			// keeps back a certificate the server's CAs did not issue).
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert.TLS, nil }
+		}
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), cfg)
+		if err != nil {
+			return tls.ConnectionState{}, err
+		}
+		defer c.Close()
+		// TLS 1.3 reports a refused client certificate on the first read.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		if err != nil && !strings.Contains(err.Error(), "EOF") {
+			return c.ConnectionState(), err
+		}
+		return c.ConnectionState(), nil
+	}
+	st, err := handshake(ClientCertOptional, nil)
+	if err != nil || st.Version != tls.VersionTLS13 || st.NegotiatedProtocol != ALPN || st.PeerCertificates[0].Subject.CommonName != "pvans-1" {
+		t.Fatalf("optional, no client cert: %+v %v", st, err)
+	}
+	if _, err := handshake(ClientCertOptional, client); err != nil {
+		t.Fatalf("optional, good client cert: %v", err)
+	}
+	if _, err := handshake(ClientCertOptional, stranger); err == nil {
+		t.Fatal("a client certificate from another CA was accepted")
+	}
+	if _, err := handshake(ClientCertRequire, nil); err == nil {
+		t.Fatal("client_cert=require accepted a client without a certificate")
+	}
+	if _, err := handshake(ClientCertRequire, client); err != nil {
+		t.Fatalf("require, good client cert: %v", err)
+	}
+
+	pki.Issue(t, "pvans-2", testutil.CertOptions{}).Keychain(t, dir, "srv.p12", "")
+	if err := h.Reload("", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := handshake(ClientCertOptional, nil); err != nil || st.PeerCertificates[0].Subject.CommonName != "pvans-2" {
+		t.Fatalf("after reload: %v %v", st.PeerCertificates, err)
+	}
+	if err := os.WriteFile(path, []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reload("", time.Now()); err == nil {
+		t.Fatal("a damaged keychain was taken on reload")
+	}
+	if h.Current().Leaf.Subject.CommonName != "pvans-2" {
+		t.Fatal("a failed reload dropped the keychain in force")
+	}
+}
+
+// TestLoadsWhatOpenSSLWrites: a keychain made by `openssl pkcs12 -export`
+// with OpenSSL 3's defaults (AES-256-CBC, PBKDF2, SHA-256 MAC), as a
+// Secure PVAccess site makes them, loads. Skipped without openssl.
+func TestLoadsWhatOpenSSLWrites(t *testing.T) {
+	bin, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("no openssl")
+	}
+	dir := t.TempDir()
+	pki := testutil.NewPKI(t, "openssl CA")
+	c := pki.Issue(t, "ioc-ossl", testutil.CertOptions{})
+	keyDER, err := x509.MarshalPKCS8PrivateKey(c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	out := filepath.Join(dir, "ioc.p12")
+	cmd := exec.Command(bin, "pkcs12", "-export", "-out", out, "-passout", "pass:pw",
+		"-inkey", write("key.pem", "PRIVATE KEY", keyDER), "-in", write("cert.pem", "CERTIFICATE", c.Leaf.Raw),
+		"-certfile", write("ca.pem", "CERTIFICATE", pki.CA.Raw))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v\n%s", err, b)
+	}
+	k, err := Load(out+";pw", true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Leaf.Subject.CommonName != "ioc-ossl" || !k.Roots.Equal(pki.Pool) {
+		t.Fatalf("loaded %v", k.Leaf.Subject)
+	}
+}
