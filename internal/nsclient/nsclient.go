@@ -8,6 +8,7 @@ package nsclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -57,10 +58,20 @@ func Dial(ctx context.Context, server netip.AddrPort) (*Client, error) {
 // DialFrom is Dial from the local address from (tests acting as several
 // clients on one host use 127.0.0.x).
 func DialFrom(ctx context.Context, from netip.Addr, server netip.AddrPort) (*Client, error) {
+	return dial(ctx, from, server, nil)
+}
+
+// DialTLS is Dial to a name server over TLS, as a PVXS client does for
+// EPICS_PVA_NAME_SERVERS=pvas://host:port.
+func DialTLS(ctx context.Context, server netip.AddrPort, cfg *tls.Config) (*Client, error) {
+	return dial(ctx, netip.Addr{}, server, cfg)
+}
+
+func dial(ctx context.Context, from netip.Addr, server netip.AddrPort, cfg *tls.Config) (*Client, error) {
 	c := &Client{server: server, byCID: map[uint32]string{}, answers: map[string]Answer{}, update: make(chan struct{}, 1), nextCID: FirstCID}
 	conn, err := pvaconn.Dial(ctx, server, pvaconn.Options{Role: pvaconn.Client, Local: from, IdleTimeout: 40 * time.Second,
 		EchoInterval: 15 * time.Second, MaxMessage: 1 << 20, SendQueueBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
-		MessageTimeout: 10 * time.Second}, c)
+		MessageTimeout: 10 * time.Second, TLS: cfg}, c)
 	if err != nil {
 		return nil, err
 	}

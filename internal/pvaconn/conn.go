@@ -40,7 +40,9 @@ package pvaconn
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -141,6 +143,9 @@ type Options struct {
 	// Clock drives the client ECHO timer (tests use clock.Fake). Deadlines
 	// use the wall clock: the kernel enforces them.
 	Clock clock.Clock
+	// TLS makes Dial speak Secure PVAccess: the TLS handshake (within
+	// ctx and HandshakeTimeout) before the PVA one. Nil: plain TCP.
+	TLS *tls.Config
 }
 
 func (o Options) withDefaults() Options {
@@ -266,6 +271,20 @@ func Dial(ctx context.Context, addr netip.AddrPort, opt Options, h Handler) (*Co
 	nc, err := d.DialContext(ctx, "tcp", addr.String())
 	if err != nil {
 		return nil, err
+	}
+	if opt.TLS != nil {
+		hctx := ctx
+		if t := opt.withDefaults().HandshakeTimeout; t > 0 {
+			var cancel context.CancelFunc
+			hctx, cancel = context.WithTimeout(ctx, t)
+			defer cancel()
+		}
+		tc := tls.Client(nc, opt.TLS)
+		if err := tc.HandshakeContext(hctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		nc = tc
 	}
 	c := newConn(nc, opt, h)
 	c.sendBE.Store(c.opt.BigEndian)

@@ -99,7 +99,7 @@ func TestAcceptBacksOff(t *testing.T) {
 	s := New(Options{Logger: zap.New(core)}, nil)
 	l := &failingListener{done: make(chan struct{})}
 	s.wg.Add(1)
-	go s.acceptLoop(l)
+	go s.acceptLoop(l, nil)
 	time.Sleep(500 * time.Millisecond)
 	close(l.done)
 	s.Close()

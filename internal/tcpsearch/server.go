@@ -14,7 +14,9 @@
 package tcpsearch
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -62,6 +64,11 @@ type ChannelProvider interface {
 type Options struct {
 	// Listen is every address to listen on (port 0 picks one; see Addrs).
 	Listen []netip.AddrPort
+	// TLSListen is every address of the Secure PVAccess listener (clients
+	// name it pvas://host:port), served exactly as Listen but over TLS
+	// with the TLS configuration; empty or a nil TLS: none (see TLSAddrs).
+	TLSListen []netip.AddrPort
+	TLS       *tls.Config
 	// GUID is pvans' own, sent in negative (found=0) replies.
 	GUID pva.GUID
 	// AddressMap rewrites the endpoint named to a client (NAT,
@@ -120,8 +127,9 @@ type SearchObserver interface {
 
 // Stats counts what the listener did. Metrics are registered elsewhere.
 type Stats struct {
-	Accepted uint64 // connections served
-	Rejected uint64 // closed at once: MaxConns reached
+	Accepted    uint64 // connections served
+	TLSAccepted uint64 // of those, on the TLS listener
+	Rejected    uint64 // closed at once: MaxConns reached
 	// PerSourceRejected: closed at once, the source already had
 	// MaxConnsPerSource connections.
 	PerSourceRejected uint64
@@ -152,7 +160,7 @@ type Stats struct {
 type counters struct {
 	accepted, rejected, searches, names, claims, responses, pushed, negative,
 	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
-	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors atomic.Uint64
+	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors, tlsAccepted atomic.Uint64
 	active atomic.Int64
 }
 
@@ -249,6 +257,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	lns      []*net.TCPListener
+	tlsLns   []*net.TCPListener
 	conns    map[*pvaconn.Conn]struct{}
 	bySource map[netip.Addr]int // open connections per source; only sources with one
 	closed   bool
@@ -283,19 +292,31 @@ func (s *Server) Listen() error {
 	if len(s.opt.Listen) == 0 {
 		return errors.New("tcpsearch: no listen address")
 	}
-	var lns []*net.TCPListener
+	var lns, tlsLns []*net.TCPListener
+	fail := func(err error) error {
+		for _, l := range append(lns, tlsLns...) {
+			l.Close()
+		}
+		return err
+	}
 	for _, a := range s.opt.Listen {
 		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(a))
 		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return err
+			return fail(err)
 		}
 		lns = append(lns, ln)
 	}
+	if s.opt.TLS != nil {
+		for _, a := range s.opt.TLSListen {
+			ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(a))
+			if err != nil {
+				return fail(fmt.Errorf("TLS listener: %w", err))
+			}
+			tlsLns = append(tlsLns, ln)
+		}
+	}
 	s.mu.Lock()
-	s.lns = lns
+	s.lns, s.tlsLns = lns, tlsLns
 	s.mu.Unlock()
 	return nil
 }
@@ -310,8 +331,24 @@ func (s *Server) Serve() {
 	for _, ln := range s.lns {
 		s.log.Info("name server listening", zap.Stringer("addr", ln.Addr()))
 		s.wg.Add(1)
-		go s.acceptLoop(ln)
+		go s.acceptLoop(ln, nil)
 	}
+	for _, ln := range s.tlsLns {
+		s.log.Info("name server listening for TLS (pvas://)", zap.Stringer("addr", ln.Addr()))
+		s.wg.Add(1)
+		go s.acceptLoop(ln, s.opt.TLS)
+	}
+}
+
+// TLSAddrs returns the bound addresses of the TLS listener.
+func (s *Server) TLSAddrs() []netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]netip.AddrPort, 0, len(s.tlsLns))
+	for _, ln := range s.tlsLns {
+		out = append(out, ln.Addr().(*net.TCPAddr).AddrPort())
+	}
+	return out
 }
 
 // Addrs returns the bound addresses (with the real port when 0 was asked).
@@ -334,7 +371,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.closing)
-	for _, ln := range s.lns {
+	for _, ln := range append(s.lns, s.tlsLns...) {
 		ln.Close()
 	}
 	conns := make([]*pvaconn.Conn, 0, len(s.conns))
@@ -359,7 +396,7 @@ func (s *Server) RateStats() ratelimit.LimiterStats { return s.pol.Load().limit.
 func (s *Server) Stats() Stats {
 	c := &s.cnt
 	return Stats{
-		Accepted: c.accepted.Load(), Rejected: c.rejected.Load(), Active: c.active.Load(),
+		Accepted: c.accepted.Load(), TLSAccepted: c.tlsAccepted.Load(), Rejected: c.rejected.Load(), Active: c.active.Load(),
 		Searches: c.searches.Load(), Names: c.names.Load(), Claims: c.claims.Load(),
 		Responses: c.responses.Load(), Pushed: c.pushed.Load(), Negative: c.negative.Load(),
 		ZeroEndpoint: c.zeroEndpoint.Load(), LoopbackRewritten: c.loopbackRewritten.Load(), ProtocolSkipped: c.protoSkipped.Load(),
@@ -378,7 +415,9 @@ type acceptor interface {
 	Accept() (net.Conn, error)
 }
 
-func (s *Server) acceptLoop(ln acceptor) {
+// acceptLoop serves ln; with tc, over TLS (the handshake runs on the
+// connection's first read and write, under pvaconn's handshake timeout).
+func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 	defer s.wg.Done()
 	backoff := limitlog.Backoff{Log: s.ll, Kind: "tcp_accept"}
 	for {
@@ -436,6 +475,10 @@ func (s *Server) acceptLoop(ln acceptor) {
 		s.bySource[src]++
 		s.cnt.active.Add(1)
 		s.cnt.accepted.Add(1)
+		if tc != nil {
+			s.cnt.tlsAccepted.Add(1)
+			nc = tls.Server(nc, tc)
+		}
 		// Serve under mu: Closed (which deletes) cannot run before the add.
 		ss := &session{s: s, src: src}
 		c := pvaconn.Serve(nc, pol.Conn, ss)

@@ -1,12 +1,14 @@
 package tcpsearch
 
 import (
+	"context"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
@@ -83,5 +85,43 @@ func TestTLSNeverDowngraded(t *testing.T) {
 	}
 	if r := plain.next(t, 5*time.Second).m; string(r.Protocol) != "tcp" || r.Port != 15075 {
 		t.Fatalf("pushed to plain client: %+v", r)
+	}
+}
+
+// TestTLSListenerResolves: on the TLS listener (pvas://) a client
+// searches exactly as over TCP and is answered, TLS endpoints included; a
+// plaintext PVA client on the TLS port is not served.
+func TestTLSListenerResolves(t *testing.T) {
+	pki := testutil.NewPKI(t, "tcpsearch CA")
+	cert := pki.Issue(t, "pvans", testutil.CertOptions{})
+	w := newWorld(t, Options{TLSListen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}, TLS: pki.ServerConfig(cert)})
+	w.listedTLS(t, guidT, epT, epTTLS, "sec:pv")
+	tep := w.srv.TLSAddrs()
+	if len(tep) != 1 || tep[0].Port() == w.ep.Port() {
+		t.Fatalf("TLS addrs %v (plain %v)", tep, w.ep)
+	}
+	cl := &client{resps: make(chan response, 16), other: make(chan pva.Header, 16)}
+	c, err := pvaconn.Dial(context.Background(), tep[0], pvaconn.Options{TLS: pki.ClientConfig(nil)}, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.c = c
+	t.Cleanup(func() { c.Close(); <-c.Done() })
+	cl.searchProtos(1, []string{"tls", "tcp"}, "sec:pv")
+	if r := cl.next(t, 5*time.Second).m; r.GUID != guidT || string(r.Protocol) != "tls" || r.Port != epTTLS.Port() {
+		t.Fatalf("over TLS: %+v", r)
+	}
+	cl.searchProtos(2, []string{"tcp"}, "cap:a:mbox1")
+	if r := cl.next(t, 5*time.Second).m; r.GUID != guidA || string(r.Protocol) != "tcp" {
+		t.Fatalf("plain search over TLS: %+v", r)
+	}
+	if st := w.srv.Stats(); st.TLSAccepted != 1 {
+		t.Errorf("TLS accepted %d", st.TLSAccepted)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if c, err := pvaconn.Dial(ctx, tep[0], pvaconn.Options{HandshakeTimeout: 2 * time.Second}, &client{}); err == nil {
+		c.Close()
+		t.Fatal("a plaintext client was served on the TLS port")
 	}
 }
