@@ -80,6 +80,15 @@ type PVA struct {
 	// ConnTmo is EPICS_PVA_CONN_TMO in seconds, as written; TCPTimeout is
 	// what the connections use.
 	ConnTmo float64
+	// TLSKeychain is EPICS_PVAS_TLS_KEYCHAIN, "file[;password]": a PKCS#12
+	// keychain; set, pvans also serves searches over TLS on TLSPort and
+	// uses it as its client certificate. Empty: no TLS listener.
+	TLSKeychain string
+	// TLSPort is EPICS_PVAS_TLS_PORT, the TLS listener's port.
+	TLSPort uint16
+	// TLSOptions is EPICS_PVAS_TLS_OPTIONS as written
+	// (client_cert=require|optional; see keychain.ParseOptions).
+	TLSOptions string
 }
 
 // TCPTimeout is PVXS's tcpTimeout: 4/3 × EPICS_PVA_CONN_TMO, 40 s when
@@ -385,6 +394,7 @@ func Defaults() Config {
 			Interfaces:         []netip.Addr{netip.IPv4Unspecified()},
 			ServerPort:         5075,
 			BroadcastPort:      5076,
+			TLSPort:            5076,
 			AutoAddrList:       true,
 			AutoBeaconAddrList: true,
 			ConnTmo:            30,

@@ -13,6 +13,8 @@ var restartOnly = map[string]string{
 	"pva.interfaces":                  "the listening sockets are bound at start",
 	"pva.server_port":                 "the TCP listener is bound at start",
 	"pva.broadcast_port":              "the UDP search socket is bound at start",
+	"pva.tls_port":                    "the TLS listener is bound at start",
+	"pva.tls_options":                 "the TLS listener takes its client-certificate rule at start",
 	"http.listen":                     "the HTTP listener is bound at start",
 	"http.web_config_file":            "the HTTP listener takes the file's path, and whether it serves TLS, at start (the file's contents are read again at every request and TLS handshake)",
 	"snapshot.path":                   "the snapshot is loaded at start; a new path would lose the loaded registry's file",

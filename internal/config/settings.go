@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/pvans-project/pvans/internal/addrmap"
+	"github.com/pvans-project/pvans/internal/keychain"
 )
 
 // raw is one value as a source wrote it.
@@ -107,6 +108,28 @@ func init() {
 	add(portSpec("pva.server_port", []string{"EPICS_PVAS_SERVER_PORT", "EPICS_PVA_SERVER_PORT"},
 		"TCP port of the name-server listener and default port of name servers and static servers",
 		func(c *Config) *uint16 { return &c.PVA.ServerPort }))
+	add(spec{key: "pva.tls_keychain", env: []string{"EPICS_PVAS_TLS_KEYCHAIN", "EPICS_PVA_TLS_KEYCHAIN"},
+		usage: "Secure PVAccess keychain, file[;password] (PKCS#12): serve searches over TLS on tls_port (clients name pvans pvas://host:port); empty: no TLS listener; re-read on reload",
+		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSKeychain = strings.TrimSpace(v.text); return nil },
+		get: func(c *Config) string {
+			if p, pw, ok := strings.Cut(c.PVA.TLSKeychain, ";"); ok && pw != "" {
+				return p + ";…" // never print the password
+			}
+			return c.PVA.TLSKeychain
+		}})
+	add(portSpec("pva.tls_port", []string{"EPICS_PVAS_TLS_PORT", "EPICS_PVA_TLS_PORT"},
+		"TCP port of the TLS listener (with tls_keychain)",
+		func(c *Config) *uint16 { return &c.PVA.TLSPort }))
+	add(spec{key: "pva.tls_options", env: []string{"EPICS_PVAS_TLS_OPTIONS", "EPICS_PVA_TLS_OPTIONS"},
+		usage: "TLS options: client_cert=optional (default: a client certificate is verified when sent) or client_cert=require",
+		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSOptions = strings.TrimSpace(v.text); return nil },
+		get:   func(c *Config) string { return c.PVA.TLSOptions },
+		check: func(c *Config) string {
+			if _, err := keychain.ParseOptions(c.PVA.TLSOptions); err != nil {
+				return err.Error()
+			}
+			return ""
+		}})
 	add(portSpec("pva.broadcast_port", []string{"EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"},
 		"UDP port for searches and beacons, and default port of the address lists",
 		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }))

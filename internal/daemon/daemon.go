@@ -29,6 +29,7 @@ import (
 	"github.com/pvans-project/pvans/internal/events"
 	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/insight"
+	"github.com/pvans-project/pvans/internal/keychain"
 	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -60,6 +61,9 @@ type Daemon struct {
 
 	Registry *registry.Registry
 	Resolver *resolver.Resolver
+	// Keys is the Secure PVAccess keychain (pva.tls_keychain); nil
+	// without one.
+	Keys     *keychain.Holder
 	Tracker  *beacon.Tracker
 	Prober   *probe.Prober
 	pingPort atomic.Uint32 // the client socket's port, once bound: where pvAccessCPP answers probe pings
@@ -147,13 +151,19 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
 		Logger:           d.log.Named("serverpv"),
 	})
+	tlsOpt, err := d.tlsListener(cfg)
+	if err != nil {
+		return nil, err
+	}
 	d.TCP = tcpsearch.New(tcpsearch.Options{
-		Listen:   d.tcpListen(),
-		GUID:     d.guid,
-		Channels: d.ServerPV,
-		Logger:   d.log.Named("tcp"),
-		Clock:    d.clk,
-		Insight:  d.Insight,
+		Listen:    d.tcpListen(),
+		TLSListen: tlsOpt.TLSListen,
+		TLS:       tlsOpt.TLS,
+		GUID:      d.guid,
+		Channels:  d.ServerPV,
+		Logger:    d.log.Named("tcp"),
+		Clock:     d.clk,
+		Insight:   d.Insight,
 	}, tcpsearch.FromResolver(d.Resolver))
 
 	var ifaces []netip.Addr
@@ -303,7 +313,11 @@ func (d *Daemon) Start() (err error) {
 // tcpListen is where the name server listens: each interface address, the
 // wildcards 0.0.0.0 and :: as one dual-stack [::] socket (Go's "tcp" on a
 // wildcard address, as PVXS binds [::] on Linux).
-func (d *Daemon) tcpListen() []netip.AddrPort {
+func (d *Daemon) tcpListen() []netip.AddrPort { return d.listenOn(d.boot.PVA.ServerPort) }
+
+// listenOn is every TCP listen address for port: each interface, 0.0.0.0
+// once.
+func (d *Daemon) listenOn(port uint16) []netip.AddrPort {
 	var listen []netip.AddrPort
 	any := false
 	for _, a := range d.boot.PVA.Interfaces {
@@ -313,9 +327,32 @@ func (d *Daemon) tcpListen() []netip.AddrPort {
 			}
 			any, a = true, netip.IPv4Unspecified()
 		}
-		listen = append(listen, netip.AddrPortFrom(a, d.boot.PVA.ServerPort))
+		listen = append(listen, netip.AddrPortFrom(a, port))
 	}
 	return listen
+}
+
+// tlsListener loads the keychain (pva.tls_keychain) and returns the TLS
+// listener's options; without a keychain, none. A keychain that cannot be
+// used refuses the start, with the reason.
+func (d *Daemon) tlsListener(cfg *config.Config) (tcpsearch.Options, error) {
+	if cfg.PVA.TLSKeychain == "" {
+		return tcpsearch.Options{}, nil
+	}
+	cc, err := keychain.ParseOptions(cfg.PVA.TLSOptions)
+	if err != nil {
+		return tcpsearch.Options{}, fmt.Errorf("pva.tls_options: %w", err)
+	}
+	h, err := keychain.NewHolder(cfg.PVA.TLSKeychain, true, d.clk.Now())
+	if err != nil {
+		return tcpsearch.Options{}, fmt.Errorf("pva.tls_keychain (EPICS_PVAS_TLS_KEYCHAIN): %w", err)
+	}
+	d.Keys = h
+	k := h.Current()
+	d.log.Info("Secure PVAccess keychain loaded", zap.String("file", k.Path),
+		zap.String("subject", k.Leaf.Subject.String()), zap.String("issuer", k.Leaf.Issuer.String()),
+		zap.Time("not_after", k.NotAfter()))
+	return tcpsearch.Options{TLSListen: d.listenOn(cfg.PVA.TLSPort), TLS: h.ServerConfig(cc)}, nil
 }
 
 // udpIPv6 says whether the UDP participant opens IPv6 sockets too: when

@@ -21,4 +21,5 @@ func (d *Daemon) registerMetrics() {
 	d.Prober.RegisterMetrics(m)
 	d.Insight.RegisterMetrics(m)
 	m.AccessDenied("server", d.deniedServers.Load)
+	d.Keys.RegisterMetrics(m) // nil without a keychain: the metrics read 0
 }

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -38,6 +39,7 @@ import (
 // below) or into config's restart-only list; TestEverySettingClassified
 // fails until it is in one of them.
 var appliedBy = map[string]string{
+	"pva.tls_keychain":                    "the TLS listener: the keychain is read again on every reload (a changed file too), next handshake; turning TLS on or off needs a restart",
 	"pva.addr_list":                       "UDP search destinations, next send; a discovery ping goes to them at once",
 	"pva.auto_addr_list":                  "UDP search destinations (interfaces read again)",
 	"pva.ignore_addr_list":                "UDP policy, next datagram",
@@ -146,6 +148,7 @@ func (d *Daemon) Reload(next *config.Config) (applied, needRestart []string) {
 	}
 	d.cur.Store(next)
 	d.apply(prev, next)
+	d.reloadKeychain(next)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "reload", Detail: reloadDetail(applied, needRestart)})
 	return applied, needRestart
 }
@@ -375,4 +378,33 @@ func probeBackoff(cfg *config.Config) probe.Backoff {
 	b := probe.DefaultBackoff
 	b.Min, b.Max = cfg.Probe.BackoffMin, cfg.Probe.BackoffMax
 	return b
+}
+
+// reloadKeychain reads the Secure PVAccess keychain again (SIGHUP): a
+// renewed certificate serves the next handshake. A keychain that cannot
+// be used is refused and the one in force stays (an event and a metric
+// say so). Starting or stopping the TLS listener needs a restart.
+func (d *Daemon) reloadKeychain(next *config.Config) {
+	if d.Keys == nil {
+		if next.PVA.TLSKeychain != "" {
+			d.log.Warn("setting changed; needs restart", zap.String("setting", "pva.tls_keychain"),
+				zap.String("why", "the TLS listener is opened at start"))
+		}
+		return
+	}
+	if next.PVA.TLSKeychain == "" {
+		d.log.Warn("setting changed; needs restart", zap.String("setting", "pva.tls_keychain"),
+			zap.String("why", "the TLS listener stays open until a restart; the keychain in force stays"))
+		return
+	}
+	if err := d.Keys.Reload(next.PVA.TLSKeychain, d.clk.Now()); err != nil {
+		d.log.Error("keychain not reloaded; the one in force stays", zap.Error(err))
+		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "keychain refused", Detail: err.Error()})
+		return
+	}
+	k := d.Keys.Current()
+	d.log.Info("Secure PVAccess keychain reloaded", zap.String("file", k.Path),
+		zap.String("subject", k.Leaf.Subject.String()), zap.Time("not_after", k.NotAfter()))
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "keychain reloaded",
+		Detail: k.Leaf.Subject.String() + " until " + k.NotAfter().UTC().Format(time.RFC3339)})
 }

@@ -163,6 +163,8 @@ type Holder struct {
 	mu     sync.Mutex // serialises Reload
 	spec   string
 	cur    atomic.Pointer[Keychain]
+
+	reloadErrors atomic.Uint64
 }
 
 // NewHolder loads spec; it fails as Load does.
@@ -189,6 +191,7 @@ func (h *Holder) Reload(spec string, now time.Time) error {
 	}
 	k, err := Load(spec, h.server, now)
 	if err != nil {
+		h.reloadErrors.Add(1)
 		return err
 	}
 	h.spec = spec

@@ -7,6 +7,7 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	st := s.Stats
 	m.Gauge("tcp", "connections", "Open TCP name-server connections.", nil, func() float64 { return float64(st().Active) })
 	m.Counter("tcp", "connections_total", "TCP name-server connections accepted.", nil, metrics.U64(func() uint64 { return st().Accepted }))
+	m.Counter("tcp", "tls_connections_total", "Connections accepted on the Secure PVAccess (TLS) listener; also in connections_total.", nil, metrics.U64(func() uint64 { return st().TLSAccepted }))
 	m.Counter("tcp", "searches_total", "CMD_SEARCH messages received over TCP.", nil, metrics.U64(func() uint64 { return st().Searches }))
 	m.Counter("tcp", "search_names_total", "Names in CMD_SEARCH messages received over TCP.", nil, metrics.U64(func() uint64 { return st().Names }))
 	m.Counter("tcp", "claims_total", "CIDs answered found over TCP (direct and pushed).", nil, metrics.U64(func() uint64 { return st().Claims }))
