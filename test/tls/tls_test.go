@@ -28,10 +28,16 @@ type world struct {
 
 func newWorld(t *testing.T, args ...string) *world {
 	t.Helper()
+	return newWorldOpts(t, testutil.NewPKI(t, "pvans e2e CA"), args...)
+}
+
+// newWorldOpts is newWorld with the site's PKI and pvans flags.
+func newWorldOpts(t *testing.T, pki *testutil.PKI, args ...string) *world {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the daemon; skipped with -short")
 	}
-	w := &world{pki: testutil.NewPKI(t, "pvans e2e CA")}
+	w := &world{pki: pki}
 	cert := w.pki.Issue(t, "sim-ioc", testutil.CertOptions{})
 	w.pv = harness.Start(t, harness.Options{Args: append([]string{"--discovery-at-start=false"}, args...)})
 	site, err := sim.Start(context.Background(), sim.Options{Servers: 1, Names: [][]string{{"sec:pv1", "sec:pv2"}},
