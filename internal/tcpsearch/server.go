@@ -344,19 +344,19 @@ func (s *Server) Serve() {
 func (s *Server) TLSAddrs() []netip.AddrPort {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]netip.AddrPort, 0, len(s.tlsLns))
-	for _, ln := range s.tlsLns {
-		out = append(out, ln.Addr().(*net.TCPAddr).AddrPort())
-	}
-	return out
+	return boundAddrs(s.tlsLns)
 }
 
 // Addrs returns the bound addresses (with the real port when 0 was asked).
 func (s *Server) Addrs() []netip.AddrPort {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]netip.AddrPort, 0, len(s.lns))
-	for _, ln := range s.lns {
+	return boundAddrs(s.lns)
+}
+
+func boundAddrs(lns []*net.TCPListener) []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(lns))
+	for _, ln := range lns {
 		out = append(out, ln.Addr().(*net.TCPAddr).AddrPort())
 	}
 	return out
