@@ -197,9 +197,10 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
 			return 1
 		}
-		fmt.Fprintln(tw, "NAME\tANSWERED BY\tALSO CLAIMED BY")
+		fmt.Fprintln(tw, "NAME\tANSWERED BY\tTLS IDENTITY\tALSO CLAIMED BY\tTLS IDENTITY")
 		for _, d := range ds {
-			fmt.Fprintf(tw, "%s\t%s %s\t%s %s\n", d.Name, d.HolderEndpoint, d.HolderGUID, d.ClaimantEndpoint, d.ClaimantGUID)
+			fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s %s\t%s\n", d.Name, d.HolderEndpoint, d.HolderGUID, orDash(d.HolderIdentity),
+				d.ClaimantEndpoint, d.ClaimantGUID, orDash(d.ClaimantIdentity))
 		}
 	case *unresolved:
 		var rep insight.UnresolvedReport

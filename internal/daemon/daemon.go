@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -133,10 +134,19 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
+	tlsOpt, err := d.tlsListener(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var probeTLS *tls.Config
+	if d.Keys != nil {
+		probeTLS = d.Keys.ClientConfig() // listings prove TLS endpoints
+	}
 	d.Prober = probe.New(probe.Options{
 		Sink:    probeSink{d},
 		Clock:   d.clk,
 		Conn:    connOptions(cfg.Probe.Conn),
+		TLS:     probeTLS,
 		Logger:  d.log.Named("probe"),
 		Observe: probe.MetricsObserver(d.Metrics),
 		// pvAccessCPP answers the TCP discovery ping over UDP, to the port
@@ -151,10 +161,6 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
 		Logger:           d.log.Named("serverpv"),
 	})
-	tlsOpt, err := d.tlsListener(cfg)
-	if err != nil {
-		return nil, err
-	}
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:    d.tcpListen(),
 		TLSListen: tlsOpt.TLSListen,

@@ -122,9 +122,9 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	if e, ok := d.Tracker.Lookup(ep, "tcp"); ok && e.GUID == guid {
 		how = viaSource(e.Via)
 	}
-	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, TLS: info.TLS, Discovered: how, LastSeen: d.clk.Now()}, names, registry.SourceProbe)
+	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, TLS: info.TLS, Identity: info.Identity, Discovered: how, LastSeen: d.clk.Now()}, names, registry.SourceProbe)
 	switch {
-	case errors.Is(err, registry.ErrGUIDElsewhere), errors.Is(err, registry.ErrServerLimit):
+	case errors.Is(err, registry.ErrGUIDElsewhere), errors.Is(err, registry.ErrServerLimit), errors.Is(err, registry.ErrIdentity):
 		d.log.Warn("listed server not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Error(err))
 		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "not registered", GUID: guid.String(), Endpoint: ep.String(), Detail: err.Error()})
 		return
@@ -137,7 +137,7 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
-		Detail: "listed (" + nameCount(len(names)) + tlsDetail(info.TLS) + ")"})
+		Detail: "listed (" + nameCount(len(names)) + tlsDetail(info) + ")"})
 }
 
 // staticFile registers a static name file's names: a claim of its own,
@@ -299,10 +299,16 @@ func (v regView) Name(name string) (registry.NameInfo, bool) {
 	return ni, true
 }
 
-// tlsDetail names a server's TLS endpoint in an event's detail.
-func tlsDetail(ep netip.AddrPort) string {
-	if !ep.IsValid() {
+// tlsDetail names a server's TLS endpoint, and the certificate identity
+// the listing proved there, in an event's detail.
+func tlsDetail(info probe.Info) string {
+	switch {
+	case !info.TLS.IsValid():
 		return ""
+	case info.Identity != "":
+		return ", TLS " + info.TLS.String() + " proven: " + info.Identity
+	case info.TLSErr != "":
+		return ", TLS " + info.TLS.String() + " not proven: " + info.TLSErr
 	}
-	return ", TLS " + ep.String()
+	return ", TLS " + info.TLS.String()
 }

@@ -140,6 +140,7 @@ type Server struct {
 	Endpoint    string    `json:"endpoint"`
 	Protocol    string    `json:"protocol"`
 	TLSEndpoint string    `json:"tls_endpoint,omitempty"` // Secure PVAccess endpoint, if the server has one
+	Identity    string    `json:"tls_identity,omitempty"` // certificate proven over TLS at the last listing
 	Version     uint8     `json:"version"`
 	Discovered  string    `json:"discovered"`
 	FirstSeen   time.Time `json:"first_seen"`
@@ -190,6 +191,8 @@ type Duplicate struct {
 	HolderEndpoint   string    `json:"holder_endpoint"`
 	ClaimantGUID     string    `json:"claimant_guid"`
 	ClaimantEndpoint string    `json:"claimant_endpoint"`
+	HolderIdentity   string    `json:"holder_tls_identity,omitempty"`
+	ClaimantIdentity string    `json:"claimant_tls_identity,omitempty"`
 	Since            time.Time `json:"since,omitzero"`
 }
 
@@ -202,7 +205,7 @@ func ep(a netip.AddrPort) string {
 
 // ServerJSON converts a registry server.
 func ServerJSON(s registry.ServerInfo) Server {
-	out := Server{GUID: s.GUID.String(), Endpoint: ep(s.Addr), Protocol: s.Protocol, TLSEndpoint: ep(s.TLS), Version: s.Version,
+	out := Server{GUID: s.GUID.String(), Endpoint: ep(s.Addr), Protocol: s.Protocol, TLSEndpoint: ep(s.TLS), Identity: s.Identity, Version: s.Version,
 		Discovered: s.Discovered.String(), FirstSeen: s.FirstSeen, LastSeen: s.LastSeen,
 		ChangeCount: s.ChangeCount, ProbeState: s.ProbeState.String(), ProbeError: s.ProbeError,
 		ProbedAt: s.ProbedAt, Names: s.Names, Held: s.Held, Verified: s.Verified}
@@ -220,7 +223,8 @@ func NameJSON(n registry.NameInfo) Name {
 // DuplicateJSON converts a registry duplicate.
 func DuplicateJSON(d registry.Duplicate) Duplicate {
 	return Duplicate{Name: d.Name, HolderGUID: d.Holder.String(), HolderEndpoint: ep(d.HolderAddr),
-		ClaimantGUID: d.Claimant.String(), ClaimantEndpoint: ep(d.ClaimantAddr), Since: d.Since}
+		ClaimantGUID: d.Claimant.String(), ClaimantEndpoint: ep(d.ClaimantAddr), Since: d.Since,
+		HolderIdentity: d.HolderIdentity, ClaimantIdentity: d.ClaimantIdentity}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -94,7 +94,7 @@ form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;back
 </tbody></table></section>
 <section><h2>Duplicate names<small>the first claim answers; the others are ignored until it goes</small></h2>
 <table id="dup-table"><thead><tr><th>name</th><th>answered by</th><th>also claimed by</th><th>since</th></tr></thead><tbody>
-{{range .Duplicates}}<tr class="warn"><td><code>{{.Name}}</code></td><td><code>{{.HolderEndpoint}}</code> <code class="muted">{{short .HolderGUID}}</code></td><td><code>{{.ClaimantEndpoint}}</code> <code class="muted">{{short .ClaimantGUID}}</code></td><td>{{ago .Since}}</td></tr>
+{{range .Duplicates}}<tr class="warn"><td><code>{{.Name}}</code></td><td><code>{{.HolderEndpoint}}</code> <code class="muted">{{short .HolderGUID}}</code>{{if .HolderIdentity}} <span class="muted">TLS {{.HolderIdentity}}</span>{{end}}</td><td><code>{{.ClaimantEndpoint}}</code> <code class="muted">{{short .ClaimantGUID}}</code>{{if .ClaimantIdentity}} <span class="muted">TLS {{.ClaimantIdentity}}</span>{{end}}</td><td>{{ago .Since}}</td></tr>
 {{else}}<tr><td colspan="4" class="none">none</td></tr>{{end}}
 </tbody></table></section>
 {{template "insight" .Insight}}

@@ -216,3 +216,47 @@ func (h *Holder) ServerConfig(cc ClientCert) *tls.Config {
 				Certificates: []tls.Certificate{k.Cert}, ClientAuth: auth, ClientCAs: k.Roots}, nil
 		}}
 }
+
+// ClientConfig is the TLS configuration pvans uses as a Secure PVAccess
+// client (probes): TLS 1.3 and ALPN "pva/1"; the server's certificate must
+// chain to the keychain's roots, with no host name checked (as PVXS
+// clients do: the name server, not the certificate, says which server is
+// meant); the keychain's certificate is sent as the client certificate
+// when its extendedKeyUsage allows that.
+func (h *Holder) ClientConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{ALPN},
+		// Verified below against the keychain in force at the handshake.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verifyChain(cs.PeerCertificates, h.Current().Roots, x509.ExtKeyUsageServerAuth)
+		},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			k := h.Current()
+			if !ekuAllows(k.Leaf, false) {
+				return &tls.Certificate{}, nil // none: the server may refuse us
+			}
+			return &k.Cert, nil
+		}}
+}
+
+func verifyChain(chain []*x509.Certificate, roots *x509.CertPool, use x509.ExtKeyUsage) error {
+	if len(chain) == 0 {
+		return errors.New("keychain: the server sent no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{use}})
+	return err
+}
+
+// Identity is how a certificate is named to operators and compared by the
+// trust rule: its subject and issuer, as pvxinfo -v prints them (RFC 4514
+// order here).
+func Identity(c *x509.Certificate) string {
+	if c == nil {
+		return ""
+	}
+	return "subject=" + c.Subject.String() + " issuer=" + c.Issuer.String()
+}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/keychain"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 )
@@ -134,7 +135,7 @@ func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		switch {
 		case m.Seq == tlsSeq:
 			select {
-			case cl.tlsAns <- tlsAnswer{port: m.Port, tls: string(m.Protocol) == "tls"}:
+			case cl.tlsAns <- tlsAnswer{guid: m.GUID, port: m.Port, tls: string(m.Protocol) == "tls"}:
 			default:
 			}
 		case m.Seq == cl.seq.Load() && m.Seq != 0:
@@ -317,6 +318,7 @@ func opError(step string, ctx context.Context, r result, err error) error {
 
 // tlsAnswer is a server's reply to the TLS-endpoint query.
 type tlsAnswer struct {
+	guid pva.GUID
 	port uint16
 	tls  bool
 }
@@ -342,15 +344,64 @@ func (cl *client) askTLS() {
 // RPCs sent after them, so no answer by then is no answer (pvAccessCPP
 // does not answer searches over TCP). The address is always the
 // endpoint's own: only the port is the server's to name.
-func (cl *client) tlsEndpoint() netip.AddrPort {
+func (cl *client) tlsEndpoint() (netip.AddrPort, pva.GUID) {
 	select {
 	case a := <-cl.tlsAns:
 		if a.tls && a.port != 0 {
-			return netip.AddrPortFrom(cl.s.ep.Addr(), a.port)
+			return netip.AddrPortFrom(cl.s.ep.Addr(), a.port), a.guid
 		}
 	default:
 	}
-	return netip.AddrPort{}
+	return netip.AddrPort{}, pva.GUID{}
+}
+
+// proveTLS connects to the TLS endpoint ep with the prober's TLS
+// configuration (the server's certificate must chain to pvans's roots)
+// and asks the same query there: the same GUID as over the plain
+// connection proves that the server listed holds that certificate, whose
+// identity it returns. The connection is closed after.
+func (cl *client) proveTLS(ctx context.Context, ep netip.AddrPort, guid pva.GUID) (string, error) {
+	h := &tlsProof{ans: make(chan tlsAnswer, 1)}
+	opt := cl.p.opt.Conn
+	opt.TLS = cl.p.opt.TLS
+	c, err := cl.p.opt.Dial(ctx, ep, opt, h)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	chain := c.PeerCertificates()
+	if len(chain) == 0 {
+		return "", errors.New("no TLS on the TLS endpoint")
+	}
+	if err := c.Send(pva.AppendSearch(nil, c.Flags(), &pva.Search{Seq: tlsSeq, Flags: pva.SearchMustReply | pva.SearchUnicast,
+		Protocols: [][]byte{[]byte("tls"), []byte("tcp")}})); err != nil {
+		return "", err
+	}
+	select {
+	case a := <-h.ans:
+		if a.guid != guid {
+			return "", fmt.Errorf("the TLS endpoint answers as %s, the listed server is %s", a.guid, guid)
+		}
+	case <-c.Done():
+		return "", errConnLost
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return keychain.Identity(chain[0]), nil
+}
+
+// tlsProof collects the answer to the query on a proof connection.
+type tlsProof struct{ ans chan tlsAnswer }
+
+func (t *tlsProof) Message(_ *pvaconn.Conn, h pva.Header, payload []byte) {
+	var m pva.SearchResponse
+	if h.Command != pva.CmdSearchResponse || m.Decode(payload, h.BigEndian()) != nil || m.Seq != tlsSeq {
+		return
+	}
+	select {
+	case t.ans <- tlsAnswer{guid: m.GUID, port: m.Port, tls: string(m.Protocol) == "tls"}:
+	default:
+	}
 }
 
 // list runs op=channels and op=info concurrently on the `server` channel,
@@ -380,7 +431,16 @@ func (cl *client) list(ctx context.Context) ([]string, Info, error) {
 	if err != nil {
 		return nil, info, &ListError{Step: "decode", Err: err}
 	}
-	info.TLS = cl.tlsEndpoint()
+	var guid pva.GUID
+	info.TLS, guid = cl.tlsEndpoint()
+	if info.TLS.IsValid() && cl.p.opt.TLS != nil {
+		info.Identity, err = cl.proveTLS(ctx, info.TLS, guid)
+		if err != nil {
+			// The listing stands; the server is just not TLS-proven.
+			info.TLSErr = err.Error()
+			cl.log.Debug("TLS endpoint not proven", zap.Stringer("endpoint", cl.s.ep), zap.Stringer("tls", info.TLS), zap.Error(err))
+		}
+	}
 	return names, info, nil
 }
 
@@ -396,6 +456,9 @@ type Info struct {
 	// TLS is the server's TLS endpoint, learned by the listing's
 	// TLS-endpoint query; zero if it has none.
 	TLS netip.AddrPort
+	// Identity is the TLS endpoint's certificate (keychain.Identity) when
+	// the listing proved it (Options.TLS); TLSErr says why not.
+	Identity, TLSErr string
 }
 
 func infoFromValue(v *pva.Value) Info {

@@ -65,6 +65,7 @@ package probe
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/sha256"
 	"errors"
 	"io"
@@ -185,6 +186,10 @@ type Options struct {
 	// that answer them over UDP (pvAccessCPP); the owner of that socket
 	// hands such answers to PingAnswer.
 	PingPort func() uint16
+	// TLS, when set, is the client configuration a listing uses to prove
+	// a server's TLS endpoint and record its certificate's identity
+	// (client.go, proveTLS); nil: TLS endpoints are learned, not proven.
+	TLS *tls.Config
 	// Rand drives the jitter; nil seeds one from the time. Tests pass a
 	// seeded source to get a reproducible schedule.
 	Rand   *rand.Rand

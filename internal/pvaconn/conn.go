@@ -41,6 +41,7 @@ package pvaconn
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -339,6 +340,16 @@ func (c *Conn) Flags() uint8 {
 		f |= pva.FlagBigEndian
 	}
 	return f
+}
+
+// PeerCertificates is the certificate chain the peer presented on a TLS
+// connection (verified by the TLS configuration's rules), nil on a plain
+// one.
+func (c *Conn) PeerCertificates() []*x509.Certificate {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		return tc.ConnectionState().PeerCertificates
+	}
+	return nil
 }
 
 // Remote is the peer's address (zero for non-TCP sockets).

@@ -100,7 +100,7 @@ type Registry struct {
 
 	st struct {
 		serverLimit, nameLimit, dups, takeovers, expired, replaced, nameLength atomic.Uint64
-		hintsRefused, guidElsewhere                                            atomic.Uint64
+		hintsRefused, guidElsewhere, identityRefused                           atomic.Uint64
 	}
 }
 
@@ -461,6 +461,15 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 		return nil, ErrGUIDElsewhere
 	}
 	olds := othersAt(w, in.Addr, in.GUID)
+	for _, o := range olds {
+		// A certificate strengthens the trust rule: a TLS-proven server is
+		// replaced only by one proving the same identity; anyone else waits
+		// for the old one's watch to end (RemoveServer).
+		if id := o.row.Info.Identity; id != "" && in.Identity != id {
+			r.st.identityRefused.Add(1)
+			return nil, ErrIdentity
+		}
+	}
 	if s == nil {
 		if r.serverCount()-len(olds) >= r.opts.MaxServers {
 			r.st.serverLimit.Add(1)
@@ -499,6 +508,7 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 		info.Protocol, info.TLS = in.Protocol, in.TLS
 		r.setHolderLocked(s, &info)
 	}
+	info.Identity = in.Identity
 	r.putRow(w, s, &info)
 	r.commit(w)
 	r.shrinkIndex()
@@ -1066,6 +1076,7 @@ func (r *Registry) Stats() Stats {
 		EndpointReplaced:  r.st.replaced.Load(),
 		HintsRefused:      r.st.hintsRefused.Load(),
 		GUIDElsewhere:     r.st.guidElsewhere.Load(),
+		IdentityRefused:   r.st.identityRefused.Load(),
 	}
 }
 

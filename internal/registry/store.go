@@ -297,10 +297,10 @@ func duplicates(txn *memdb.Txn) []Duplicate {
 	for _, c := range rows {
 		d := Duplicate{Name: c.Name, Holder: c.Holder, Claimant: c.Claimant, Since: c.Since, ClaimantSource: c.How}
 		if s := serverBy(txn, "id", c.Holder); s != nil {
-			d.HolderAddr = s.Info.Addr
+			d.HolderAddr, d.HolderIdentity = s.Info.Addr, s.Info.Identity
 		}
 		if s := serverBy(txn, "id", c.Claimant); s != nil {
-			d.ClaimantAddr = s.Info.Addr
+			d.ClaimantAddr, d.ClaimantIdentity = s.Info.Addr, s.Info.Identity
 		}
 		out = append(out, d)
 	}

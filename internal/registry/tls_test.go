@@ -1,9 +1,12 @@
 package registry
 
 import (
+	"errors"
 	"net/netip"
 	"path/filepath"
 	"testing"
+
+	"github.com/pvans-project/pvans/internal/pva"
 )
 
 // TestListedKeepsTLSEndpoint: a listing records the server's TLS endpoint
@@ -82,5 +85,56 @@ func TestListedTLSElsewhereDropped(t *testing.T) {
 	}
 	if s, _ := r.Server(guid(1)); s.TLS.IsValid() {
 		t.Fatalf("TLS endpoint %v kept", s.TLS)
+	}
+}
+
+// TestTLSProvenNameNotTakenByPlaintext: the servers at an endpoint whose
+// server proved a certificate over TLS are replaced only by a listing that
+// proves the same identity; a plaintext listing (or another identity) at
+// that endpoint is refused and the names keep answering with the proven
+// server, until its watch ends (RemoveServer). Duplicates show identities.
+func TestTLSProvenNameNotTakenByPlaintext(t *testing.T) {
+	r, _ := newTest(t, Options{})
+	ep := addr(1)
+	const id = "subject=CN=ioc issuer=CN=Site CA"
+	if _, err := r.Listed(ServerInfo{GUID: guid(1), Addr: ep, TLS: netip.AddrPortFrom(ep.Addr(), 5076), Identity: id}, []string{"sec:a"}, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	holder := func() pva.GUID {
+		t.Helper()
+		g, _ := holderOf(t, r, "sec:a")
+		return g
+	}
+	for _, claimant := range []ServerInfo{
+		{GUID: guid(2), Addr: ep},
+		{GUID: guid(3), Addr: ep, Identity: "subject=CN=evil issuer=CN=Site CA"},
+	} {
+		if _, err := r.Listed(claimant, []string{"sec:a"}, SourceProbe); !errors.Is(err, ErrIdentity) {
+			t.Fatalf("listing %+v: %v, want ErrIdentity", claimant, err)
+		}
+		if g := holder(); g != guid(1) {
+			t.Fatalf("sec:a moved to %v", g)
+		}
+	}
+	if st := r.Stats(); st.IdentityRefused != 2 {
+		t.Fatalf("refused %d", st.IdentityRefused)
+	}
+	// Elsewhere, a plaintext claim is only a duplicate, shown with identities.
+	if _, err := r.Listed(ServerInfo{GUID: guid(4), Addr: addr(4)}, []string{"sec:a"}, SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.View().Duplicates; len(d) != 1 || d[0].HolderIdentity != id || d[0].ClaimantIdentity != "" {
+		t.Fatalf("duplicates %+v", d)
+	}
+	// The same identity may replace it (a restart with a new GUID).
+	if replaced, err := r.Listed(ServerInfo{GUID: guid(5), Addr: ep, Identity: id}, []string{"sec:a"}, SourceProbe); err != nil || len(replaced) != 1 || holder() != guid(5) {
+		t.Fatalf("same identity: replaced %v, %v, holder %v", replaced, err, holder())
+	}
+	// Its watch ends: then the endpoint is free for anyone.
+	if err := r.RemoveServer(guid(5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Listed(ServerInfo{GUID: guid(6), Addr: ep}, []string{"sec:a"}, SourceProbe); err != nil {
+		t.Fatalf("after the watch ended: %v", err)
 	}
 }

@@ -63,8 +63,13 @@ type ServerInfo struct {
 	// search offering "tls" over a TCP listing connection named it; zero
 	// if it has none (or none known). Only a listing (Listed) sets it,
 	// and only at Addr's address (a server names only its TLS port).
-	TLS     netip.AddrPort
-	Version uint8 // PVA protocol version it announced
+	TLS netip.AddrPort
+	// Identity is the certificate the server proved over TLS at the last
+	// listing (subject and issuer; keychain.Identity), "" if none: see the
+	// trust rule in Listed. Only a listing sets it; it is not kept in the
+	// snapshot (the next listing proves it again).
+	Identity string
+	Version  uint8 // PVA protocol version it announced
 
 	Discovered  Source // how the server was first learned
 	FirstSeen   time.Time
@@ -120,6 +125,8 @@ type Duplicate struct {
 	ClaimantAddr   netip.AddrPort
 	Since          time.Time
 	ClaimantSource Source
+	// The certificate identities the two proved over TLS ("" if none).
+	HolderIdentity, ClaimantIdentity string
 }
 
 // Counts is the registry's size.
@@ -143,6 +150,7 @@ type Stats struct {
 	EndpointReplaced  uint64 // servers replaced by a new GUID a TCP listing proved at their endpoint
 	HintsRefused      uint64 // UpsertServer hints that named a held endpoint or moved a server
 	GUIDElsewhere     uint64 // listings refused: the GUID is registered at another endpoint
+	IdentityRefused   uint64 // listings refused: a TLS-proven server's endpoint, another identity
 }
 
 // Errors.
@@ -156,6 +164,9 @@ var (
 	// known server at another endpoint; only a TCP listing (Listed) may
 	// change who is at an endpoint.
 	ErrEndpointHeld = errors.New("registry: endpoint held by another server; a TCP listing must confirm the change")
+	// ErrIdentity: a listing at the endpoint of a server proven over TLS
+	// did not prove the same certificate identity.
+	ErrIdentity = errors.New("registry: the server at this endpoint was proven over TLS; a new one must prove the same certificate identity, or the old one's watch must end")
 	// ErrGUIDElsewhere: a listing named a GUID registered at another
 	// endpoint.
 	ErrGUIDElsewhere = errors.New("registry: GUID registered at another endpoint")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/keychain"
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/testutil"
 	"github.com/pvans-project/pvans/test/harness"
@@ -61,6 +62,10 @@ func TestTLSListener(t *testing.T) {
 	as, unresolved, err := c.Wait(ctx)
 	if err != nil || len(unresolved) > 0 || as[0].Protocol != "tls" || as[0].Endpoint != w.srv.TLS {
 		t.Fatalf("over pvas://: %+v unresolved %v %v", as, unresolved, err)
+	}
+	// With a keychain, the listing proved the server's certificate.
+	if _, id := w.serverTLSInfo(t); id != keychain.Identity(w.cert.Leaf) {
+		t.Fatalf("tls_identity %q, want %q", id, keychain.Identity(w.cert.Leaf))
 	}
 	if exp := w.pv.Metric(t, "pvans_tls_certificate_expiry_timestamp_seconds"); exp != float64(first.Leaf.NotAfter.Unix()) {
 		t.Fatalf("expiry metric %v, want %d", exp, first.Leaf.NotAfter.Unix())

@@ -24,6 +24,7 @@ type world struct {
 	site *sim.Site
 	srv  sim.ServerInfo
 	pki  *testutil.PKI
+	cert *testutil.Cert // the sim server's
 }
 
 func newWorld(t *testing.T, args ...string) *world {
@@ -39,6 +40,7 @@ func newWorldOpts(t *testing.T, pki *testutil.PKI, args ...string) *world {
 	}
 	w := &world{pki: pki}
 	cert := w.pki.Issue(t, "sim-ioc", testutil.CertOptions{})
+	w.cert = cert
 	w.pv = harness.Start(t, harness.Options{Args: append([]string{"--discovery-at-start=false"}, args...)})
 	site, err := sim.Start(context.Background(), sim.Options{Servers: 1, Names: [][]string{{"sec:pv1", "sec:pv2"}},
 		UpdateInterval: -1, BeaconDests: []netip.AddrPort{w.pv.UDP}, BeaconInterval: 200 * time.Millisecond,
@@ -58,23 +60,32 @@ func newWorldOpts(t *testing.T, pki *testutil.PKI, args ...string) *world {
 // serverTLS is the TLS endpoint /v1/servers shows for the sim server.
 func (w *world) serverTLS(t *testing.T) string {
 	t.Helper()
+	ep, _ := w.serverTLSInfo(t)
+	return ep
+}
+
+// serverTLSInfo is the TLS endpoint and identity /v1/servers shows for
+// the sim server.
+func (w *world) serverTLSInfo(t *testing.T) (endpoint, identity string) {
+	t.Helper()
 	code, b, err := w.pv.Get("/v1/servers")
 	if err != nil || code != 200 {
-		return ""
+		return "", ""
 	}
 	var out []struct {
-		GUID string `json:"guid"`
-		TLS  string `json:"tls_endpoint"`
+		GUID     string `json:"guid"`
+		TLS      string `json:"tls_endpoint"`
+		Identity string `json:"tls_identity"`
 	}
 	if json.Unmarshal(b, &out) != nil {
-		return ""
+		return "", ""
 	}
 	for _, s := range out {
 		if s.GUID == w.srv.GUID.String() {
-			return s.TLS
+			return s.TLS, s.Identity
 		}
 	}
-	return ""
+	return "", ""
 }
 
 func query(t *testing.T, server netip.AddrPort, protos []string, names ...string) map[string]nsclient.Answer {
