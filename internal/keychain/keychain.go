@@ -252,11 +252,12 @@ func verifyChain(chain []*x509.Certificate, roots *x509.CertPool, use x509.ExtKe
 }
 
 // Identity is how a certificate is named to operators and compared by the
-// trust rule: its subject and issuer, as pvxinfo -v prints them (RFC 4514
-// order here).
+// trust rule: its subject and issuer, in the form PVXS logs and pvxinfo -v
+// prints ("subject:… issuer:…", ossl.cpp ShowX509), each name in RFC 4514
+// form (OpenSSL prints the attributes in the opposite order).
 func Identity(c *x509.Certificate) string {
 	if c == nil {
 		return ""
 	}
-	return "subject=" + c.Subject.String() + " issuer=" + c.Issuer.String()
+	return "subject:" + c.Subject.String() + " issuer:" + c.Issuer.String()
 }

@@ -191,3 +191,61 @@ func TestLoadsWhatOpenSSLWrites(t *testing.T) {
 		t.Fatalf("loaded %v", k.Leaf.Subject)
 	}
 }
+
+// TestClientConfig: pvans as a TLS client (probes) accepts a server
+// certificate chained to its roots whatever the host name, refuses one
+// from another CA, and sends its own certificate only when its
+// extendedKeyUsage allows client use.
+func TestClientConfig(t *testing.T) {
+	dir := t.TempDir()
+	site := testutil.NewPKI(t, "Site CA")
+	both, err := NewHolder(site.Issue(t, "pvans", testutil.CertOptions{Both: true}).Keychain(t, dir, "both.p12", ""), true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverOnly, err := NewHolder(site.Issue(t, "pvans-s", testutil.CertOptions{}).Keychain(t, dir, "srv.p12", ""), true, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(srvCfg *tls.Config, h *Holder) error {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", srvCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				_ = c.(*tls.Conn).Handshake()
+				c.Close()
+			}
+		}()
+		cfg := h.ClientConfig()
+		cfg.ServerName = "not-the-certificate-name"
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), cfg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !strings.Contains(err.Error(), "EOF") {
+			return err
+		}
+		return nil
+	}
+	ioc := site.Issue(t, "ioc", testutil.CertOptions{})
+	require := site.ServerConfig(ioc)
+	require.ClientAuth = tls.RequireAndVerifyClientCert
+	if err := dial(require, both); err != nil {
+		t.Fatalf("site server, client certificate required: %v", err)
+	}
+	if err := dial(require, serverOnly); err == nil {
+		t.Fatal("a serverAuth-only certificate was sent as a client certificate")
+	}
+	if err := dial(site.ServerConfig(ioc), serverOnly); err != nil {
+		t.Fatalf("site server, no client certificate needed: %v", err)
+	}
+	stranger := testutil.NewPKI(t, "Other CA")
+	if err := dial(stranger.ServerConfig(stranger.Issue(t, "evil", testutil.CertOptions{})), both); err == nil {
+		t.Fatal("a server certificate from another CA was accepted")
+	}
+}

@@ -96,7 +96,7 @@ func TestListedTLSElsewhereDropped(t *testing.T) {
 func TestTLSProvenNameNotTakenByPlaintext(t *testing.T) {
 	r, _ := newTest(t, Options{})
 	ep := addr(1)
-	const id = "subject=CN=ioc issuer=CN=Site CA"
+	const id = "subject:CN=ioc issuer:CN=Site CA"
 	if _, err := r.Listed(ServerInfo{GUID: guid(1), Addr: ep, TLS: netip.AddrPortFrom(ep.Addr(), 5076), Identity: id}, []string{"sec:a"}, SourceProbe); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestTLSProvenNameNotTakenByPlaintext(t *testing.T) {
 	}
 	for _, claimant := range []ServerInfo{
 		{GUID: guid(2), Addr: ep},
-		{GUID: guid(3), Addr: ep, Identity: "subject=CN=evil issuer=CN=Site CA"},
+		{GUID: guid(3), Addr: ep, Identity: "subject:CN=evil issuer:CN=Site CA"},
 	} {
 		if _, err := r.Listed(claimant, []string{"sec:a"}, SourceProbe); !errors.Is(err, ErrIdentity) {
 			t.Fatalf("listing %+v: %v, want ErrIdentity", claimant, err)
