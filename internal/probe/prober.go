@@ -65,8 +65,8 @@ package probe
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"io"
 	"math/rand/v2"
