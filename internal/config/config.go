@@ -16,6 +16,7 @@ package config
 import (
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/addrmap"
@@ -287,7 +288,13 @@ type Map struct {
 // an empty allow list allows everyone, and deny wins over allow.
 type Access struct {
 	TCPClientAllow []netip.Prefix
-	TCPClientDeny  []netip.Prefix
+	// TCPClientAllowCerts are the access.tcp_client_allow entries written
+	// x509:NAME: a client on the TLS listener whose verified certificate's
+	// subject CN is NAME (PVXS's x509 account) is allowed from any
+	// address not denied. With any of them the allow list is not empty:
+	// an address outside TCPClientAllow is allowed only that way.
+	TCPClientAllowCerts []string
+	TCPClientDeny       []netip.Prefix
 	UDPClientAllow []netip.Prefix
 	UDPClientDeny  []netip.Prefix
 	NameAllow      []NamePattern
@@ -301,9 +308,27 @@ type Access struct {
 	TrustedRelays []netip.Prefix
 }
 
-// TCPClientAllowed reports whether a TCP client at a may connect.
+// TCPClientAllowed reports whether a TCP client at a may connect by its
+// address alone.
 func (a *Access) TCPClientAllowed(addr netip.Addr) bool {
+	if len(a.TCPClientAllow) == 0 && len(a.TCPClientAllowCerts) > 0 {
+		return false // only certificates are allowed
+	}
 	return prefixesAllow(a.TCPClientAllow, a.TCPClientDeny, addr)
+}
+
+// TCPClientCertAllowed reports whether a client on the TLS listener at
+// addr, with the verified certificate cn (its subject CN; "" for none),
+// may search: by its address, or by an x509:NAME entry, never when its
+// address is denied.
+func (a *Access) TCPClientCertAllowed(addr netip.Addr, cn string) bool {
+	if !prefixesAllow(nil, a.TCPClientDeny, addr) {
+		return false
+	}
+	if cn != "" && slices.Contains(a.TCPClientAllowCerts, cn) {
+		return true
+	}
+	return a.TCPClientAllowed(addr)
 }
 
 // UDPClientAllowed reports whether a UDP search from addr is answered.

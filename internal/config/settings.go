@@ -350,8 +350,41 @@ func init() {
 	add(intSpec("search.max_name_bytes", "names longer than this are not answered, waited for or searched through (pvAccessCPP refuses over 500); 0 = no bound", 0, 65535,
 		func(c *Config) *int { return &c.Search.MaxNameBytes }))
 
-	add(prefixSpec("access.tcp_client_allow", "TCP clients allowed (CIDR); empty allows all",
-		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }))
+	add(spec{key: "access.tcp_client_allow", isList: true,
+		usage: "TCP clients allowed (CIDR), and on the TLS listener x509:NAME, a client whose verified certificate's subject CN is NAME; empty allows all",
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			var prefixes []string
+			var certs []string
+			for _, item := range v.items {
+				for _, tok := range strings.Fields(item) {
+					if name, ok := strings.CutPrefix(tok, "x509:"); ok {
+						if name == "" {
+							return errors.New("x509: needs a certificate name (subject CN)")
+						}
+						certs = append(certs, name)
+						continue
+					}
+					prefixes = append(prefixes, tok)
+				}
+			}
+			p, err := ParsePrefixList(prefixes)
+			if err != nil {
+				return err
+			}
+			c.Access.TCPClientAllow, c.Access.TCPClientAllowCerts = p, certs
+			return nil
+		},
+		get: func(c *Config) string {
+			s := joinStrings(c.Access.TCPClientAllow)
+			for _, n := range c.Access.TCPClientAllowCerts {
+				if s != "" {
+					s += " "
+				}
+				s += "x509:" + n
+			}
+			return s
+		},
+		check: checkEach(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }, netip.Prefix.IsValid, "invalid prefix in list")})
 	add(prefixSpec("access.tcp_client_deny", "TCP clients refused (CIDR); wins over allow",
 		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientDeny }))
 	add(prefixSpec("access.udp_client_allow", "UDP search sources answered (CIDR); empty allows all",

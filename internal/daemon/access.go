@@ -60,7 +60,20 @@ func clientFilter(allow, deny []netip.Prefix, check func(netip.Addr) bool) func(
 
 // tcpClientFilter and udpClientFilter are the listeners' ClientAllowed.
 func tcpClientFilter(a *config.Access) func(netip.Addr) bool {
+	if len(a.TCPClientAllowCerts) > 0 {
+		return a.TCPClientAllowed // an allow list of certificates only still refuses plain addresses
+	}
 	return clientFilter(a.TCPClientAllow, a.TCPClientDeny, a.TCPClientAllowed)
+}
+
+// tcpCertFilter is the TLS listener's ClientCertAllowed, or nil when the
+// allow list names no certificate (TLS clients are then checked by
+// address at accept, like the others).
+func tcpCertFilter(a *config.Access) func(netip.Addr, string) bool {
+	if len(a.TCPClientAllowCerts) == 0 {
+		return nil
+	}
+	return a.TCPClientCertAllowed
 }
 
 func udpClientFilter(a *config.Access) func(netip.Addr) bool {

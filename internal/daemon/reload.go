@@ -321,6 +321,7 @@ func resolverPolicy(c *config.Config) resolver.Policy {
 func tcpPolicy(c *config.Config) tcpsearch.Policy {
 	return tcpsearch.Policy{
 		ClientAllowed:     tcpClientFilter(&c.Access),
+		ClientCertAllowed: tcpCertFilter(&c.Access),
 		MaxConns:          c.TCP.MaxConnections,
 		MaxConnsPerSource: c.TCP.MaxConnectionsPerSource, // one address cannot fill MaxConns
 		Conn:              clientConnOptions(c),

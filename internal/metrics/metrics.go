@@ -87,7 +87,7 @@ func Label(k, v string) prometheus.Labels { return prometheus.Labels{k: v} }
 // AccessDenied registers one series of pvans_access_denied_total: the
 // parts that refuse requests by the access lists each register their own.
 func (m *Metrics) AccessDenied(what string, fn func() uint64) {
-	m.Counter("", "access_denied_total", "Requests refused by the access lists, by what was refused: tcp_client, udp_client, name, server.",
+	m.Counter("", "access_denied_total", "Requests refused by the access lists, by what was refused: tcp_client, tls_client, udp_client, name, server.",
 		Label("what", what), U64(fn))
 }
 

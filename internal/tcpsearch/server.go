@@ -93,6 +93,11 @@ type Options struct {
 	// address it refuses is closed at accept (counted, logged at debug).
 	// Nil allows everyone.
 	ClientAllowed func(netip.Addr) bool
+	// ClientCertAllowed, when set, replaces ClientAllowed on the TLS
+	// listener: a client is checked at its first message, by address and
+	// by the subject CN of its verified certificate ("" for none); one it
+	// refuses is closed (counted, logged at most once per interval).
+	ClientCertAllowed func(addr netip.Addr, cn string) bool
 	// MessageRate and MessageBurst limit the application messages (searches,
 	// CREATE_CHANNEL, …) taken per second from one source address, over
 	// all its connections. Messages beyond are dropped and counted, never
@@ -136,6 +141,7 @@ type Stats struct {
 	AcceptErrors      uint64 // accept(2) failures (EMFILE…), each followed by a back-off
 	BufferedBytes     int64  // bytes charged to the buffer budget now (gauge)
 	Denied            uint64 // closed at once: client refused by ClientAllowed
+	CertDenied        uint64 // TLS clients closed at their first message: refused by ClientCertAllowed
 	RateLimited       uint64 // messages dropped: their source was over MessageRate
 	NamesDropped      uint64 // names beyond MaxNamesPerSearch, dropped
 	Active            int64  // open now
@@ -160,7 +166,7 @@ type Stats struct {
 type counters struct {
 	accepted, rejected, searches, names, claims, responses, pushed, negative,
 	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
-	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors, tlsAccepted atomic.Uint64
+	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors, tlsAccepted, certDenied atomic.Uint64
 	active atomic.Int64
 }
 
@@ -169,6 +175,7 @@ type counters struct {
 // limits of connections accepted from then on.
 type Policy struct {
 	ClientAllowed     func(netip.Addr) bool
+	ClientCertAllowed func(addr netip.Addr, cn string) bool
 	MaxConns          int
 	MaxConnsPerSource int
 	Conn              pvaconn.Options // IdleTimeout, MaxMessage, SendQueueBytes, HandshakeTimeout, MessageTimeout
@@ -185,7 +192,7 @@ type Policy struct {
 }
 
 func (o *Options) policy() Policy {
-	return Policy{ClientAllowed: o.ClientAllowed, MaxConns: o.MaxConns, MaxConnsPerSource: o.MaxConnsPerSource,
+	return Policy{ClientAllowed: o.ClientAllowed, ClientCertAllowed: o.ClientCertAllowed, MaxConns: o.MaxConns, MaxConnsPerSource: o.MaxConnsPerSource,
 		Conn: o.Conn, MessageRate: o.MessageRate, MessageBurst: o.MessageBurst, RateSources: o.RateSources,
 		RateExempt: o.RateExempt, MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap,
 		BufferBytesTotal: o.BufferBytesTotal}
@@ -232,16 +239,30 @@ func (s *Server) SetPolicy(p Policy) {
 			Sources: p.RateSources, Exempt: p.RateExempt, Clock: s.opt.Clock})
 	}
 	s.pol.Store(next)
-	if p.ClientAllowed == nil {
-		return
-	}
-	for c := range s.conns {
-		if !p.ClientAllowed(c.Remote().Addr().Unmap()) {
+	for c, overTLS := range s.conns {
+		if !next.admits(c.Remote().Addr().Unmap(), overTLS, peerCN(c)) {
 			s.cnt.denied.Add(1)
 			s.log.Info("TCP client closed: refused by the new client access list", zap.Stringer("client", c.Remote()))
 			_ = c.Close()
 		}
 	}
+}
+
+// admits is the client access rule for an open connection.
+func (p *policy) admits(addr netip.Addr, overTLS bool, cn string) bool {
+	if overTLS && p.ClientCertAllowed != nil {
+		return p.ClientCertAllowed(addr, cn)
+	}
+	return p.ClientAllowed == nil || p.ClientAllowed(addr)
+}
+
+// peerCN is the subject CN of the connection's verified client
+// certificate, "" for none (or a plain connection).
+func peerCN(c *pvaconn.Conn) string {
+	if cs := c.PeerCertificates(); len(cs) > 0 {
+		return cs[0].Subject.CommonName
+	}
+	return ""
 }
 
 // Server is the name-server listener.
@@ -258,8 +279,8 @@ type Server struct {
 	mu       sync.Mutex
 	lns      []*net.TCPListener
 	tlsLns   []*net.TCPListener
-	conns    map[*pvaconn.Conn]struct{}
-	bySource map[netip.Addr]int // open connections per source; only sources with one
+	conns    map[*pvaconn.Conn]bool // open connections: over TLS?
+	bySource map[netip.Addr]int     // open connections per source; only sources with one
 	closed   bool
 	closing  chan struct{}
 	wg       sync.WaitGroup // accept loops
@@ -270,7 +291,7 @@ func New(opt Options, r Resolver) *Server {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
-	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]struct{}),
+	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]bool),
 		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil)}
 	s.SetPolicy(opt.policy())
 	return s
@@ -402,7 +423,7 @@ func (s *Server) Stats() Stats {
 		ZeroEndpoint: c.zeroEndpoint.Load(), LoopbackRewritten: c.loopbackRewritten.Load(), ProtocolSkipped: c.protoSkipped.Load(),
 		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
 		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
-		Denied: c.denied.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
+		Denied: c.denied.Load(), CertDenied: c.certDenied.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
 		PerSourceRejected: c.perSource.Load(), AcceptErrors: c.acceptErrors.Load(),
 		BufferedBytes: s.budget.Used(),
 		Conn:          s.conn.Stats(),
@@ -438,7 +459,10 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 			src = ta.AddrPort().Addr().Unmap()
 		}
 		pol := s.pol.Load()
-		if allow := pol.ClientAllowed; allow != nil && !allow(src) {
+		// A TLS client under a certificate rule is checked at its first
+		// message, once its certificate is known (session.Message).
+		byCert := tc != nil && pol.ClientCertAllowed != nil
+		if allow := pol.ClientAllowed; allow != nil && !byCert && !allow(src) {
 			s.cnt.denied.Add(1)
 			s.log.Debug("TCP client refused by the client access list", zap.Stringer("client", nc.RemoteAddr()))
 			nc.Close()
@@ -447,7 +471,8 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 		s.mu.Lock()
 		if cur := s.pol.Load(); cur != pol { // SetPolicy ran since the check above (it stores under mu)
 			pol = cur
-			if allow := pol.ClientAllowed; allow != nil && !allow(src) {
+			byCert = tc != nil && pol.ClientCertAllowed != nil
+			if allow := pol.ClientAllowed; allow != nil && !byCert && !allow(src) {
 				s.mu.Unlock()
 				s.cnt.denied.Add(1)
 				nc.Close()
@@ -480,9 +505,9 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 			nc = tls.Server(nc, tc)
 		}
 		// Serve under mu: Closed (which deletes) cannot run before the add.
-		ss := &session{s: s, src: src}
+		ss := &session{s: s, src: src, overTLS: tc != nil}
 		c := pvaconn.Serve(nc, pol.Conn, ss)
-		s.conns[c] = struct{}{}
+		s.conns[c] = tc != nil
 		s.mu.Unlock()
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.uber.org/zap"
+
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 )
@@ -30,6 +32,9 @@ type session struct {
 	// src is the client's address (per-source connection accounting, and
 	// what Endpoint.Wire names a server by to this client).
 	src netip.Addr
+	// overTLS: accepted on the TLS listener; checked: its certificate
+	// has been put to the access rule (read goroutine only).
+	overTLS, checked bool
 
 	pushMu   sync.Mutex
 	pushResp pva.SearchResponse
@@ -37,6 +42,16 @@ type session struct {
 }
 
 func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
+	if ss.overTLS && !ss.checked {
+		ss.checked = true
+		if pol := ss.s.pol.Load(); !pol.admits(ss.src, true, peerCN(c)) {
+			ss.s.cnt.certDenied.Add(1)
+			ss.s.ll.Hit("tls_client_refused", "TLS client refused by the client access list (address and certificate)",
+				zap.Stringer("client", c.Remote()), zap.String("certificate_cn", peerCN(c)))
+			_ = c.Close()
+			return
+		}
+	}
 	if !ss.s.pol.Load().limit.Allow(c.Remote().Addr()) {
 		ss.s.cnt.rateLimited.Add(1)
 		return

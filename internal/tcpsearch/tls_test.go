@@ -125,3 +125,51 @@ func TestTLSListenerResolves(t *testing.T) {
 		t.Fatal("a plaintext client was served on the TLS port")
 	}
 }
+
+// TestTLSClientAccessByCertificate: with ClientCertAllowed a TLS client is
+// admitted by its verified certificate's CN whatever its address; one
+// without an admitted certificate is closed at its first message and
+// counted, never answered; plain clients keep the address rule.
+func TestTLSClientAccessByCertificate(t *testing.T) {
+	pki := testutil.NewPKI(t, "tcpsearch CA")
+	srvCert := pki.Issue(t, "pvans", testutil.CertOptions{})
+	w := newWorld(t, Options{TLSListen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}, TLS: pki.ServerConfig(srvCert),
+		ClientAllowed:     func(netip.Addr) bool { return false }, // no address is allowed by itself
+		ClientCertAllowed: func(_ netip.Addr, cn string) bool { return cn == "ops-console" }})
+	tep := w.srv.TLSAddrs()[0]
+	dialTLS := func(cert *testutil.Cert) *client {
+		cl := &client{resps: make(chan response, 16), other: make(chan pva.Header, 16)}
+		cfg := pki.ClientConfig(cert)
+		c, err := pvaconn.Dial(context.Background(), tep, pvaconn.Options{TLS: cfg}, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.c = c
+		t.Cleanup(func() { c.Close(); <-c.Done() })
+		return cl
+	}
+	ok := dialTLS(pki.Issue(t, "ops-console", testutil.CertOptions{Client: true}))
+	ok.searchProtos(1, []string{"tls", "tcp"}, "cap:a:mbox1")
+	if r := ok.next(t, 5*time.Second).m; r.GUID != guidA {
+		t.Fatalf("admitted client: %+v", r)
+	}
+	for _, cert := range []*testutil.Cert{nil, pki.Issue(t, "someone", testutil.CertOptions{Client: true})} {
+		bad := dialTLS(cert)
+		bad.searchProtos(2, []string{"tls", "tcp"}, "cap:a:mbox1")
+		select {
+		case <-bad.c.Done():
+		case r := <-bad.resps:
+			t.Fatalf("refused client answered: %+v", r.m)
+		case <-time.After(5 * time.Second):
+			t.Fatal("refused client not closed")
+		}
+	}
+	if st := w.srv.Stats(); st.CertDenied != 2 {
+		t.Fatalf("certificate refusals %d", st.CertDenied)
+	}
+	// The plain listener keeps the address rule: refused at accept.
+	if c, err := pvaconn.Dial(context.Background(), w.ep, pvaconn.Options{HandshakeTimeout: 3 * time.Second}, &client{}); err == nil {
+		c.Close()
+		t.Fatal("a plain client was served though no address is allowed")
+	}
+}
