@@ -295,10 +295,10 @@ type Access struct {
 	// an address outside TCPClientAllow is allowed only that way.
 	TCPClientAllowCerts []string
 	TCPClientDeny       []netip.Prefix
-	UDPClientAllow []netip.Prefix
-	UDPClientDeny  []netip.Prefix
-	NameAllow      []NamePattern
-	NameDeny       []NamePattern
+	UDPClientAllow      []netip.Prefix
+	UDPClientDeny       []netip.Prefix
+	NameAllow           []NamePattern
+	NameDeny            []NamePattern
 	// ServerAllow limits which server endpoints are probed and answered
 	// with; empty allows all. A beacon or search reply must come from an
 	// allowed sender and name an allowed server.

@@ -173,10 +173,39 @@ func (s probeSink) Unlistable(guid pva.GUID, ep netip.AddrPort, err error) {
 		ce.Write(zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("category", cat), zap.Error(err))
 	}
 	if d.earned(guid, ep) {
+		if d.snapshotServerGone(guid, ep, cat) {
+			return
+		}
 		_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, errors.New(cat))
 		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "unlistable", GUID: guid.String(), Endpoint: ep.String(), Detail: cat})
 	}
 	d.askUnlistable(ep, err)
+}
+
+// snapshotServerGone removes a server loaded from a snapshot and not yet
+// reached over TCP in this run when the probe finds that it cannot be
+// there: the connection is refused (nothing listens) or what answers is
+// not a PVA server. The snapshot is itself only a claim; keeping it for
+// snapshot.unverified_window would send clients to a dead endpoint and
+// keep a server listed over TCP for the same names a duplicate. A server
+// that answers but will not list, or a timeout (the host may be
+// unreachable for a while), proves nothing and keeps the window.
+func (d *Daemon) snapshotServerGone(guid pva.GUID, ep netip.AddrPort, cat string) bool {
+	if cat != probe.FailRefused && cat != probe.FailNotPVA {
+		return false
+	}
+	sv, ok := d.Registry.Server(guid)
+	if !ok || sv.Addr != ep || sv.Verified || sv.ListedHow == registry.SourceStatic {
+		return false
+	}
+	d.log.Info("server from the snapshot gone: its endpoint does not serve PVA", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("category", cat))
+	_ = d.Registry.RemoveServer(guid)
+	d.serverGone(guid)
+	if _, heard := d.Tracker.Lookup(ep, "tcp"); !heard {
+		d.Prober.Forget(ep) // only the snapshot named it; a beacon brings it back
+	}
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "lost", GUID: guid.String(), Endpoint: ep.String(), Detail: "from the snapshot, not there (" + cat + ")"})
+	return true
 }
 
 // earned reports whether an endpoint has a place operators see: a
