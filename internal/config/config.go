@@ -228,6 +228,11 @@ type UDP struct {
 	// for the tracker; beyond it they are dropped and counted, so the
 	// receive path never waits for the tracker or the registry.
 	BeaconQueue int
+	// LearnInterfaces are local addresses whose interfaces beacons,
+	// discovery replies and search replies are taken from besides those
+	// of PVA.Interfaces; a wildcard (written "all") takes them from every
+	// interface. Empty: only PVA.Interfaces's.
+	LearnInterfaces []netip.Addr
 }
 
 // Probe is how servers are listed and watched.

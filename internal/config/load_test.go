@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -640,5 +641,25 @@ func TestLoopbackStaysOnHost(t *testing.T) {
 	}
 	if c.Access.ServerAllowed(netip.MustParseAddr("10.0.0.1")) || !c.Access.ServerAllowed(netip.MustParseAddr("127.0.0.5")) {
 		t.Fatal("server allow list is not loopback only")
+	}
+}
+
+// udp.learn_interfaces: interface addresses (host names resolved), "all"
+// as the wildcard, printed back as "all"; a group is refused.
+func TestLearnInterfaces(t *testing.T) {
+	c := mustLoad(t, LoadOptions{Flags: map[string]string{"udp-learn-interfaces": "10.78.0.1 localhost"}})
+	if got := c.UDP.LearnInterfaces; !slices.Equal(got, []netip.Addr{netip.MustParseAddr("10.78.0.1"), netip.MustParseAddr("127.0.0.1")}) {
+		t.Errorf("learn_interfaces = %v", got)
+	}
+	c = mustLoad(t, LoadOptions{File: writeFile(t, "udp:\n  learn_interfaces: [ALL]\n")})
+	if got := c.UDP.LearnInterfaces; !slices.Equal(got, []netip.Addr{netip.IPv4Unspecified()}) {
+		t.Errorf("learn_interfaces all = %v", got)
+	}
+	if s := prov(c, "udp.learn_interfaces"); s.Value != "all" {
+		t.Errorf("printed as %q", s.Value)
+	}
+	e := loadErr(t, LoadOptions{Flags: map[string]string{"udp-learn-interfaces": "239.1.2.3"}})
+	if got := e.Problems[0].Error(); !strings.Contains(got, "239.1.2.3 is a multicast group") {
+		t.Errorf("group: %q", got)
 	}
 }

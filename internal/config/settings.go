@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +71,7 @@ func init() {
 	// EPICS settings. Environment names and fallbacks follow PVXS
 	// server::Config::fromEnv (and client::Config for the name servers).
 	add(spec{key: "pva.interfaces", env: []string{"EPICS_PVAS_INTF_ADDR_LIST"}, isList: true,
-		usage: "local interface addresses pvans serves: the TCP listener binds each; the UDP search port binds 0.0.0.0 and answers only searches that reached one of these addresses (see UDP binding); ports are ignored; empty means 0.0.0.0",
+		usage: "local interface addresses pvans serves: the TCP listener binds each; the UDP search port binds 0.0.0.0, answers only searches that reached one of these addresses and learns servers only from their interfaces (see \"UDP binding\"); ports are ignored; empty means 0.0.0.0",
 		set: func(c *Config, x *loadCtx, v raw) error {
 			l, groups, err := parseInterfaces(v.items, x.resolve)
 			if err != nil {
@@ -279,6 +280,37 @@ func init() {
 		func(c *Config) *bool { return &c.UDP.SendBeacons }))
 	add(intSpec("udp.beacon_queue", "beacons and discovery answers waiting for the server tracker; beyond it they are dropped (counted)", 1, 10_000_000,
 		func(c *Config) *int { return &c.UDP.BeaconQueue }))
+	add(spec{key: "udp.learn_interfaces", isList: true,
+		usage: "local interface addresses whose networks beacons, discovery replies and search replies are also taken from, besides those of pva.interfaces (the arrival interface decides, see \"UDP binding\"); all takes them from every interface; empty: pva.interfaces's only",
+		set: func(c *Config, x *loadCtx, v raw) error {
+			var items []string
+			all := false
+			for _, it := range v.items {
+				if strings.EqualFold(it, "all") {
+					all = true
+				} else {
+					items = append(items, it)
+				}
+			}
+			l, groups, err := parseInterfaces(items, x.resolve)
+			if err != nil {
+				return err
+			}
+			if len(groups) > 0 {
+				return fmt.Errorf("%s is a multicast group, not an interface address", groups[0].Addr())
+			}
+			if all {
+				l = []netip.Addr{netip.IPv4Unspecified()}
+			}
+			c.UDP.LearnInterfaces = l
+			return nil
+		},
+		get: func(c *Config) string {
+			if slices.ContainsFunc(c.UDP.LearnInterfaces, netip.Addr.IsUnspecified) {
+				return "all"
+			}
+			return joinStrings(c.UDP.LearnInterfaces)
+		}})
 
 	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
 		func(c *Config) *int { return &c.Probe.Concurrency }))

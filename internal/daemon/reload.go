@@ -70,6 +70,7 @@ var appliedBy = map[string]string{
 	"udp.answer_searches":                 "UDP policy, next datagram",
 	"udp.send_beacons":                    "pvans's own beacons start (a beacon at once) or stop",
 	"udp.receive_buffer_bytes":            "UDP sockets, at once (0 leaves the current buffer until a restart)",
+	"udp.learn_interfaces":                "UDP policy, next datagram",
 	"probe.concurrency":                   "prober, probes started from then on",
 	"probe.reprobe_interval":              "prober, next schedule",
 	"probe.backoff_min":                   "prober, next schedule",
@@ -191,7 +192,9 @@ func (d *Daemon) apply(prev, next *config.Config) {
 		Backoff:            probeBackoff(next),
 	})
 	d.TCP.SetPolicy(tcpPolicy(next))
-	d.UDP.SetPolicy(d.withAnomalies(udpPolicy(next)))
+	udp := udpPolicy(next)
+	udp.LearnFrom = learnFrom(d.boot.PVA.Interfaces, next.UDP.LearnInterfaces)
+	d.UDP.SetPolicy(d.withAnomalies(udp))
 	d.Upstream.SetServers(next.PVA.NameServers, upstreamConnOptions(next))
 	d.httpSrv.SetLimits(httpLimits(next))
 	d.Ring.SetLimits(next.Search.ThroughMaxNames, next.Search.ThroughDatagramsPerSecond)
@@ -349,6 +352,18 @@ func udpPolicy(c *config.Config) udpsearch.Policy {
 		BeaconRate:       c.RateLimit.BeaconsPerSecond,
 		BeaconBurst:      c.RateLimit.BeaconBurst,
 	}
+}
+
+// learnFrom is where the UDP participant takes hints from: the interfaces
+// pvans serves (served, the running pva.interfaces) and those of widen
+// (udp.learn_interfaces); nil, every interface, when either has a
+// wildcard.
+func learnFrom(served, widen []netip.Addr) []netip.Addr {
+	all := append(slices.Clone(served), widen...)
+	if slices.ContainsFunc(all, netip.Addr.IsUnspecified) {
+		return nil
+	}
+	return all
 }
 
 // connOptions turns a config connection profile into connection options.

@@ -86,6 +86,10 @@ type handler struct {
 	// always.
 	peers *portPeers
 
+	// learn: the datagram being handled arrived where hints are taken
+	// from (learnable).
+	learn bool
+
 	search pva.Search
 	resp   pva.SearchResponse
 	beacon pva.Beacon
@@ -116,16 +120,7 @@ func (h *handler) handle(d *datagram) {
 		h.st.dropMulticastSource.Add(1)
 		return
 	}
-	t := h.ifs.Load()
-	var info *ifaceInfo
-	if t != nil {
-		info = t.byIndex[d.ifIndex]
-	}
-	if info == nil && h.reload != nil {
-		if t = h.reload(); t != nil {
-			info = t.byIndex[d.ifIndex]
-		}
-	}
+	t, info := h.arrival(d)
 	if info == nil {
 		h.st.dropUnknownInterface.Add(1)
 		return
@@ -173,11 +168,69 @@ func (h *handler) handle(d *datagram) {
 		h.onOriginTag(o, d, t, hdr, payload, rest)
 	case pva.CmdBeacon:
 		h.noteBeacon(d, t)
+		h.learn = h.learnable(d, t, info)
 		h.onBeacon(d, hdr, payload)
 	case pva.CmdSearchResponse:
+		h.learn = h.learnable(d, t, info)
 		h.onResponse(d.src, hdr, payload, false)
 	default:
 		h.st.dropCommand.Add(1)
+	}
+}
+
+// arrival is the interface table and the interface d arrived on (nil when
+// the table does not know it, even after a reload).
+func (h *handler) arrival(d *datagram) (*ifaceTable, *ifaceInfo) {
+	t := h.ifs.Load()
+	var info *ifaceInfo
+	if t != nil {
+		info = t.byIndex[d.ifIndex]
+	}
+	if info == nil && h.reload != nil {
+		if t = h.reload(); t != nil {
+			info = t.byIndex[d.ifIndex]
+		}
+	}
+	return t, info
+}
+
+// learnable reports whether hints in d are taken (Policy.LearnFrom): by
+// the interface d arrived on, or, for a local process's datagram (on
+// loopback), by the interface owning the address it was sent to. The
+// sender's address plays no part: it can be forged.
+func (h *handler) learnable(d *datagram, t *ifaceTable, info *ifaceInfo) bool {
+	p := h.p
+	if p.learn == nil {
+		return true
+	}
+	if info == nil {
+		return false
+	}
+	if info.Loopback {
+		if p.learnLoopback || p.learn[d.dst] {
+			return true
+		}
+		owner, ok := t.local[d.dst]
+		if !ok {
+			return false
+		}
+		if info = t.byIndex[owner]; info == nil || info.Loopback {
+			return false
+		}
+	}
+	for _, a := range info.Prefixes {
+		if p.learn[a.Addr()] {
+			return true
+		}
+	}
+	return false
+}
+
+// foreign counts a hint dropped for its arrival interface.
+func (h *handler) foreign(src netip.AddrPort) {
+	h.st.hintInterface.Add(1)
+	if ce := h.o.Logger.Check(zap.DebugLevel, "hint arrived on an interface pvans does not learn from: dropped"); ce != nil {
+		ce.Write(zap.Stringer("sender", src))
 	}
 }
 
@@ -428,6 +481,10 @@ func (h *handler) onBeacon(d *datagram, hdr pva.Header, payload []byte) {
 	if h.o.Beacons == nil || b.GUID == h.o.GUID {
 		return
 	}
+	if !h.learn {
+		h.foreign(d.src)
+		return
+	}
 	if !h.p.beacons.Allow(d.src.Addr()) {
 		h.st.hintRate.Add(1)
 		return
@@ -527,6 +584,10 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 	if m.GUID == h.o.GUID {
 		return // our own answer, heard back
 	}
+	if !h.learn {
+		h.foreign(src)
+		return
+	}
 	if len(m.Protocol) > pva.MaxProtocolLen {
 		h.st.hintProtocol.Add(1)
 		return
@@ -592,6 +653,11 @@ func (h *handler) handleClient(d *datagram) {
 	case hdr.Command != pva.CmdSearchResponse:
 		h.st.dropCommand.Add(1)
 	default:
+		h.learn = true
+		if h.p.learn != nil {
+			t, info := h.arrival(d)
+			h.learn = h.learnable(d, t, info)
+		}
 		h.onResponse(d.src, hdr, payload, true)
 	}
 }

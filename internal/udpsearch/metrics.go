@@ -44,4 +44,5 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	m.HintsDropped("protocol", func() uint64 { return st().HintProtocol })
 	m.HintsDropped("rate", func() uint64 { return st().HintRate })
 	m.HintsDropped("unsolicited", func() uint64 { return st().HintUnsolicited })
+	m.HintsDropped("interface", func() uint64 { return st().HintInterface })
 }

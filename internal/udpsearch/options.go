@@ -162,6 +162,15 @@ type Options struct {
 	// second per sender address; 0 = unlimited.
 	BeaconRate  float64
 	BeaconBurst int
+	// LearnFrom are the local addresses whose interfaces hints are taken
+	// from (the networks pvans serves); nil takes them from every
+	// interface. The interface a datagram arrived on decides, never its
+	// sender's address, which can be forged: a hint arriving on another
+	// interface is dropped (Stats.HintInterface). A datagram from a local
+	// process (it arrives on loopback) counts as arriving on the interface
+	// owning the address it was sent to, or, sent to a loopback address or
+	// group, on loopback, taken when a loopback address is listed.
+	LearnFrom []netip.Addr
 }
 
 // Policy is the part of the Options a running server can change (a
@@ -183,6 +192,7 @@ type Policy struct {
 	TrustedRelays []netip.Prefix
 	BeaconRate    float64
 	BeaconBurst   int
+	LearnFrom     []netip.Addr
 }
 
 func (o *Options) policy() Policy {
@@ -190,7 +200,8 @@ func (o *Options) policy() Policy {
 		SearchRate: o.SearchRate, SearchBurst: o.SearchBurst, ReflectionRatio: o.ReflectionRatio,
 		ReflectionWindow: o.ReflectionWindow, LimitExempt: o.LimitExempt, RateSources: o.RateSources,
 		MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap,
-		ServerAllowed: o.ServerAllowed, TrustedRelays: o.TrustedRelays, BeaconRate: o.BeaconRate, BeaconBurst: o.BeaconBurst}
+		ServerAllowed: o.ServerAllowed, TrustedRelays: o.TrustedRelays, BeaconRate: o.BeaconRate, BeaconBurst: o.BeaconBurst,
+		LearnFrom: o.LearnFrom}
 }
 
 // policy is a Policy in force with its limiters.
@@ -199,6 +210,10 @@ type policy struct {
 	limit   *ratelimit.Limiter    // searches per client; nil: unlimited
 	refl    *ratelimit.Reflection // reply bytes per destination; nil: no cap
 	beacons *ratelimit.Limiter    // beacons and discovery replies per sender; nil: unlimited
+	// learn is LearnFrom as a set (nil: every interface); learnLoopback
+	// says it holds a loopback address.
+	learn         map[netip.Addr]bool
+	learnLoopback bool
 }
 
 // newPolicy builds p's limiters, keeping cur's when their settings did
@@ -209,6 +224,14 @@ func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
 		p.MaxNamesPerSearch = DefaultMaxNamesPerSearch
 	}
 	n := &policy{Policy: p}
+	if p.LearnFrom != nil {
+		n.learn = make(map[netip.Addr]bool, len(p.LearnFrom))
+		for _, a := range p.LearnFrom {
+			a = a.Unmap()
+			n.learn[a] = true
+			n.learnLoopback = n.learnLoopback || a.IsLoopback()
+		}
+	}
 	sameSources := cur != nil && cur.RateSources == p.RateSources && slices.Equal(cur.LimitExempt, p.LimitExempt)
 	if sameSources && cur.SearchRate == p.SearchRate && cur.SearchBurst == p.SearchBurst {
 		n.limit = cur.limit

@@ -75,6 +75,7 @@ func Build(o Options) *Server {
 	s.h6 = newHandler(&s.o, &s.st, &s.ifs, nil)
 	s.h6.reload = s.reloadLimited
 	s.ch6 = newHandler(&s.o, &s.st, &s.ifs, nil)
+	s.ch.reload, s.ch6.reload = s.reloadLimited, s.reloadLimited
 	s.h.pol, s.ch.pol, s.h6.pol, s.ch6.pol = &s.pol, &s.pol, &s.pol, &s.pol
 	s.ch.dests, s.ch.expected = s.SearchDestinations, s.expected
 	return s

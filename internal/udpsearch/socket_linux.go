@@ -82,11 +82,12 @@ func listenSearchPort6(port uint16, rcvbuf int) (*net.UDPConn, error) {
 
 // listenEphemeral6 opens the IPv6 client socket on port, the IPv4 client
 // socket's port (PVXS binds its IPv6 search socket to the same port), so
-// the one reply port in a search serves both families.
+// the one reply port in a search serves both families. IPV6_RECVPKTINFO
+// gives each reply's arrival interface (Options.LearnFrom).
 func listenEphemeral6(port uint16, rcvbuf int) (*net.UDPConn, error) {
 	return listenUDP("udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port), func(f int) error {
 		setRcvbuf(f, rcvbuf)
-		return nil
+		return unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
 	})
 }
 
@@ -94,9 +95,13 @@ func listenEphemeral6(port uint16, rcvbuf int) (*net.UDPConn, error) {
 // SO_BROADCAST (destination lists may hold broadcast addresses). rcvbuf > 0
 // sizes its receive buffer and turns on the SO_RXQ_OVFL drop count: the
 // client socket takes every server's reply to a discovery ping at once.
+// IP_PKTINFO gives each reply's arrival interface (Options.LearnFrom).
 func listenEphemeral(rcvbuf int) (*net.UDPConn, error) {
 	return listenUDP("udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), 0), func(f int) error {
 		setRcvbuf(f, rcvbuf)
+		if err := unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_PKTINFO, 1); err != nil {
+			return err
+		}
 		return unix.SetsockoptInt(f, unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
 	})
 }

@@ -53,6 +53,7 @@ type Stats struct {
 	HintProtocol        uint64 // a protocol other than "tcp"/"tls", or a protocol string over pva.MaxProtocolLen
 	HintRate            uint64 // beacon or discovery reply over its sender's rate
 	HintUnsolicited     uint64 // positive search reply not on the client socket, or from a host pvans did not search
+	HintInterface       uint64 // arrived on an interface outside Options.LearnFrom
 
 	ForwardStats
 }
@@ -71,6 +72,7 @@ type counters struct {
 	dropBeaconQueue                                                                      atomic.Uint64
 
 	hintAddress, hintNotAllowed, hintProtocol, hintRate, hintUnsolicited atomic.Uint64
+	hintInterface                                                        atomic.Uint64
 
 	fwdCounters
 }
@@ -96,6 +98,7 @@ func (c *counters) snapshot() Stats {
 
 		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
 		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),
-		ForwardStats: c.fwdCounters.snapshot(),
+		HintInterface: c.hintInterface.Load(),
+		ForwardStats:  c.fwdCounters.snapshot(),
 	}
 }
