@@ -5,6 +5,11 @@
 // answers to searches and discovery pings, pvans's own beacons, and a
 // separate client socket for discovery pings and search-through searches.
 //
+// Beacons, discovery replies and search replies are hints about servers;
+// they are taken only from the interfaces pvans serves (Policy.LearnFrom),
+// judged by the arrival interface the kernel reports, never by the sender's
+// address.
+//
 // It does not decide which server holds a name (a Resolver does), does not
 // track servers (a BeaconSink does), and does not run the client search
 // ring (the search-through client hands it finished datagrams and receives

@@ -36,7 +36,8 @@ type Options struct {
 	// Interfaces (EPICS_PVAS_INTF_ADDR_LIST) restricts which local
 	// addresses pvans answers from. As in PVXS the socket is always the
 	// wildcard one; a search whose reply would come from an address not in
-	// this list is still forwarded but not answered. Empty = all.
+	// this list is still forwarded but not answered. Empty = all. What is
+	// learned is limited by LearnFrom (the daemon gives it this list).
 	Interfaces []netip.Addr
 	// IgnoreAddrs (EPICS_PVAS_IGNORE_ADDR_LIST): searches from these
 	// sources are not answered; port 0 matches any source port.
