@@ -584,17 +584,20 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 	if m.GUID == h.o.GUID {
 		return // our own answer, heard back
 	}
-	if !h.learn {
-		h.foreign(src)
-		return
-	}
 	if len(m.Protocol) > pva.MaxProtocolLen {
 		h.st.hintProtocol.Add(1)
 		return
 	}
+	// Answers to what pvans asked a known server over TCP (a ping, a
+	// direct ask) come over UDP from wherever that server is; everything
+	// else is learned only from the interfaces pvans serves.
 	if !m.Found && len(m.CIDs) == 0 {
 		if client && h.o.OnPingAnswer != nil && h.o.OnPingAnswer(src, m) {
 			return // the answer to a ping sent over TCP: the prober's
+		}
+		if !h.learn {
+			h.foreign(src)
+			return
 		}
 		h.st.discoveryPongs.Add(1)
 		if h.o.Beacons == nil {
@@ -622,7 +625,12 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 		return
 	}
 	searched := h.searched(src.Addr())
-	if !searched && (h.expected == nil || !h.expected(src.Addr().Unmap(), 0)) {
+	asked := h.expected != nil && h.expected(src.Addr().Unmap(), 0)
+	if !h.learn && !asked {
+		h.foreign(src)
+		return
+	}
+	if !searched && !asked {
 		h.st.hintUnsolicited.Add(1)
 		return
 	}
@@ -630,7 +638,9 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 	if !ok {
 		return
 	}
-	if !searched && !h.expected(src.Addr().Unmap(), ep.Port()) {
+	// Off the served networks only the server asked may answer, naming
+	// itself.
+	if (!searched || !h.learn) && !h.expected(src.Addr().Unmap(), ep.Port()) {
 		h.st.hintUnsolicited.Add(1)
 		return
 	}
