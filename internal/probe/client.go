@@ -220,9 +220,14 @@ func (cl *client) wait(ctx context.Context, k waitKey, ch chan result) (result, 
 // UDP to the reply port it carries (port: the daemon's client socket, 0 for
 // none) at the address the ping came from. That answer, not a beacon, is
 // the server's identity.
+var pingProtocols = [][]byte{[]byte("tcp")}
+
 func (cl *client) ping(seq uint32, port uint16) {
 	cl.seq.Store(seq)
-	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchMustReply | pva.SearchUnicast, ReplyPort: port})
+	// "tcp" is listed because PVXS's tls branch answers no TCP search that
+	// lists neither "tcp" nor "tls" (serverchan.cpp handle_SEARCH); master
+	// and pvAccessCPP answer either way.
+	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchMustReply | pva.SearchUnicast, ReplyPort: port, Protocols: pingProtocols})
 	cl.send(waitKey{}, false, msg)
 }
 

@@ -46,3 +46,20 @@ func TestListingLearnsTLSEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestPingProvesTLSServerGUID: PVXS's tls branch answers a TCP search only
+// when it lists "tcp" (or "tls" before it); one with no protocol gets no
+// reply, not even to MustReply. The probe's TCP discovery ping lists
+// "tcp", so a Secure PVAccess server's GUID is proven over TCP like any
+// other (a static one is reported under its own GUID, not a synthetic
+// one; a restart claim can be confirmed while the old watch is up).
+func TestPingProvesTLSServerGUID(t *testing.T) {
+	pki := testutil.NewPKI(t, "probe test CA")
+	srv := startServer(t, sim.Options{TLS: pki.ServerConfig(pki.Issue(t, "ioc", testutil.CertOptions{}))}, "a:one")
+	k := newSink()
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k, PingWait: 2 * time.Second})
+	p.SetStatic([]netip.AddrPort{srv.Addr()})
+	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() {
+		t.Fatalf("static TLS server listed as %v, want its own GUID %v (TCP discovery ping)", r.guid, srv.GUID())
+	}
+}

@@ -151,7 +151,14 @@ func (h *handler) onSearch(c *pvaconn.Conn, p []byte, be bool) bool {
 		}
 		return true
 	}
-	// The TCP path ignores the protocol list (wire-notes §9).
+	// PVXS's master branch answers a TCP search whatever its protocol
+	// list; its tls branch (serverchan.cpp handle_SEARCH) answers only a
+	// search that lists "tcp", or "tls" before it: a list with neither gets
+	// no reply at all, not even to MustReply. A simulated server with a
+	// TLS port behaves as the tls branch.
+	if h.in.tlsPort != 0 && !s.HasProtocol("tcp") && !tlsBeforeTCP(s.Protocols) {
+		return true
+	}
 	h.cids = h.in.claim(s.Names, h.cids[:0])
 	if len(h.cids) == 0 && !s.MustReply() {
 		return true
