@@ -169,9 +169,17 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatalf("snapshot not written: %v", err)
 	}
 
-	// Next start: the snapshot answers at once (unverified), before any beacon.
+	// Next start: the snapshot answers at once (unverified), before any
+	// beacon, while the servers are there but answer nothing (hung): a
+	// server whose endpoint refuses the connection would be dropped at
+	// once (TestSnapshotServerGoneWhenEndpointRefuses).
 	guid0 := site.Server(0).GUID.String()
-	site.Close()
+	for i := range site.Len() {
+		if err := site.Kill(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer site.Close()
 	p2 := start(t, args...)
 	testutil.WaitFor(t, 10*time.Second, "/healthz after restart", func() bool { c, _ := httpGet(api + "/healthz"); return c == 200 })
 	code, body := httpGet(api + "/v1/servers")
