@@ -514,7 +514,10 @@ func (h *handler) hint(a pva.Address, port uint16, proto string, src netip.AddrP
 	ip := sender
 	if !a.IsAny() {
 		ip = a.Addr().Unmap()
-		if ip != sender && !h.trustedRelay(sender) {
+		// A relay speaks for other hosts, never for pvans's own loopback
+		// services or for an address no server has: its source can be
+		// forged by anyone who can send as the relay.
+		if ip != sender && (!h.trustedRelay(sender) || !relayable(ip)) {
 			h.st.hintAddress.Add(1)
 			if ce := h.o.Logger.Check(zap.DebugLevel, "hint names another address than its sender's: dropped"); ce != nil {
 				ce.Write(zap.Stringer("sender", src), zap.Stringer("named", ip))
@@ -559,6 +562,12 @@ func (h *handler) searched(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// relayable reports whether a relay may name a: a unicast address of
+// another host (not loopback, multicast, broadcast or unspecified).
+func relayable(a netip.Addr) bool {
+	return !a.IsLoopback() && !a.IsMulticast() && !a.IsUnspecified() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }
 
 func (h *handler) trustedRelay(a netip.Addr) bool {

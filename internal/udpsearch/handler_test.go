@@ -510,3 +510,33 @@ func TestReplyableIPv6(t *testing.T) {
 		t.Errorf("port 0 replyable")
 	}
 }
+
+// A trusted relay speaks for other hosts, not for pvans's own: a relay's
+// datagram (whose source can be forged by anyone who can send as the
+// relay) naming a loopback, multicast, broadcast or unspecified address is
+// dropped, or it would make pvans probe its own loopback services and
+// publish a loopback-only server to remote clients.
+func TestRelayMayNotNameLoopback(t *testing.T) {
+	sink := &obsSink{}
+	o := Options{GUID: ownGUID, Beacons: sink,
+		TrustedRelays: []netip.Prefix{netip.MustParsePrefix("10.0.0.200/32")},
+		Clock:         clock.NewFake(time.Time{}),
+	}
+	h, st := testHandler(t, o, &recSender{})
+	relay := netip.MustParseAddr("10.0.0.200")
+	named := []string{"127.0.0.1", "127.3.4.5", "::1", "224.0.0.128", "255.255.255.255", "::ffff:127.0.0.1", "10.0.0.7"}
+	for _, n := range named {
+		b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AddressFrom(netip.MustParseAddr(n)), Port: 5075, Protocol: "tcp"})
+		h.handle(&datagram{b: b, src: netip.AddrPortFrom(relay, 5076), dst: ipEthBc, ifIndex: 2})
+	}
+	var got []netip.AddrPort
+	for _, ob := range sink.all() {
+		got = append(got, ob.Endpoint)
+	}
+	if want := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.7:5075")}; !slices.Equal(got, want) {
+		t.Fatalf("relay hints taken %v, want %v", got, want)
+	}
+	if n := st.snapshot().HintAddressMismatch; n != uint64(len(named)-1) {
+		t.Fatalf("address_mismatch %d, want %d", n, len(named)-1)
+	}
+}
