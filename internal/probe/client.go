@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -88,7 +89,8 @@ type client struct {
 	waiters map[waitKey]chan result
 	sid     uint32
 	haveSID bool
-	guid    chan pva.GUID // first answer to the discovery ping
+	guid    chan pva.GUID // the first answer to the discovery ping over TCP
+	udpGUID chan pva.GUID // the first one over UDP (pvAccessCPP), taken only without a TCP one
 	// seq is the ping's sequence ID: random, and sent over TCP only, so an
 	// answer echoing it (over TCP, or over UDP from the server's address)
 	// comes from the server that read the ping.
@@ -105,7 +107,7 @@ type client struct {
 }
 
 func newClient(p *Prober, s *server) *client {
-	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1), tlsAns: make(chan tlsAnswer, 1),
+	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1), udpGUID: make(chan pva.GUID, 1), tlsAns: make(chan tlsAnswer, 1),
 		// A listing reply's type is a few descriptors; a server may not
 		// make pvans keep more (issue 14).
 		tc: pva.TypeCache{MaxEntries: probeMaxCachedTypes, MaxBytes: probeMaxCachedTypeBytes}}
@@ -237,6 +239,45 @@ func (cl *client) answered(g pva.GUID) {
 	case cl.guid <- g:
 	default:
 	}
+}
+
+// answeredOverUDP takes the first answer to the ping heard over UDP.
+func (cl *client) answeredOverUDP(g pva.GUID) {
+	select {
+	case cl.udpGUID <- g:
+	default:
+	}
+}
+
+// pingGUID is the endpoint's answer to the ping. A TCP answer decides
+// whatever came over UDP: a datagram can be forged from the server's
+// address, the TCP connection cannot. A server that answers over TCP does
+// so before it answers the listing on the same connection (PVXS handles a
+// connection's messages in order), so once the listing is done a missing
+// TCP answer means the server answers over UDP or not at all; the UDP
+// answer is taken then, or the first of either within wait.
+func (cl *client) pingGUID(ctx context.Context, wait time.Duration) pva.GUID {
+	select {
+	case g := <-cl.guid:
+		return g
+	default:
+	}
+	select {
+	case g := <-cl.udpGUID:
+		return g
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case g := <-cl.guid:
+		return g
+	case g := <-cl.udpGUID:
+		return g
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return pva.GUID{}
 }
 
 // channel returns the SID of the `server` channel, creating it once per

@@ -65,8 +65,10 @@ package probe
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -311,6 +313,10 @@ type server struct {
 	hintPending bool
 	hintTimer   clock.Timer
 	prev        State // the state before the running probe
+	// news: the next probe answers a new GUID claimed at the endpoint (a
+	// restart), so it queues with fresh probes even after failures: a
+	// restarted server must not wait behind other hosts' silent retries.
+	news bool
 }
 
 // Prober runs probes. It is safe for concurrent use.
@@ -539,6 +545,7 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 			s.guid = guid
 		} else {
 			s.claim = guid
+			s.news = true
 		}
 	}
 	if why == ReasonStatic {
@@ -792,6 +799,15 @@ func (p *Prober) lostLocked(s *server, reason string) {
 	p.report(func(k Sink) { k.Lost(guid, ep, reason) })
 }
 
+// retryClass reports whether s's next probe queues as a retry (behind
+// fresh probes): it failed last time and nothing new was claimed since.
+// It consumes the news. Called with p.mu held.
+func (s *server) retryClass() bool {
+	retry := s.failures > 0 && !s.news
+	s.news = false
+	return retry
+}
+
 func (s *server) reportGUID() pva.GUID {
 	if s.guid.IsZero() {
 		return StaticGUID(s.ep)
@@ -861,7 +877,7 @@ func (p *Prober) run(s *server) {
 	defer p.wg.Done()
 	for {
 		p.mu.Lock()
-		retry := s.failures > 0
+		retry := s.retryClass()
 		p.mu.Unlock()
 		release, ok := p.sched.acquire(p.ctx, s.ep.Addr(), retry)
 		if !ok {
@@ -952,14 +968,7 @@ func (p *Prober) attempt(s *server) outcome {
 		}
 	}
 	if pinged {
-		t := time.NewTimer(p.opt.PingWait)
-		select {
-		case g := <-cl.guid:
-			o.tcpGUID = g
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		o.tcpGUID = cl.pingGUID(ctx, p.opt.PingWait)
 	}
 	return o
 }
@@ -969,7 +978,12 @@ func (p *Prober) pingSeq(cl *client) uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
-		seq := p.rnd.Uint32()
+		// From crypto/rand, not p.rnd: the sequence ID is what proves a
+		// UDP answer saw the TCP ping, and p.rnd (seeded from the start
+		// time, and showing in the jitter) can be predicted.
+		var b [4]byte
+		_, _ = crand.Read(b[:])
+		seq := binary.LittleEndian.Uint32(b[:])
 		if _, taken := p.pings[seq]; seq != 0 && seq != tlsSeq && !taken {
 			p.pings[seq] = cl
 			return seq
@@ -999,7 +1013,7 @@ func (p *Prober) PingAnswer(from netip.AddrPort, m *pva.SearchResponse) bool {
 	delete(p.pings, m.Seq)
 	p.stats.PingsOverUDP++
 	p.mu.Unlock()
-	cl.answered(m.GUID)
+	cl.answeredOverUDP(m.GUID)
 	return true
 }
 
