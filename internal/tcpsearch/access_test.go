@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -169,5 +172,39 @@ func TestDeniedNameNotAnsweredNorPushed(t *testing.T) {
 	}
 	if d := w.res.Stats().Denied; d != 4 {
 		t.Errorf("denied %d, want 4", d)
+	}
+}
+
+// A refused client is logged at info, once per source per minute however
+// often it retries (the counter counts every one).
+func TestDeniedClientLoggedOncePerSourcePerMinute(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	clk := clock.NewFake(time.Unix(1000, 0))
+	w := newWorld(t, Options{ClientAllowed: func(a netip.Addr) bool { return a != lo2 }, Logger: zap.New(core), Clock: clk})
+	refused := func() {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(lo2, 0))}
+		nc, err := d.Dial("tcp", w.ep.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		nc.Read(make([]byte, 1)) // returns when closed
+	}
+	lines := func() []observer.LoggedEntry {
+		return logs.FilterMessage("TCP client refused by access.tcp_client_allow").All()
+	}
+	for range 5 {
+		refused()
+	}
+	testutil.WaitFor(t, 5*time.Second, "5 refusals counted", func() bool { return w.srv.Stats().Denied == 5 })
+	if l := lines(); len(l) != 1 || l[0].ContextMap()["client"] != lo2.String() {
+		t.Fatalf("%d lines for 5 refusals from one source in a minute, want 1 naming %s: %v", len(l), lo2, l)
+	}
+	clk.Advance(time.Minute)
+	refused()
+	testutil.WaitFor(t, 5*time.Second, "a line a minute later", func() bool { return len(lines()) == 2 })
+	if m := lines()[1].ContextMap(); m["more_since_last_line"] != uint64(4) {
+		t.Fatalf("second line %v, want the 4 refusals not logged", m)
 	}
 }

@@ -90,7 +90,7 @@ type Options struct {
 	Logger   *zap.Logger
 
 	// ClientAllowed is the client access list: a connection from an
-	// address it refuses is closed at accept (counted, logged at debug).
+	// address it refuses is closed at accept (counted, logged at info once per source per minute).
 	// Nil allows everyone.
 	ClientAllowed func(netip.Addr) bool
 	// ClientCertAllowed, when set, replaces ClientAllowed on the TLS
@@ -115,7 +115,8 @@ type Options struct {
 	MaxNamesPerSearch int
 	// BufferBytesTotal: see Policy.
 	BufferBytesTotal int64
-	// Clock drives the rate limiter; nil = the wall clock.
+	// Clock drives the rate limiter and the refused-client log; nil = the
+	// wall clock.
 	Clock clock.Clock
 	// Insight sees every search answered from the resolver (nil: none).
 	Insight SearchObserver
@@ -267,14 +268,15 @@ func peerCN(c *pvaconn.Conn) string {
 
 // Server is the name-server listener.
 type Server struct {
-	opt    Options // the Policy fields are read from pol instead
-	pol    atomic.Pointer[policy]
-	res    Resolver
-	log    *zap.Logger
-	cnt    counters
-	conn   pvaconn.Counters
-	budget pvaconn.Budget
-	ll     *limitlog.Log
+	opt     Options // the Policy fields are read from pol instead
+	pol     atomic.Pointer[policy]
+	res     Resolver
+	log     *zap.Logger
+	cnt     counters
+	conn    pvaconn.Counters
+	budget  pvaconn.Budget
+	ll      *limitlog.Log
+	denyLog *limitlog.Sources // refused clients: a line per source per minute
 
 	mu       sync.Mutex
 	lns      []*net.TCPListener
@@ -286,13 +288,22 @@ type Server struct {
 	wg       sync.WaitGroup // accept loops
 }
 
+// denied counts a client refused at accept by the client access list and
+// logs it at most once per source per minute: an operator sees who is
+// refused, a client retrying in a loop does not fill the log.
+func (s *Server) denied(src netip.Addr) {
+	s.cnt.denied.Add(1)
+	s.denyLog.Hit(src, "TCP client refused by access.tcp_client_allow", zap.Stringer("client", src))
+}
+
 // New returns a listener answering from r. Start opens the sockets.
 func New(opt Options, r Resolver) *Server {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
 	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]bool),
-		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil)}
+		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil),
+		denyLog: limitlog.NewSources(opt.Logger, 0, 0, opt.Clock)}
 	s.SetPolicy(opt.policy())
 	return s
 }
@@ -463,8 +474,7 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 		// message, once its certificate is known (session.Message).
 		byCert := tc != nil && pol.ClientCertAllowed != nil
 		if allow := pol.ClientAllowed; allow != nil && !byCert && !allow(src) {
-			s.cnt.denied.Add(1)
-			s.log.Debug("TCP client refused by the client access list", zap.Stringer("client", nc.RemoteAddr()))
+			s.denied(src)
 			nc.Close()
 			continue
 		}
@@ -474,7 +484,7 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 			byCert = tc != nil && pol.ClientCertAllowed != nil
 			if allow := pol.ClientAllowed; allow != nil && !byCert && !allow(src) {
 				s.mu.Unlock()
-				s.cnt.denied.Add(1)
+				s.denied(src)
 				nc.Close()
 				continue
 			}
