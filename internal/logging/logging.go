@@ -2,7 +2,8 @@
 // a terminal (systemd's journal, containers, log shippers), human-readable
 // console output on a terminal, at the configured level. Level and format
 // can both change while running (a configuration reload): every logger
-// derived from the one New returns follows.
+// derived from the one New returns follows. Durations are written as Go
+// durations ("10m0s"), as the configuration takes them.
 package logging
 
 import (
@@ -72,10 +73,13 @@ func encoder(format string) (zapcore.Encoder, error) {
 		ec := zap.NewProductionEncoderConfig()
 		ec.EncodeTime = zapcore.ISO8601TimeEncoder
 		ec.TimeKey = "ts"
+		// "10m0s", as the configuration writes it, not 600 (seconds).
+		ec.EncodeDuration = zapcore.StringDurationEncoder
 		return zapcore.NewJSONEncoder(ec), nil
 	}
 	ec := zap.NewDevelopmentEncoderConfig()
 	ec.EncodeTime = zapcore.TimeEncoderOfLayout("2006-01-02T15:04:05.000Z07:00")
+	ec.EncodeDuration = zapcore.StringDurationEncoder
 	return zapcore.NewConsoleEncoder(ec), nil
 }
 

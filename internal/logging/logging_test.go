@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -82,4 +83,20 @@ func TestApplyWhileLogging(t *testing.T) {
 		_ = c.Apply("info", []string{"json", "console"}[i%2])
 	}
 	wg.Wait()
+}
+
+// Durations are written as Go durations ("10m0s"), the form the
+// configuration takes, in both formats: never a bare number of seconds.
+func TestDurationsAsGoDurations(t *testing.T) {
+	for _, f := range []string{"json", "console"} {
+		var buf bytes.Buffer
+		l, _, err := NewTo(&buf, "info", f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Info("snapshot loaded", zap.Duration("window", 10*time.Minute))
+		if !strings.Contains(buf.String(), "10m0s") {
+			t.Errorf("%s: %q, want window 10m0s", f, buf.String())
+		}
+	}
 }
