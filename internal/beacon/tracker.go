@@ -136,6 +136,9 @@ type Entry struct {
 	ChangeMoves    uint64 // times the change count moved under this GUID
 	Sender         netip.AddrPort
 	Via            Via // how it was last heard from
+	// PrevGUID is the GUID this one replaced at the endpoint (the
+	// EventChanged's OldGUID); zero for an endpoint new to the table.
+	PrevGUID pva.GUID
 }
 
 // Stats are the tracker's counters since New.
@@ -232,7 +235,7 @@ func (t *Tracker) Observe(o Observation) {
 	case e.GUID != o.GUID || e.Version != o.Version:
 		old := e.GUID
 		*e = Entry{GUID: o.GUID, Endpoint: o.Endpoint, Protocol: o.Protocol, Version: o.Version,
-			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via}
+			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via, PrevGUID: old}
 		if o.Via == ViaBeacon {
 			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
 		}

@@ -117,6 +117,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)
 	}
+	d.guid = pva.PvansGUID(d.guid) // other replicas tell us by it
+
 	d.readyWhy.Store("starting")
 	// The settings a reload can change reach the parts through apply
 	// (reload.go) at the end of New, as they do on every reload.
@@ -438,6 +440,13 @@ func (d *Daemon) loadSnapshot() bool {
 	if err := d.Registry.LoadSnapshot(p); err != nil {
 		d.log.Warn("registry snapshot not loaded; starting empty", zap.String("path", p), zap.Error(err))
 		return false
+	}
+	// Replicas are not probed: their beacons and discovery answers bring
+	// them back.
+	for _, s := range d.Registry.Servers() {
+		if s.GUID.IsPvans() && s.Names == 0 {
+			_ = d.Registry.RemoveServer(s.GUID)
+		}
 	}
 	c := d.Registry.Counts()
 	d.log.Info("registry snapshot loaded; entries unverified until confirmed", zap.String("path", p),

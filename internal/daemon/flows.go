@@ -45,6 +45,10 @@ func viaSource(v beacon.Via) registry.Source {
 // (docs/SECURITY.md, "Trust").
 func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 	fields := []zap.Field{zap.Stringer("guid", ev.GUID), zap.Stringer("endpoint", ev.Endpoint), zap.Stringer("via", ev.Via)}
+	if ev.GUID.IsPvans() && ev.Kind != beacon.EventLost {
+		d.onReplica(ev, fields)
+		return
+	}
 	switch ev.Kind {
 	case beacon.EventNew, beacon.EventChanged:
 		info := registry.ServerInfo{GUID: ev.GUID, Addr: ev.Endpoint, Protocol: ev.Protocol, Version: ev.Version,
@@ -64,6 +68,11 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 			kind, why = "restart claimed", probe.ReasonChanged
 			defer d.anomaly(insight.AnomalyGUIDChurn, ev.GUID, ev.Endpoint)(d.Insight.GUIDChanged(ev.Endpoint, ev.At))
 		}
+		if kind == "appeared" {
+			d.log.Info("server appeared", fields...)
+		} else {
+			d.log.Debug("server restart claimed", append(fields, zap.Stringer("old_guid", ev.OldGUID))...)
+		}
 		d.Events.Add(events.Event{At: ev.At, Kind: kind, GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "via " + ev.Via.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, why)
 		d.Ring.Poke(poke)
@@ -79,11 +88,52 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 			d.anomaly(insight.AnomalyBeaconsStopped, g, ev.Endpoint)(d.Insight.BeaconsStopped(ev.Endpoint, ev.At))
 			return
 		}
-		d.log.Info("server lost: no beacon within the expiry", fields...)
+		d.logLost(ev.GUID, ev.Endpoint, "no beacon within the expiry")
 		d.Events.Add(events.Event{At: ev.At, Kind: "lost", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "beacon expired"})
 		d.Prober.Forget(ev.Endpoint)
 		d.removeAt(ev.GUID, ev.Endpoint)
 	}
+}
+
+// onReplica registers another pvans (its GUID carries the pvans mark,
+// pva.GUID.IsPvans) as a replica: a row with no names, never probed, so
+// never a failing server. Replicas list no names (serverpv) and may
+// refuse our TCP connections (access.tcp_client_allow); a probe would
+// only fail or list nothing. A replica restarted under a new GUID takes
+// the old one's row; a pvans GUID at an endpoint another server holds
+// changes nothing (a forged beacon cannot displace a server's names).
+func (d *Daemon) onReplica(ev beacon.Event, fields []zap.Field) {
+	info := registry.ServerInfo{GUID: ev.GUID, Addr: ev.Endpoint, Protocol: ev.Protocol, Version: ev.Version,
+		Discovered: viaSource(ev.Via), ChangeCount: ev.ChangeCount, LastSeen: ev.At}
+	_, err := d.Registry.UpsertServer(info)
+	if errors.Is(err, registry.ErrEndpointHeld) && ev.Kind == beacon.EventChanged && ev.OldGUID.IsPvans() {
+		d.removeAt(ev.OldGUID, ev.Endpoint)
+		_, err = d.Registry.UpsertServer(info)
+	}
+	if err != nil {
+		d.log.Debug("replica not registered", append(fields, zap.Error(err))...)
+		return
+	}
+	if ev.Kind == beacon.EventSourcesChanged {
+		return // its registry changed; nothing of ours did
+	}
+	what := "replica appeared"
+	if ev.Kind == beacon.EventChanged {
+		what = "replica restarted"
+		fields = append(fields, zap.Stringer("old_guid", ev.OldGUID))
+	}
+	d.log.Info(what, fields...)
+	d.Events.Add(events.Event{At: ev.At, Kind: "replica", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(),
+		Detail: what + " (another pvans), via " + ev.Via.String()})
+}
+
+// logLost is the one line for a server lost, whatever noticed it.
+func (d *Daemon) logLost(g pva.GUID, ep netip.AddrPort, reason string) {
+	msg := "server lost"
+	if g.IsPvans() {
+		msg = "replica lost"
+	}
+	d.log.Info(msg, zap.Stringer("guid", g), zap.Stringer("endpoint", ep), zap.String("reason", reason))
 }
 
 // removeAt removes g if it is registered at ep with names of its own (a
@@ -119,9 +169,13 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	// How the server was first heard of, if this listing creates it (a
 	// static server, or one whose lost watch came back).
 	how := registry.SourceStatic
+	var prev pva.GUID // the GUID it replaced at the endpoint, by the tracker
 	if e, ok := d.Tracker.Lookup(ep, "tcp"); ok && e.GUID == guid {
-		how = viaSource(e.Via)
+		how, prev = viaSource(e.Via), e.PrevGUID
 	}
+	// A re-listing with nothing new is not news for the log.
+	before, known := d.Registry.Server(guid)
+	news := !known || before.ProbeState != registry.ProbeListed || !before.Verified || before.Names != len(names) || before.Addr != ep
 	replaced, err := d.Registry.Listed(registry.ServerInfo{GUID: guid, Addr: ep, TLS: info.TLS, Identity: info.Identity, Discovered: how, LastSeen: d.clk.Now()}, names, registry.SourceProbe)
 	switch {
 	case errors.Is(err, registry.ErrGUIDElsewhere), errors.Is(err, registry.ErrServerLimit), errors.Is(err, registry.ErrIdentity):
@@ -134,6 +188,19 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 	for _, old := range replaced {
 		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "restarted", GUID: guid.String(), Endpoint: ep.String(),
 			Detail: "replaces " + old.String() + " (confirmed over TCP)"})
+	}
+	if news {
+		// Restarted: the registry replaced the old GUID, or the old one
+		// was lost first (its watch closed as it stopped) and the
+		// tracker saw this GUID take the endpoint over.
+		if len(replaced) > 0 {
+			prev = replaced[0]
+		}
+		if !prev.IsZero() && prev != guid && (len(replaced) > 0 || !known || before.ProbeState == registry.ProbeNone) {
+			d.log.Info("server restarted", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Stringer("old_guid", prev))
+		}
+		d.log.Info("server listed", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Int("names", len(names)),
+			zap.Duration("took", info.Took))
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
@@ -198,7 +265,7 @@ func (d *Daemon) snapshotServerGone(guid pva.GUID, ep netip.AddrPort, cat string
 	if !ok || sv.Addr != ep || sv.Verified || sv.ListedHow == registry.SourceStatic {
 		return false
 	}
-	d.log.Info("server from the snapshot gone: its endpoint does not serve PVA", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("category", cat))
+	d.logLost(guid, ep, "from the snapshot, its endpoint does not serve PVA ("+cat+")")
 	_ = d.Registry.RemoveServer(guid)
 	d.serverGone(guid)
 	if _, heard := d.Tracker.Lookup(ep, "tcp"); !heard {
@@ -226,7 +293,7 @@ func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 		d.log.Debug("server lost: watch connection ended", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("reason", reason))
 		return
 	}
-	d.log.Info("server lost: watch connection ended", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.String("reason", reason))
+	d.logLost(guid, ep, reason)
 	if sv, ok := d.Registry.Server(guid); ok && sv.Addr == ep {
 		_ = d.Registry.RemoveServer(guid)
 		d.serverGone(guid)

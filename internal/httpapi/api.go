@@ -136,8 +136,11 @@ type api struct {
 
 // Server is the JSON form of a server.
 type Server struct {
-	GUID        string    `json:"guid"`
-	Endpoint    string    `json:"endpoint"`
+	GUID     string `json:"guid"`
+	Endpoint string `json:"endpoint"`
+	// Kind is "server", or "replica" for another pvans (its GUID says
+	// so): listed, never probed.
+	Kind        string    `json:"kind"`
 	Protocol    string    `json:"protocol"`
 	TLSEndpoint string    `json:"tls_endpoint,omitempty"` // Secure PVAccess endpoint, if the server has one
 	Identity    string    `json:"tls_identity,omitempty"` // certificate proven over TLS at the last listing
@@ -211,6 +214,10 @@ func ServerJSON(s registry.ServerInfo) Server {
 		ProbedAt: s.ProbedAt, Names: s.Names, Held: s.Held, Verified: s.Verified}
 	if !s.ListedAt.IsZero() {
 		out.ListedHow = s.ListedHow.String()
+	}
+	out.Kind = "server"
+	if s.GUID.IsPvans() {
+		out.Kind = "replica"
 	}
 	return out
 }

@@ -167,8 +167,11 @@ type countsView struct{ Servers, Names, DuplicateNames, Unverified int }
 // probe is "bad" because the daemon cannot list that server's names, so
 // clients may be sent nowhere; an unverified one (loaded from a snapshot)
 // is only a "warn" because it normally resolves within the window.
+// Another pvans is a "replica", last.
 func serverState(s Server) (state, class string, rank int) {
 	switch {
+	case s.Kind == "replica":
+		return "replica", "ok", 3 // another pvans: nothing to list
 	case s.ProbeState == registry.ProbeFailed.String():
 		return "probe failed", "bad", 0
 	case !s.Verified:

@@ -499,6 +499,8 @@ type Info struct {
 	Err      string            // why op=info failed, if it did
 	// File is set for names read from a static name file (no probe).
 	File string
+	// Took is how long the listing took (connect to names), for the log.
+	Took time.Duration
 	// TLS is the server's TLS endpoint, learned by the listing's
 	// TLS-endpoint query; zero if it has none.
 	TLS netip.AddrPort

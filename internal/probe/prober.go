@@ -795,7 +795,7 @@ func (p *Prober) lostLocked(s *server, reason string) {
 	s.names = 0
 	p.stats.Lost++
 	guid, ep := s.reportGUID(), s.ep
-	p.log.Info("server lost", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.String("reason", reason))
+	p.log.Debug("server lost", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.String("reason", reason)) // the Sink logs it
 	p.report(func(k Sink) { k.Lost(guid, ep, reason) })
 }
 
@@ -1112,6 +1112,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		s.reported, s.lostReported = true, false
 		p.stats.Listed++
 		names, info := o.names, o.info
+		info.Took = o.took
 		p.report(func(k Sink) { k.Listed(guid, ep, names, info) })
 		if re := p.tm.Load().reprobe; re > 0 {
 			p.schedule(s, jitter(re, reprobeJitter, p.rnd.Float64()))
@@ -1168,7 +1169,7 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 		return false
 	}
 	p.stats.VerifyConfirmed++
-	p.log.Info("restart confirmed over TCP", zap.Stringer("endpoint", s.ep), zap.Stringer("old_guid", old), zap.Stringer("guid", proven))
+	p.log.Debug("restart confirmed over TCP", zap.Stringer("endpoint", s.ep), zap.Stringer("old_guid", old), zap.Stringer("guid", proven))
 	if s.cl != nil {
 		oldcl := s.cl
 		s.cl = nil // its close is not a loss to report: Listed replaces it

@@ -26,3 +26,21 @@ func ParseGUID(s string) (GUID, error) {
 	}
 	return g, nil
 }
+
+// pvansMark opens every pvans GUID, so that one pvans tells another
+// (a replica) from the servers it lists, from any datagram or answer that
+// carries the GUID: beacons, discovery answers, TCP validation. It must
+// come from the GUID because another replica may refuse our TCP
+// connections (access.tcp_client_allow), leaving only its UDP. A PVXS or
+// pvAccessCPP GUID is random: one opens with these 5 bytes once in 2^40.
+var pvansMark = [...]byte{'p', 'v', 'a', 'n', 's'}
+
+// PvansGUID returns g with the pvans mark in its first bytes; the rest
+// (56 bits) stays as given, so pass random bytes.
+func PvansGUID(g GUID) GUID {
+	copy(g[:], pvansMark[:])
+	return g
+}
+
+// IsPvans reports whether g carries the pvans mark: another pvans.
+func (g GUID) IsPvans() bool { return [len(pvansMark)]byte(g[:len(pvansMark)]) == pvansMark }

@@ -486,7 +486,7 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 			listed[n] = struct{}{}
 		}
 		for _, o := range olds {
-			r.log.Info("server restarted: new GUID confirmed over TCP at its endpoint",
+			r.log.Debug("server restarted: new GUID confirmed over TCP at its endpoint",
 				zap.Stringer("old_guid", o.guid), zap.Stringer("guid", s.guid), zap.Stringer("endpoint", in.Addr))
 			r.handOverLocked(w, o, s, listed)
 			added = append(added, r.removeLocked(w, o)...)

@@ -452,7 +452,7 @@ func (r *Registry) LoadSnapshot(path string) error {
 	}
 	r.loadedAt = r.clk.Now()
 	r.expiry = r.clk.AfterFunc(r.opts.UnverifiedTTL, func() { r.expireUnverified(r.clk.Now()) })
-	r.log.Info("registry snapshot loaded", zap.String("path", path),
+	r.log.Debug("registry snapshot loaded", zap.String("path", path),
 		zap.Int("servers", r.serverCount()), zap.Int("claims", r.claims))
 	return nil
 }
