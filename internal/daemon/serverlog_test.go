@@ -2,12 +2,10 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +15,11 @@ import (
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
-// syncBuf is a log sink the test reads while the daemon writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// lines returns the JSON log lines with message msg.
-func (s *syncBuf) lines(t *testing.T, msg string) []map[string]any {
+// logLines returns the JSON log lines in buf with message msg.
+func logLines(t *testing.T, buf *testutil.Buffer, msg string) []map[string]any {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -48,15 +32,9 @@ func (s *syncBuf) lines(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startLoggedDaemon(t *testing.T, c *config.Config) (*Daemon, *syncBuf) {
+func startLoggedDaemon(t *testing.T, c *config.Config) (*Daemon, *testutil.Buffer) {
 	t.Helper()
-	buf := &syncBuf{}
+	buf := &testutil.Buffer{}
 	l, _, err := logging.NewTo(buf, "info", "json")
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +51,10 @@ func startLoggedDaemon(t *testing.T, c *config.Config) (*Daemon, *syncBuf) {
 }
 
 // one fails unless exactly one line of msg names guid, and returns it.
-func one(t *testing.T, buf *syncBuf, msg, guid string) map[string]any {
+func one(t *testing.T, buf *testutil.Buffer, msg, guid string) map[string]any {
 	t.Helper()
 	var got []map[string]any
-	for _, m := range buf.lines(t, msg) {
+	for _, m := range logLines(t, buf, msg) {
 		if m["guid"] == guid {
 			got = append(got, m)
 		}
@@ -133,7 +111,7 @@ func TestServerLifeLoggedOnce(t *testing.T) {
 	// The old instance may be reported lost as it stops (its watch
 	// closes) before the new one takes over: once at most.
 	nOld := 0
-	for _, m := range buf.lines(t, "server lost") {
+	for _, m := range logLines(t, buf, "server lost") {
 		if m["guid"] == old {
 			nOld++
 		}
@@ -142,7 +120,7 @@ func TestServerLifeLoggedOnce(t *testing.T) {
 		t.Errorf("%d \"server lost\" lines for the old instance, want at most 1", nOld)
 	}
 	for _, msg := range []string{"server appeared", "server restarted"} {
-		if n := len(buf.lines(t, msg)); n != 1 {
+		if n := len(logLines(t, buf, msg)); n != 1 {
 			t.Errorf("%d %q lines, want 1; log:\n%s", n, msg, buf)
 		}
 	}
@@ -158,13 +136,12 @@ func TestSnapshotLoadLoggedOnce(t *testing.T) {
 	c.Search.Through = false
 	c.Snapshot.Path = path
 	first := startDaemon(t, c)
-	site := startSite(t, sim.Options{Names: [][]string{{"snap:1"}}, Host: lo, BeaconDests: []netip.AddrPort{first.udpAddr()}})
+	startSite(t, sim.Options{Names: [][]string{{"snap:1"}}, Host: lo, BeaconDests: []netip.AddrPort{first.udpAddr()}})
 	testutil.WaitFor(t, 5*time.Second, "name registered", func() bool { return first.Registry.Counts().Names == 1 })
 	if err := first.SaveSnapshot(); err != nil {
 		t.Fatal(err)
 	}
 	first.Close()
-	_ = site
 
 	c2 := testConfig(t)
 	c2.Search.Through = false
