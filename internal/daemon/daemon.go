@@ -207,7 +207,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Clock:       d.clk,
 		Transport:   ringTransport{d},
 		IgnoreGUIDs: []pva.GUID{d.guid},
-		Resolved:    d.onSearchResolved,
+		Resolved:    func(name string, g pva.GUID, ep netip.AddrPort) { d.onSearchResolved(name, false, g, ep) },
+		ResolvedTLS: d.onSearchResolvedTLS,
 		Duplicate:   d.onSearchDuplicate,
 		Logger:      d.log.Named("searchring"),
 	})

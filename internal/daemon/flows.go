@@ -312,13 +312,15 @@ func (d *Daemon) onUDPSearchResponse(from netip.AddrPort, m *pva.SearchResponse)
 // waiting for the name are answered at once — they would have believed
 // that reply themselves — but the name is registered for everyone else
 // only once the endpoint confirms it over TCP: its listing (the probe), or
-// a TCP search answered under that GUID (Prober.Confirm).
-func (d *Daemon) onSearchResolved(name string, guid pva.GUID, ep netip.AddrPort) {
+// a TCP search answered under that GUID (Prober.Confirm). tls says whose
+// search it answered: TLS clients' (a "tcp" answer to ["tls","tcp"]) or
+// the others'.
+func (d *Daemon) onSearchResolved(name string, tls bool, guid pva.GUID, ep netip.AddrPort) {
 	if !d.conf().Access.ServerAllowed(ep.Addr()) {
 		d.deniedServers.Add(1)
 		return
 	}
-	d.Resolver.Answer(name, resolver.Endpoint{GUID: guid, Addr: ep, Protocol: "tcp"})
+	d.Resolver.Answer(name, tls, resolver.Endpoint{GUID: guid, Addr: ep, Protocol: "tcp"})
 	if h, ok := d.Registry.LookupName(name); ok && h.GUID == guid && h.Addr == ep {
 		return
 	}

@@ -200,7 +200,7 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	d.Ring.SetLimits(next.Search.ThroughMaxNames, next.Search.ThroughDatagramsPerSecond)
 	if prev == nil || prev.Search.Through != next.Search.Through {
 		if next.Search.Through {
-			d.Resolver.SetSearcher(d.Ring)
+			d.Resolver.SetSearcher(ringSearcher{d.Ring})
 		} else {
 			d.Resolver.SetSearcher(nil)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/searchring"
 	"github.com/pvans-project/pvans/internal/upstream"
 )
@@ -92,4 +93,51 @@ func (t ringTransport) Upstreams() []searchring.Upstream {
 		out[i] = c
 	}
 	return out
+}
+
+// ringSearcher hands the resolver's searches to the ring with the
+// protocols their waiters listed: a name TLS clients wait for is searched
+// with ["tls","tcp"], so a Secure PVAccess server's answer names its TLS
+// endpoint; one plain clients wait for with ["tcp"].
+type ringSearcher struct{ r *searchring.Ring }
+
+func (s ringSearcher) Want(name string, tls bool) {
+	if tls {
+		s.r.WantTLS(name)
+	} else {
+		s.r.Want(name)
+	}
+}
+
+func (s ringSearcher) Drop(name string, tls bool) {
+	if tls {
+		s.r.DropTLS(name)
+	} else {
+		s.r.Drop(name)
+	}
+}
+
+// onSearchResolvedTLS takes a search-through answer to TLS clients'
+// search. A "tcp" answer (a server without TLS) goes the plain way, to
+// the TLS clients only. A "tls" answer names the server's TLS endpoint:
+// the clients waiting with TLS are answered with it and protocol "tls",
+// nobody else. It cannot be listed there (a listing is plain PVA); a
+// server the registry knows under that GUID at that address is listed
+// again at its plain endpoint, which learns its TLS endpoint too, and any
+// other is listed once its beacons name its plain endpoint.
+func (d *Daemon) onSearchResolvedTLS(name string, guid pva.GUID, ep netip.AddrPort, overTLS bool) {
+	if !overTLS {
+		d.onSearchResolved(name, true, guid, ep)
+		return
+	}
+	if !d.conf().Access.ServerAllowed(ep.Addr()) {
+		d.deniedServers.Add(1)
+		return
+	}
+	d.Resolver.Answer(name, true, resolver.Endpoint{GUID: guid, Addr: ep, Protocol: "tls"})
+	if sv, ok := d.Registry.Server(guid); ok && sv.Addr.Addr() == ep.Addr() {
+		if h, ok := d.Registry.LookupName(name); !ok || h.GUID != guid {
+			d.Prober.Probe(guid, sv.Addr, probe.ReasonSearchThrough)
+		}
+	}
 }

@@ -78,6 +78,10 @@ func (e Endpoint) Wire(client netip.Addr, m addrmap.Map) (pva.Address, uint16) {
 type Group struct {
 	Server Endpoint
 	CIDs   []uint32
+	// TLS, in a pushed Group, says the waiters' search listed "tls": the
+	// push answers as that search would have been (Endpoint.For). Lookup
+	// leaves it false; its caller knows its own search.
+	TLS bool
 }
 
 // Batch is the result of Lookup. It is reusable: Lookup resets it and keeps
@@ -94,12 +98,14 @@ type Batch struct {
 
 // Searcher searches the server networks for names (search-through). Want
 // is called once when the first client starts waiting for a name, Drop once
-// when the last one stops (answered, expired, closed). Both are called with
-// the resolver's lock held: they must not block and must not call back into
-// the resolver or the registry synchronously (enqueue instead).
+// when the last one stops (answered, expired, closed), separately for
+// clients whose search listed "tls" (tls) and for the others: the search
+// through must list the protocols its waiters listed. Both are called with
+// the resolver's lock held: they must not block and must not call back
+// into the resolver or the registry synchronously (enqueue instead).
 type Searcher interface {
-	Want(name string)
-	Drop(name string)
+	Want(name string, tls bool)
+	Drop(name string, tls bool)
 }
 
 // DefaultMaxWaitsPerClient is the waiter bound for a zero option: the same
@@ -141,7 +147,7 @@ type Stats struct {
 	Misses    uint64 // names nobody claimed
 	Denied    uint64 // names refused by Options.NameAllowed (not claimed, not waited for)
 	Waiting   int64  // current waiters (gauge)
-	WaitNames int64  // distinct names waited for (gauge)
+	WaitNames int64  // distinct names waited for, plain and TLS counted apart (gauge)
 	WaitDrops uint64 // waiters refused at MaxWaitsPerClient
 	// WaitDropsSource and WaitDropsTotal: waiters refused at
 	// MaxWaitsPerSource and MaxWaiters.
@@ -188,8 +194,8 @@ type Resolver struct {
 
 	mu       sync.Mutex
 	bySource map[netip.Addr]int // waiters per source address (sources with one)
-	byName   map[string]map[waitKey]struct{}
-	byRecord map[string]map[string]struct{} // record -> waited record.FIELD names
+	byName   map[wantKey]map[waitKey]struct{}
+	byRecord map[string]map[wantKey]struct{} // record -> waited record.FIELD names
 	searcher Searcher
 	sweepT   clock.Timer
 	closed   bool
@@ -206,8 +212,16 @@ type waitKey struct {
 	cid uint32
 }
 
+// wantKey is a name waited for by plain clients, or (tls) by clients
+// whose search listed "tls".
+type wantKey struct {
+	name string
+	tls  bool
+}
+
 type waiter struct {
 	name    string
+	tls     bool // the search listed "tls"
 	expires time.Time
 }
 
@@ -227,7 +241,7 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	}
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
 		bySource: make(map[netip.Addr]int),
-		byName:   make(map[string]map[waitKey]struct{}), byRecord: make(map[string]map[string]struct{})}
+		byName:   make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
 	r.SetPolicy(o.policy())
 	reg.Subscribe(r.onNames)
 	r.mu.Lock()
@@ -263,14 +277,14 @@ func (r *Resolver) SetSearcher(s Searcher) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.searcher != nil {
-		for n := range r.byName {
-			r.searcher.Drop(n)
+		for k := range r.byName {
+			r.searcher.Drop(k.name, k.tls)
 		}
 	}
 	r.searcher = s
 	if s != nil {
-		for n := range r.byName {
-			s.Want(n)
+		for k := range r.byName {
+			s.Want(k.name, k.tls)
 		}
 	}
 }
@@ -391,13 +405,15 @@ func (c *Client) Waiting() int {
 }
 
 // Wait remembers the unresolved pairs q[i] for each i in missing (as Lookup
-// reported them). It copies the names. A retry for a pair already waited
-// for refreshes its expiry. Beyond MaxWaitsPerClient pairs are dropped and
-// counted (the client's own retries still find the name later). A name
-// that resolved since the Lookup is pushed at once. A name the access
-// policy refuses is skipped (and counted): it is never waited for, so
-// never pushed nor searched through.
-func (c *Client) Wait(q []pva.SearchName, missing []int) {
+// reported them); tls is whether that search listed "tls", which every
+// push answering these pairs follows (Group.TLS). It copies the names. A
+// retry for a pair already waited for refreshes its expiry. Beyond
+// MaxWaitsPerClient pairs are dropped and counted (the client's own
+// retries still find the name later). A name that resolved since the
+// Lookup is pushed at once. A name the access policy refuses is skipped
+// (and counted): it is never waited for, so never pushed nor searched
+// through.
+func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 	r := c.r
 	exp := r.opts.Clock.Now().Add(r.opts.WaitTTL)
 	r.mu.Lock()
@@ -418,11 +434,11 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 			continue
 		}
 		if w, ok := c.waits[sn.CID]; ok {
-			if w.name == string(sn.Name) {
+			if w.name == string(sn.Name) && w.tls == tls {
 				w.expires = exp
 				continue
 			}
-			r.unwaitLocked(c, sn.CID, w) // the CID now means another name
+			r.unwaitLocked(c, sn.CID, w) // the CID now means another search
 		}
 		// Checked under r.mu: a commit either happened before (seen here)
 		// or its notification will find this waiter.
@@ -434,29 +450,30 @@ func (c *Client) Wait(q []pva.SearchName, missing []int) {
 			continue
 		}
 		name := string(sn.Name)
-		c.waits[sn.CID] = &waiter{name: name, expires: exp}
+		c.waits[sn.CID] = &waiter{name: name, tls: tls, expires: exp}
 		r.waiting.Add(1)
 		r.bySource[c.src]++
-		ws := r.byName[name]
+		wk := wantKey{name, tls}
+		ws := r.byName[wk]
 		if ws == nil {
 			ws = make(map[waitKey]struct{}, 1)
-			r.byName[name] = ws
+			r.byName[wk] = ws
 			if rec, ok := r.reg.RecordOf(sn.Name); ok {
 				fs := r.byRecord[string(rec)]
 				if fs == nil {
-					fs = make(map[string]struct{}, 1)
+					fs = make(map[wantKey]struct{}, 1)
 					r.byRecord[string(rec)] = fs
 				}
-				fs[name] = struct{}{}
+				fs[wk] = struct{}{}
 			}
 			if r.searcher != nil {
-				r.searcher.Want(name)
+				r.searcher.Want(name, tls)
 			}
 		}
 		ws[waitKey{c, sn.CID}] = struct{}{}
 	}
 	for _, nc := range now {
-		c.push(Group{Server: endpointOf(nc.h), CIDs: nc.cids})
+		c.push(Group{Server: endpointOf(nc.h), CIDs: nc.cids, TLS: tls})
 		r.st.pushed.Add(uint64(len(nc.cids)))
 	}
 }
@@ -515,25 +532,26 @@ func endpointOf(h *registry.Holder) Endpoint {
 func (r *Resolver) unwaitLocked(c *Client, cid uint32, w *waiter) {
 	delete(c.waits, cid)
 	r.waiterGoneLocked(c)
-	ws := r.byName[w.name]
+	wk := wantKey{w.name, w.tls}
+	ws := r.byName[wk]
 	delete(ws, waitKey{c, cid})
 	if len(ws) == 0 {
-		r.forgetNameLocked(w.name)
+		r.forgetNameLocked(wk)
 	}
 }
 
-func (r *Resolver) forgetNameLocked(name string) {
-	delete(r.byName, name)
-	if rec, ok := r.reg.RecordOf([]byte(name)); ok {
+func (r *Resolver) forgetNameLocked(wk wantKey) {
+	delete(r.byName, wk)
+	if rec, ok := r.reg.RecordOf([]byte(wk.name)); ok {
 		if fs := r.byRecord[string(rec)]; fs != nil {
-			delete(fs, name)
+			delete(fs, wk)
 			if len(fs) == 0 {
 				delete(r.byRecord, string(rec))
 			}
 		}
 	}
 	if r.searcher != nil {
-		r.searcher.Drop(name)
+		r.searcher.Drop(wk.name, wk.tls)
 	}
 }
 
@@ -561,17 +579,18 @@ func (r *Resolver) onNames(added []string) {
 		return
 	}
 	type key struct {
-		c *Client
-		h *registry.Holder
+		c   *Client
+		h   *registry.Holder
+		tls bool
 	}
 	var out map[key][]uint32
 	var order []key
-	answer := func(name string) {
-		ws := r.byName[name]
+	answer := func(wn wantKey) {
+		ws := r.byName[wn]
 		if ws == nil {
 			return
 		}
-		h := r.reg.Lookup([]byte(name))
+		h := r.reg.Lookup([]byte(wn.name))
 		if h == nil {
 			return // gone again before we got here
 		}
@@ -579,7 +598,7 @@ func (r *Resolver) onNames(added []string) {
 			out = make(map[key][]uint32)
 		}
 		for wk := range ws {
-			k := key{wk.c, h}
+			k := key{wk.c, h, wn.tls}
 			if _, ok := out[k]; !ok {
 				order = append(order, k)
 			}
@@ -587,10 +606,11 @@ func (r *Resolver) onNames(added []string) {
 			delete(wk.c.waits, wk.cid)
 			r.waiterGoneLocked(wk.c)
 		}
-		r.forgetNameLocked(name)
+		r.forgetNameLocked(wn)
 	}
 	for _, n := range added {
-		answer(n)
+		answer(wantKey{n, false})
+		answer(wantKey{n, true})
 		if fs := r.byRecord[n]; fs != nil {
 			for f := range fs {
 				answer(f) // may delete from fs: allowed during range
@@ -599,20 +619,23 @@ func (r *Resolver) onNames(added []string) {
 	}
 	for _, k := range order {
 		cids := out[k]
-		k.c.push(Group{Server: endpointOf(k.h), CIDs: cids})
+		k.c.push(Group{Server: endpointOf(k.h), CIDs: cids, TLS: k.tls})
 		r.st.pushed.Add(uint64(len(cids)))
 	}
 }
 
-// Answer pushes e to every client waiting for name now, without the
-// registry: a search-through reply is a hint (docs/SECURITY.md, "Trust"),
-// which the clients that asked would have believed themselves, but which
-// others get only once a TCP exchange has confirmed it and the registry
-// holds it. It returns how many waiters were answered.
-func (r *Resolver) Answer(name string, e Endpoint) int {
+// Answer pushes e to every client waiting for name now whose search
+// listed "tls" (tls) or did not, without the registry: a search-through
+// reply is a hint (docs/SECURITY.md, "Trust"), which the clients that
+// asked would have believed themselves, but which others get only once a
+// TCP exchange has confirmed it and the registry holds it. The answer is
+// for the waiters whose protocols the search through listed, and no
+// others. It returns how many waiters were answered.
+func (r *Resolver) Answer(name string, tls bool, e Endpoint) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ws := r.byName[name]
+	wn := wantKey{name, tls}
+	ws := r.byName[wn]
 	if len(ws) == 0 {
 		return 0
 	}
@@ -627,9 +650,9 @@ func (r *Resolver) Answer(name string, e Endpoint) int {
 		r.waiterGoneLocked(wk.c)
 	}
 	n := len(ws)
-	r.forgetNameLocked(name)
+	r.forgetNameLocked(wn)
 	for _, c := range order {
-		c.push(Group{Server: e, CIDs: out[c]})
+		c.push(Group{Server: e, CIDs: out[c], TLS: tls})
 	}
 	r.st.pushed.Add(uint64(n))
 	return n

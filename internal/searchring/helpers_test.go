@@ -21,13 +21,14 @@ func capacity(l int) int {
 
 // sent is one datagram as the recorder saw it, decoded with the codec.
 type sent struct {
-	at    time.Duration // since the recorder's start
-	size  int
-	flags uint8
-	port  uint16
-	names []string
-	cids  []uint32
-	seq   uint32
+	at     time.Duration // since the recorder's start
+	size   int
+	flags  uint8
+	port   uint16
+	names  []string
+	cids   []uint32
+	seq    uint32
+	protos []string
 }
 
 // recorder is a Transport that decodes and keeps every datagram (or only
@@ -83,6 +84,9 @@ func decodeSearch(d []byte, m *pva.Search) (sent, error) {
 		return sent{}, err
 	}
 	s := sent{size: len(d), flags: m.Flags, port: m.ReplyPort, seq: m.Seq}
+	for _, p := range m.Protocols {
+		s.protos = append(s.protos, string(p))
+	}
 	for _, n := range m.Names {
 		s.names = append(s.names, string(n.Name))
 		s.cids = append(s.cids, n.CID)

@@ -20,7 +20,7 @@ func tickTimes(dgs []sent) []time.Duration {
 func attemptsOf(r *Ring, name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.byName[name].attempts
+	return r.byName[chanKey{name, false}].attempts
 }
 
 // fillEveryBucket wants 10 names per second for 30 s and lets them

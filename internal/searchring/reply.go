@@ -13,6 +13,8 @@ type event struct {
 	guid, first pva.GUID
 	ep          netip.AddrPort
 	duplicate   bool
+	tls         bool // a WantTLS Channel
+	overTLS     bool // the reply's protocol was "tls"
 }
 
 // Via is how a search response reached the ring; it decides whom the
@@ -50,7 +52,11 @@ const (
 // point clients, and pvans's probes, at any host. A UDP reply with port 0
 // names no usable endpoint and is ignored. Replies from ignored GUIDs,
 // negative replies (which never suppress or delay searching) and protocols
-// not searched for are discarded. The first positive claim resolves the
+// not searched for are discarded: a "tls" reply answers only Channels of
+// WantTLS (whose TLSProtocols accept "tcp" too, as a PVXS client with a
+// keychain does), never Want's unless Options.Protocols lists "tls"; a
+// "tcp" reply answers Want's Channels only if Options.Protocols lists
+// "tcp". The first positive claim resolves the
 // Channel: it leaves the ring, the endpoint is remembered as having
 // claimed the name (SearchingAt) and Resolved is called. A later claim
 // from a different GUID is reported to Duplicate and counted, never acted
@@ -81,7 +87,8 @@ func (r *Ring) OnReply(from netip.AddrPort, via Via, m *pva.SearchResponse) {
 		r.ctr.negative.Add(1)
 		return
 	}
-	if !r.acceptProtocol(m.Protocol) {
+	overTLS := string(m.Protocol) == "tls"
+	if !overTLS && string(m.Protocol) != "tcp" {
 		r.ctr.badProtocol.Add(1)
 		return
 	}
@@ -102,6 +109,8 @@ func (r *Ring) OnReply(from netip.AddrPort, via Via, m *pva.SearchResponse) {
 		switch {
 		case ch == nil:
 			r.ctr.unknownCID.Add(1)
+		case !ch.tls && !r.acceptProtocol(overTLS):
+			r.ctr.badProtocol.Add(1)
 		case !ch.searchedWith(m.Seq):
 			r.ctr.unmatched.Add(1)
 		case ch.state == stSearching:
@@ -113,7 +122,7 @@ func (r *Ring) OnReply(from netip.AddrPort, via Via, m *pva.SearchResponse) {
 			r.leaveRingLocked(ch)
 			r.claims.add(ep, ch.name, r.maxClaims(), r.forgotClaim)
 			r.ctr.resolved.Add(1)
-			events = append(events, event{name: ch.name, guid: m.GUID, ep: ep})
+			events = append(events, event{name: ch.name, guid: m.GUID, ep: ep, tls: ch.tls, overTLS: overTLS})
 		case ch.guid != m.GUID:
 			r.ctr.duplicates.Add(1)
 			events = append(events, event{name: ch.name, guid: m.GUID, first: ch.guid, duplicate: true})
@@ -130,20 +139,22 @@ func (r *Ring) OnReply(from netip.AddrPort, via Via, m *pva.SearchResponse) {
 			}
 			continue
 		}
-		if r.resolved != nil {
+		switch {
+		case e.tls && r.resolvedT != nil:
+			r.resolvedT(e.name, e.guid, e.ep, e.overTLS)
+		case !e.tls && r.resolved != nil:
 			r.resolved(e.name, e.guid, e.ep)
 		}
 	}
 }
 
-func (r *Ring) acceptProtocol(p []byte) bool {
-	switch string(p) {
-	case "tcp":
-		return r.protoTCP
-	case "tls":
+// acceptProtocol is whether Want's Channels take a "tls" (overTLS) or
+// "tcp" reply.
+func (r *Ring) acceptProtocol(overTLS bool) bool {
+	if overTLS {
 		return r.protoTLS
 	}
-	return false
+	return r.protoTCP
 }
 
 // Reenter puts a resolved name back into search because the claim proved
@@ -152,16 +163,22 @@ func (r *Ring) acceptProtocol(p []byte) bool {
 // cursor−1 (~30 s, searched last) when the server refused to create it.
 // The attempt count restarts, so backoff starts from the beginning. It
 // reports false when name is not a resolved Channel (unknown, already
-// searching, or swept; Want a swept name instead).
+// searching, or swept; Want a swept name instead). Both the plain and the
+// TLS Channel of name re-enter.
 func (r *Ring) Reenter(name string, why Reason) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch := r.byName[name]
-	if r.closed || ch == nil || ch.state != stResolved {
+	if r.closed {
 		return false
 	}
-	r.reenterLocked(ch, why)
-	return true
+	ok := false
+	for _, k := range [2]chanKey{{name, false}, {name, true}} {
+		if ch := r.byName[k]; ch != nil && ch.state == stResolved {
+			r.reenterLocked(ch, why)
+			ok = true
+		}
+	}
+	return ok
 }
 
 // ReenterServer re-enters every name the ring resolved to guid (see

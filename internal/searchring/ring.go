@@ -56,15 +56,20 @@ type Options struct {
 	// ReplyPort is the UDP port replies should come back to (the search
 	// socket's port); TCP copies always carry 0.
 	ReplyPort uint16
-	// Protocols is the searched protocol list, ["tcp"] by default. A reply
-	// is accepted only for a protocol listed here ("tcp" or "tls"): a "tls"
-	// endpoint is useless to a peer that did not ask for TLS.
+	// Protocols is the protocol list Want searches with, ["tcp"] by
+	// default. A reply is accepted only for a protocol listed here ("tcp"
+	// or "tls"): a "tls" endpoint is useless to a peer that did not ask for
+	// TLS. WantTLS always searches with TLSProtocols.
 	Protocols []string
 	// IgnoreGUIDs are servers whose replies are discarded.
 	IgnoreGUIDs []pva.GUID
 	// Resolved is called, without any ring lock held, when the first
-	// positive reply for a name arrives.
+	// positive reply for a name wanted by Want arrives.
 	Resolved func(name string, guid pva.GUID, ep netip.AddrPort)
+	// ResolvedTLS is Resolved for a name wanted by WantTLS; overTLS says
+	// whether the reply named a TLS endpoint (protocol "tls") or a plain
+	// one ("tcp": a server without TLS).
+	ResolvedTLS func(name string, guid pva.GUID, ep netip.AddrPort, overTLS bool)
 	// Duplicate is called, without any ring lock held, when a server with a
 	// different GUID claims a name already resolved by first.
 	Duplicate func(name string, first, second pva.GUID)
@@ -142,9 +147,24 @@ const (
 	inNone    = -2
 )
 
-// channel is one distinct name being (or recently) searched.
+// TLSProtocols is the protocol list of the searches WantTLS makes, as a
+// PVXS client with a keychain sends it (client.cpp): a Secure PVAccess
+// server answers it with "tls" and its TLS port, any other with "tcp".
+var TLSProtocols = []string{"tls", "tcp"}
+
+// chanKey names a Channel: the same name wanted by plain clients and by
+// TLS clients is two searches, because one protocol list cannot get both
+// a Secure PVAccess server's TLS endpoint and its plain one.
+type chanKey struct {
+	name string
+	tls  bool
+}
+
+// channel is one distinct name being (or recently) searched, for plain
+// clients or (tls) for TLS clients.
 type channel struct {
 	name     string
+	tls      bool
 	nameB    []byte // what the packer writes
 	cid      uint32
 	state    chanState
@@ -197,6 +217,7 @@ type Ring struct {
 	tr        Transport
 	log       *zap.Logger
 	resolved  func(string, pva.GUID, netip.AddrPort)
+	resolvedT func(string, pva.GUID, netip.AddrPort, bool)
 	duplicate func(string, pva.GUID, pva.GUID)
 	ignore    map[pva.GUID]struct{}
 	protoTCP  bool
@@ -211,11 +232,15 @@ type Ring struct {
 	tokens   float64
 	tokensAt time.Time
 
-	// sendMu serialises packing and sending (and owns packer and names);
-	// it is taken before mu, so Want/Drop/OnReply never wait on a send.
-	sendMu sync.Mutex
-	packer *pva.SearchPacker
-	names  []pva.SearchName
+	// sendMu serialises packing and sending (and owns the packers and
+	// name lists); it is taken before mu, so Want/Drop/OnReply never wait
+	// on a send. packer and names are Want's channels, packerTLS and
+	// namesTLS WantTLS's.
+	sendMu    sync.Mutex
+	packer    *pva.SearchPacker
+	names     []pva.SearchName
+	packerTLS *pva.SearchPacker
+	namesTLS  []pva.SearchName
 
 	// dests counts, per destination, what sendLocked did (destinations.go).
 	dests destinations
@@ -225,7 +250,7 @@ type Ring struct {
 
 	mu     sync.Mutex
 	closed bool
-	byName map[string]*channel
+	byName map[chanKey]*channel
 	byCID  map[uint32]*channel
 	// rnd draws CIDs and the first sequence ID: an off-path sender must
 	// guess both to have a forged reply matched (crypto-seeded).
@@ -281,11 +306,12 @@ func New(o Options) (*Ring, error) {
 		tr:        o.Transport,
 		log:       o.Logger,
 		resolved:  o.Resolved,
+		resolvedT: o.ResolvedTLS,
 		duplicate: o.Duplicate,
 		ignore:    make(map[pva.GUID]struct{}, len(o.IgnoreGUIDs)),
 		sweepGap:  o.SweepDelay,
 		passes:    o.SweepPasses,
-		byName:    make(map[string]*channel),
+		byName:    make(map[chanKey]*channel),
 		byCID:     make(map[uint32]*channel),
 		dropped:   make(map[*channel]struct{}),
 		maxCh:     o.MaxChannels,
@@ -314,6 +340,8 @@ func New(o Options) (*Ring, error) {
 	}
 	r.packer = pva.NewSearchPacker(o.ReplyPort)
 	r.packer.Protocols = append([]string(nil), o.Protocols...)
+	r.packerTLS = pva.NewSearchPacker(o.ReplyPort)
+	r.packerTLS.Protocols = TLSProtocols
 	r.mu.Lock()
 	r.armTickLocked(Tick)
 	r.mu.Unlock()
@@ -326,6 +354,7 @@ func New(o Options) (*Ring, error) {
 func (r *Ring) SetReplyPort(port uint16) {
 	r.sendMu.Lock()
 	r.packer.ReplyPort = port
+	r.packerTLS.ReplyPort = port
 	r.sendMu.Unlock()
 }
 
@@ -365,8 +394,20 @@ func (r *Ring) Close() {
 // referenced again: the search keeps its place and attempt count. Wanting a
 // name that resolved earlier and is still remembered restarts its search
 // as new, since the caller no longer knows where it lives.
-func (r *Ring) Want(name string) {
-	if pva.SearchOverhead(r.packer.Protocols)+pva.SearchNameCost(len(name)) > pva.MaxSearchBuffer {
+func (r *Ring) Want(name string) { r.want(chanKey{name, false}) }
+
+// WantTLS is Want for TLS clients: the name is searched with TLSProtocols,
+// in a Channel of its own (a name wanted by both kinds of client is
+// searched twice), and its answer goes to ResolvedTLS, "tls" or "tcp".
+func (r *Ring) WantTLS(name string) { r.want(chanKey{name, true}) }
+
+func (r *Ring) want(k chanKey) {
+	name := k.name
+	protos := r.packer.Protocols
+	if k.tls {
+		protos = r.packerTLS.Protocols
+	}
+	if pva.SearchOverhead(protos)+pva.SearchNameCost(len(name)) > pva.MaxSearchBuffer {
 		r.log.Error("PV name too long to search", zap.Int("bytes", len(name)))
 		return
 	}
@@ -375,7 +416,7 @@ func (r *Ring) Want(name string) {
 	if r.closed {
 		return
 	}
-	ch := r.byName[name]
+	ch := r.byName[k]
 	if ch == nil && r.maxCh > 0 && len(r.byName) >= r.maxCh {
 		r.ctr.refused.Add(1)
 		r.ll.Hit("searchring_channels", "search-through name limit reached; name not searched through",
@@ -383,8 +424,8 @@ func (r *Ring) Want(name string) {
 		return
 	}
 	if ch == nil {
-		ch = &channel{name: name, nameB: []byte(name), cid: r.allocCIDLocked(), bucket: inNone}
-		r.byName[name] = ch
+		ch = &channel{name: name, tls: k.tls, nameB: []byte(name), cid: r.allocCIDLocked(), bucket: inNone}
+		r.byName[k] = ch
 		r.byCID[ch.cid] = ch
 		r.searching++
 		r.queueInitialLocked(ch)
@@ -406,10 +447,15 @@ func (r *Ring) Want(name string) {
 // Drop says the last waiter for name is gone. The Channel keeps searching
 // until the sweep discards it (see Options.SweepDelay), as a PVXS client's
 // channel cache does.
-func (r *Ring) Drop(name string) {
+func (r *Ring) Drop(name string) { r.drop(chanKey{name, false}) }
+
+// DropTLS is Drop for a name wanted by WantTLS.
+func (r *Ring) DropTLS(name string) { r.drop(chanKey{name, true}) }
+
+func (r *Ring) drop(k chanKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch := r.byName[name]
+	ch := r.byName[k]
 	if r.closed || ch == nil || !ch.referenced {
 		return
 	}
@@ -449,7 +495,7 @@ func (r *Ring) sweep() {
 // removeLocked forgets a Channel: its CID is free, its ring entries stale.
 func (r *Ring) removeLocked(ch *channel) {
 	delete(r.dropped, ch)
-	delete(r.byName, ch.name)
+	delete(r.byName, chanKey{ch.name, ch.tls})
 	delete(r.byCID, ch.cid)
 	if ch.state == stSearching {
 		r.searching--
@@ -587,7 +633,7 @@ func (r *Ring) initialTick() {
 // it — bucket sizes including stale entries, as PVXS's list sizes do. It
 // returns drained emptied, for reuse.
 func (r *Ring) drainLocked(drained []entry, idx int, count bool) []entry {
-	names := r.names[:0]
+	names, namesTLS := r.names[:0], r.namesTLS[:0]
 	r.sendSeq = r.nextSeq
 	r.nextSeq++
 	for _, e := range drained {
@@ -596,7 +642,11 @@ func (r *Ring) drainLocked(drained []entry, idx int, count bool) []entry {
 		}
 		ch := e.ch
 		ch.sentWith(r.sendSeq)
-		names = append(names, pva.SearchName{CID: ch.cid, Name: ch.nameB})
+		if ch.tls {
+			namesTLS = append(namesTLS, pva.SearchName{CID: ch.cid, Name: ch.nameB})
+		} else {
+			names = append(names, pva.SearchName{CID: ch.cid, Name: ch.nameB})
+		}
 		n := 0
 		if count {
 			ch.attempts = min(Buckets, ch.attempts+1)
@@ -615,7 +665,7 @@ func (r *Ring) drainLocked(drained []entry, idx int, count bool) []entry {
 		r.live[next]++
 		ch.bucket = next
 	}
-	r.names = names
+	r.names, r.namesTLS = names, namesTLS
 	clear(drained)
 	return drained[:0]
 }
@@ -635,17 +685,23 @@ func (r *Ring) spendLocked() bool {
 	return true
 }
 
-// sendLocked packs r.names into datagrams and hands each to every UDP
-// destination and every ready, unbacklogged upstream. Called with sendMu
-// held and mu released.
+// sendLocked packs r.names, then r.namesTLS, into datagrams and hands
+// each to every UDP destination and every ready, unbacklogged upstream.
+// Called with sendMu held and mu released.
 func (r *Ring) sendLocked() {
-	if len(r.names) == 0 {
-		return
+	r.names = r.sendNamesLocked(r.packer, r.names)
+	r.namesTLS = r.sendNamesLocked(r.packerTLS, r.namesTLS)
+}
+
+// sendNamesLocked sends names with packer; it returns names emptied.
+func (r *Ring) sendNamesLocked(packer *pva.SearchPacker, names []pva.SearchName) []pva.SearchName {
+	if len(names) == 0 {
+		return names
 	}
 	ups := r.tr.Upstreams()
-	r.packer.Seq = r.sendSeq
-	r.ctr.namesSearched.Add(uint64(len(r.names)))
-	err := r.packer.Pack(r.names, func(d []byte) {
+	packer.Seq = r.sendSeq
+	r.ctr.namesSearched.Add(uint64(len(names)))
+	err := packer.Pack(names, func(d []byte) {
 		if !r.spendLocked() {
 			r.ctr.limited.Add(1)
 			r.ll.Hit("searchring_datagrams", "search-through datagram rate limit reached; datagram not sent",
@@ -682,6 +738,6 @@ func (r *Ring) sendLocked() {
 		// Want refuses such names, so this is a bug, not an input problem.
 		r.log.Error("search packing failed", zap.Error(err))
 	}
-	clear(r.names)
-	r.names = r.names[:0]
+	clear(names)
+	return names[:0]
 }

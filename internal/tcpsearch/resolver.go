@@ -30,7 +30,9 @@ type Resolver interface {
 // Waiter is one connection's set of unresolved (CID, name) pairs.
 type Waiter interface {
 	// Wait remembers q[i] for every i in missing; it copies the names.
-	Wait(q []pva.SearchName, missing []int)
+	// tls is whether the search listed "tls": a push answering these names
+	// says so (Group.TLS).
+	Wait(q []pva.SearchName, missing []int, tls bool)
 	Close()
 }
 

@@ -28,7 +28,6 @@ type session struct {
 	waiter Waiter // created on the first unresolved name (read goroutine)
 
 	lastSeq atomic.Uint32 // echoed in pushed replies: PVXS correlates by CID only
-	wantTLS atomic.Bool   // some search listed "tls": pushed "tls" endpoints are relayed
 	// src is the client's address (per-source connection accounting, and
 	// what Endpoint.Wire names a server by to this client).
 	src netip.Addr
@@ -100,9 +99,6 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 	cnt.searches.Add(1)
 	cnt.names.Add(uint64(len(q.Names)))
 	ss.lastSeq.Store(q.Seq)
-	if q.HasProtocol("tls") {
-		ss.wantTLS.Store(true)
-	}
 	out := ss.answer(ss.out[:0], q, payload, c.Flags(), c.Local().Port())
 	if len(out) > 0 && c.Send(out) != nil {
 		cnt.sendErrors.Add(1)
@@ -112,7 +108,7 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		if ss.waiter == nil {
 			ss.waiter = ss.s.res.NewClient(ss.src, func(g Group) { ss.push(c, g) })
 		}
-		ss.waiter.Wait(q.Names, ss.batch.Missing)
+		ss.waiter.Wait(q.Names, ss.batch.Missing, q.HasProtocol("tls"))
 	}
 }
 
@@ -156,11 +152,13 @@ func (ss *session) answer(out []byte, q *pva.Search, payload []byte, flags uint8
 }
 
 // push answers names that were waiting, on the connection they were
-// searched on, without waiting for the client's next retry.
+// searched on, without waiting for the client's next retry, as the search
+// that made them wait would have been answered: "tls" only if it listed
+// "tls" (g.TLS), whatever other searches the connection made.
 func (ss *session) push(c *pvaconn.Conn, g Group) {
 	ss.pushMu.Lock()
 	defer ss.pushMu.Unlock()
-	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, ss.wantTLS.Load(), ss.src)
+	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, g.TLS, ss.src)
 	ss.pushBuf = out
 	if !ok {
 		return

@@ -1,0 +1,109 @@
+package tls
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
+	"github.com/pvans-project/pvans/test/harness"
+)
+
+// waitingClient searches names over TCP on pvans with protos and leaves
+// the answers to come by push.
+func waitingClient(t *testing.T, pv *harness.Pvans, protos []string, names ...string) *nsclient.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := nsclient.Dial(ctx, pv.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.Protocols = protos
+	if err := c.Search(names); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func answersOf(t *testing.T, c *nsclient.Client) map[string]nsclient.Answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	as, unresolved, err := c.Wait(ctx)
+	if err != nil || len(unresolved) > 0 {
+		t.Fatalf("answers %+v, unresolved %v, %v", as, unresolved, err)
+	}
+	out := map[string]nsclient.Answer{}
+	for _, a := range as {
+		out[a.Name] = a
+	}
+	return out
+}
+
+// TestSearchThroughTLS: a TLS server no probe can list (it refuses every
+// channel, so its names reach pvans only through search-through), a TLS
+// client and a plain client waiting on pvans for the same name. The
+// search through lists the waiting client's protocols, so the TLS client
+// is pushed "tls" and the server's TLS port, the plain one "tcp" and the
+// plain port. On the old pvans the ring searched ["tcp"] only and the TLS
+// client was pushed the plain endpoint.
+func TestSearchThroughTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon; skipped with -short")
+	}
+	pki := testutil.NewPKI(t, "pvans e2e CA")
+	site, err := sim.Start(context.Background(), sim.Options{Servers: 1, Names: [][]string{{"hid:pv1", "hid:pv2"}},
+		UpdateInterval: -1, RefuseChannels: true, TLS: pki.ServerConfig(pki.Issue(t, "sim-ioc", testutil.CertOptions{}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { site.Close() })
+	srv := site.Server(0)
+	pv := harness.Start(t, harness.Options{Args: []string{"--discovery-at-start=false", "--search-through",
+		"--addr-list", srv.UDP.String()}})
+
+	secure := waitingClient(t, pv, []string{"tls", "tcp"}, "hid:pv1", "hid:pv2")
+	plain := waitingClient(t, pv, nil, "hid:pv1")
+	for name, a := range answersOf(t, secure) {
+		if a.Protocol != "tls" || a.Endpoint != srv.TLS || a.GUID != srv.GUID {
+			t.Errorf("TLS client pushed %s: %+v, want tls %v", name, a, srv.TLS)
+		}
+	}
+	if a := answersOf(t, plain)["hid:pv1"]; a.Protocol != "tcp" || a.Endpoint != srv.TCP || a.GUID != srv.GUID {
+		t.Errorf("plain client pushed %+v, want tcp %v", a, srv.TCP)
+	}
+	if ok, _ := pv.HasName("hid:pv1"); ok {
+		t.Error("an unlistable server's name was registered")
+	}
+}
+
+// TestPushPerSearch: one connection searches a name plainly, then another
+// name offering TLS, both waiting; when the server lists them, each is
+// pushed as its own search is answered: "tcp" for the plain search, "tls"
+// for the other. On the old pvans a connection that had once listed "tls"
+// was pushed "tls" for every name, so the plain search got the TLS port.
+func TestPushPerSearch(t *testing.T) {
+	w := newWorld(t)
+	c := waitingClient(t, w.pv, nil, "sec:plainlate")
+	c.Protocols = []string{"tls", "tcp"}
+	if err := c.Search([]string{"sec:tlslate"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.pv.WaitMetric("pvans_resolver_waiters", func(v float64) bool { return v >= 2 }, 10*time.Millisecond, 10*time.Second); !ok {
+		t.Fatal("pvans never counted both waiters")
+	}
+	if err := w.site.SetNames(0, []string{"sec:pv1", "sec:pv2", "sec:plainlate", "sec:tlslate"}); err != nil {
+		t.Fatal(err)
+	}
+	as := answersOf(t, c)
+	if a := as["sec:plainlate"]; a.Protocol != "tcp" || a.Endpoint != w.srv.TCP {
+		t.Errorf("plain search pushed %+v, want tcp %v", a, w.srv.TCP)
+	}
+	if a := as["sec:tlslate"]; a.Protocol != "tls" || a.Endpoint != w.srv.TLS {
+		t.Errorf("TLS search pushed %+v, want tls %v", a, w.srv.TLS)
+	}
+}
