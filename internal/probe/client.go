@@ -96,6 +96,9 @@ type client struct {
 	// comes from the server that read the ping.
 	seq    atomic.Uint32
 	tlsAns chan tlsAnswer // reply to the TLS-endpoint query
+	// overTLS: the connection is to the server's TLS endpoint (dialTLS),
+	// its certificate checked against pvans's roots. Set before use.
+	overTLS bool
 
 	// dead is set (under mu, with the waiters flushed) when the connection
 	// closes; the prober reads it under its own lock, hence atomic.
@@ -401,63 +404,60 @@ func (cl *client) tlsEndpoint() (netip.AddrPort, pva.GUID) {
 	return netip.AddrPort{}, pva.GUID{}
 }
 
-// proveTLS connects to the TLS endpoint ep with the prober's TLS
-// configuration (the server's certificate must chain to pvans's roots)
-// and asks the same query there: the same GUID as over the plain
-// connection proves that the server listed holds that certificate, whose
-// identity it returns. The connection is closed after.
-func (cl *client) proveTLS(ctx context.Context, ep netip.AddrPort, guid pva.GUID) (string, error) {
-	h := &tlsProof{ans: make(chan tlsAnswer, 1)}
-	opt := cl.p.opt.Conn
-	opt.TLS = cl.p.opt.TLS
-	c, err := cl.p.opt.Dial(ctx, ep, opt, h)
+// dialTLS connects to s's TLS endpoint ep with the prober's TLS
+// configuration (pvans's certificate as the client's when it has one; the
+// server's must chain to pvans's roots, no host name checked, as PVXS
+// does) and asks the TLS-endpoint query there: the answer must come from
+// guid, the server proven over the plain endpoint, or the connection is
+// refused (another process holds the TLS port). It returns a client on
+// that connection, not yet anyone's watch, and the certificate's
+// identity.
+func (p *Prober) dialTLS(ctx context.Context, s *server, ep netip.AddrPort, guid pva.GUID) (*client, string, error) {
+	cl := newClient(p, s)
+	cl.overTLS = true
+	opt := p.tm.Load().conn
+	opt.TLS = p.opt.TLS
+	conn, err := p.opt.Dial(ctx, ep, opt, cl)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	defer c.Close()
-	chain := c.PeerCertificates()
+	cl.mu.Lock()
+	cl.conn = conn
+	cl.mu.Unlock()
+	fail := func(err error) (*client, string, error) {
+		conn.Close()
+		return nil, "", err
+	}
+	chain := conn.PeerCertificates()
 	if len(chain) == 0 {
-		return "", errors.New("no TLS on the TLS endpoint")
+		return fail(errors.New("no TLS on the TLS endpoint"))
 	}
-	if err := c.Send(pva.AppendSearch(nil, c.Flags(), &pva.Search{Seq: tlsSeq, Flags: pva.SearchMustReply | pva.SearchUnicast,
-		Protocols: [][]byte{[]byte("tls"), []byte("tcp")}})); err != nil {
-		return "", err
-	}
+	cl.askTLS()
 	select {
-	case a := <-h.ans:
+	case a := <-cl.tlsAns:
 		if a.guid != guid {
-			return "", fmt.Errorf("the TLS endpoint answers as %s, the listed server is %s", a.guid, guid)
+			return fail(fmt.Errorf("the TLS endpoint answers as %s, the listed server is %s", a.guid, guid))
 		}
-	case <-c.Done():
-		return "", errConnLost
+	case <-conn.Done():
+		return fail(errConnLost)
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return fail(ctx.Err())
 	}
-	return keychain.Identity(chain[0]), nil
-}
-
-// tlsProof collects the answer to the query on a proof connection.
-type tlsProof struct{ ans chan tlsAnswer }
-
-func (t *tlsProof) Message(_ *pvaconn.Conn, h pva.Header, payload []byte) {
-	var m pva.SearchResponse
-	if h.Command != pva.CmdSearchResponse || m.Decode(payload, h.BigEndian()) != nil || m.Seq != tlsSeq {
-		return
-	}
-	select {
-	case t.ans <- tlsAnswer{guid: m.GUID, port: m.Port, tls: string(m.Protocol) == "tls"}:
-	default:
-	}
+	return cl, keychain.Identity(chain[0]), nil
 }
 
 // list runs op=channels and op=info concurrently on the `server` channel,
 // after the TLS-endpoint query (Info.TLS). A failed info is kept in
-// Info.Err; it does not fail the listing.
-func (cl *client) list(ctx context.Context) ([]string, Info, error) {
+// Info.Err; it does not fail the listing. On a TLS connection the
+// identity is its certificate's; on a plain one that learned a TLS
+// endpoint (with Options.TLS) the endpoint is proven on a TLS connection
+// of its own (dialTLS), returned as upgrade: the caller makes it the
+// watch (and the next listings run on it) or closes it.
+func (cl *client) list(ctx context.Context) (names []string, info Info, upgrade *client, err error) {
 	cl.askTLS()
 	sid, err := cl.channel(ctx)
 	if err != nil {
-		return nil, Info{}, err
+		return nil, Info{}, nil, err
 	}
 	infoc := make(chan Info, 1)
 	go func() {
@@ -469,25 +469,35 @@ func (cl *client) list(ctx context.Context) ([]string, Info, error) {
 		infoc <- infoFromValue(v)
 	}()
 	v, err := cl.rpc(ctx, sid, pva.OpChannels)
-	info := <-infoc
+	info = <-infoc
 	if err != nil {
-		return nil, info, err
+		return nil, info, nil, err
 	}
-	names, err := pva.ChannelListNames(v)
+	names, err = pva.ChannelListNames(v)
 	if err != nil {
-		return nil, info, &ListError{Step: "decode", Err: err}
+		return nil, info, nil, &ListError{Step: "decode", Err: err}
 	}
 	var guid pva.GUID
 	info.TLS, guid = cl.tlsEndpoint()
-	if info.TLS.IsValid() && cl.p.opt.TLS != nil {
-		info.Identity, err = cl.proveTLS(ctx, info.TLS, guid)
-		if err != nil {
+	switch {
+	case cl.overTLS:
+		// Its GUID was checked when it was made.
+		if !info.TLS.IsValid() {
+			info.TLS = netip.AddrPortFrom(cl.s.ep.Addr(), cl.conn.Remote().Port())
+		}
+		if chain := cl.conn.PeerCertificates(); len(chain) > 0 {
+			info.Identity = keychain.Identity(chain[0])
+		}
+	case info.TLS.IsValid() && cl.p.opt.TLS != nil:
+		var perr error
+		upgrade, info.Identity, perr = cl.p.dialTLS(ctx, cl.s, info.TLS, guid)
+		if perr != nil {
 			// The listing stands; the server is just not TLS-proven.
-			info.TLSErr = err.Error()
-			cl.log.Debug("TLS endpoint not proven", zap.Stringer("endpoint", cl.s.ep), zap.Stringer("tls", info.TLS), zap.Error(err))
+			info.TLSErr = perr.Error()
+			cl.log.Debug("TLS endpoint not proven", zap.Stringer("endpoint", cl.s.ep), zap.Stringer("tls", info.TLS), zap.Error(perr))
 		}
 	}
-	return names, info, nil
+	return names, info, upgrade, nil
 }
 
 // Info is a server's answer to op=info, kept for operators. PVXS sends

@@ -30,6 +30,8 @@ func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
 		"refuted":   func() uint64 { return p.Stats().VerifyRefuted },
 	})
 	m.Counter("probe", "pings_over_udp_total", "Discovery pings sent over a probe connection and answered over UDP (pvAccessCPP), each proving the server's GUID.", nil, metrics.U64(func() uint64 { return p.Stats().PingsOverUDP }))
+	m.Gauge("probe", "tls_watches", "Servers watched over TLS: their listing proved their TLS endpoint (pvans has a keychain), and the watch and the next listings run there.", nil, func() float64 { return float64(p.Stats().WatchingTLS) })
+	m.Counter("probe", "tls_fallbacks_total", "Fresh connections to a server's known TLS endpoint that failed (refused, certificate not trusted, another GUID there), the server then connected to over plain TCP.", nil, metrics.U64(func() uint64 { return p.Stats().TLSFallbacks }))
 	m.Gauge("probe", "endpoints", "Server endpoints the prober lists, watches or retries.", nil, func() float64 { return float64(p.Stats().Servers) })
 	m.Gauge("probe", "search_through_endpoints", "Of pvans_probe_endpoints, those known only from search replies (bounded by probe.search_through_max).", nil, func() float64 { return float64(p.Stats().Through) })
 	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.concurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })

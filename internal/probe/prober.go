@@ -188,9 +188,13 @@ type Options struct {
 	// that answer them over UDP (pvAccessCPP); the owner of that socket
 	// hands such answers to PingAnswer.
 	PingPort func() uint16
-	// TLS, when set, is the client configuration a listing uses to prove
-	// a server's TLS endpoint and record its certificate's identity
-	// (client.go, proveTLS); nil: TLS endpoints are learned, not proven.
+	// TLS, when set, is the client configuration for servers' TLS
+	// endpoints: a listing that learns one proves it (client.go, dialTLS)
+	// and records its certificate's identity, and that TLS connection
+	// becomes the server's watch, which the next listings use; a fresh
+	// connection to a server known to have one is made there first, and
+	// to the plain endpoint when that fails. nil: TLS endpoints are
+	// learned, not proven, and everything runs over plain TCP.
 	TLS *tls.Config
 	// Rand drives the jitter; nil seeds one from the time. Tests pass a
 	// seeded source to get a reproducible schedule.
@@ -236,6 +240,7 @@ type ServerStatus struct {
 	LastError   string
 	NextAttempt time.Time // zero if none scheduled
 	Info        Info
+	TLS         bool // the watch connection is over TLS
 }
 
 // Stats are counters since New.
@@ -262,6 +267,10 @@ type Stats struct {
 	// a new such endpoint not taken because MaxThrough were known.
 	ThroughForgotten uint64
 	ThroughDropped   uint64
+	// TLSFallbacks are fresh connections to a server's known TLS
+	// endpoint that failed (refused, untrusted, another GUID there),
+	// the server then being connected to over plain TCP.
+	TLSFallbacks uint64
 	// Waiting are probes (and confirmations) waiting for a slot of the
 	// pool; Throttled counts those that waited although a slot was free,
 	// because their host held its share or retries held theirs.
@@ -270,6 +279,8 @@ type Stats struct {
 	Servers   int
 	Through   int // of Servers, known only from search replies
 	Watching  int
+	// WatchingTLS: of Watching, the watches over TLS.
+	WatchingTLS int
 }
 
 type server struct {
@@ -681,7 +692,7 @@ func (p *Prober) Servers() []ServerStatus {
 	for _, s := range p.servers {
 		out = append(out, ServerStatus{Endpoint: s.ep, GUID: s.guid, Static: s.static, State: s.state,
 			Connected: s.cl != nil, Names: s.names, ListedAt: s.listedAt, Failures: s.failures,
-			LastError: s.lastErr, NextAttempt: s.next, Info: s.info})
+			LastError: s.lastErr, NextAttempt: s.next, Info: s.info, TLS: s.cl != nil && s.cl.overTLS})
 	}
 	return out
 }
@@ -709,6 +720,9 @@ func (p *Prober) Stats() Stats {
 	for _, s := range p.servers {
 		if s.cl != nil {
 			st.Watching++
+			if s.cl.overTLS {
+				st.WatchingTLS++
+			}
 		}
 	}
 	return st
@@ -866,6 +880,7 @@ type outcome struct {
 	info       Info
 	tcpGUID    pva.GUID // the endpoint's answer to the discovery ping on a fresh connection
 	cl         *client  // the connection the listing ran on
+	upgrade    *client  // a TLS connection to the server, proven by the listing: the watch to be
 	verify     bool     // a restart claim checked on a connection of its own
 	connErr    error    // no usable connection
 	listErr    error    // connected, listing failed
@@ -903,7 +918,7 @@ func (p *Prober) run(s *server) {
 func (p *Prober) attempt(s *server) outcome {
 	p.mu.Lock()
 	p.stats.Probes++
-	cl, guid := s.cl, s.guid
+	cl, guid, tlsEP := s.cl, s.guid, s.info.TLS
 	verify := !s.claim.IsZero() && cl != nil
 	if verify {
 		cl = nil
@@ -923,14 +938,32 @@ func (p *Prober) attempt(s *server) outcome {
 	defer cancel()
 	pinged := false
 	if cl == nil {
-		cl = newClient(p, s)
-		conn, err := p.opt.Dial(ctx, s.ep, tm.conn, cl)
-		if err != nil {
-			return outcome{connErr: err, verify: verify}
+		if !verify && p.opt.TLS != nil && tlsEP.IsValid() && !guid.IsZero() {
+			// The server is known to serve TLS: list and watch it there,
+			// within half the time, so plain TCP still has the rest.
+			tctx, tcancel := context.WithTimeout(ctx, timeout/2)
+			tcl, _, err := p.dialTLS(tctx, s, tlsEP, guid)
+			tcancel()
+			if err == nil {
+				cl = tcl
+			} else {
+				p.mu.Lock()
+				p.stats.TLSFallbacks++
+				p.mu.Unlock()
+				p.log.Debug("TLS connection failed: connecting over plain TCP", zap.Stringer("endpoint", s.ep), zap.Stringer("tls", tlsEP), zap.Error(err))
+			}
 		}
-		cl.mu.Lock()
-		cl.conn = conn
-		cl.mu.Unlock()
+		if cl == nil {
+			cl = newClient(p, s)
+			conn, err := p.opt.Dial(ctx, s.ep, tm.conn, cl)
+			if err != nil {
+				return outcome{connErr: err, verify: verify}
+			}
+			cl.mu.Lock()
+			cl.conn = conn
+			cl.mu.Unlock()
+		}
+		conn := cl.conn
 		p.mu.Lock()
 		if s.forgotten || p.closed || s.guid != guid {
 			p.mu.Unlock()
@@ -957,8 +990,8 @@ func (p *Prober) attempt(s *server) outcome {
 		pinged = true
 		defer p.pingDone(cl)
 	}
-	names, info, err := cl.list(ctx)
-	o := outcome{names: names, info: info, cl: cl, verify: verify}
+	names, info, upgrade, err := cl.list(ctx)
+	o := outcome{names: names, info: info, cl: cl, upgrade: upgrade, verify: verify}
 	if err != nil {
 		var le *ListError
 		if errors.As(err, &le) {
@@ -1022,6 +1055,13 @@ func (p *Prober) PingAnswer(from netip.AddrPort, m *pva.SearchResponse) bool {
 func (p *Prober) settle(s *server, o outcome) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if o.upgrade != nil {
+		defer func() {
+			if !o.upgrade.established {
+				o.upgrade.conn.Close()
+			}
+		}()
+	}
 	if s.forgotten || p.closed {
 		if o.verify && o.cl != nil && o.cl.conn != nil {
 			o.cl.conn.Close()
@@ -1110,6 +1150,14 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		s.names = len(o.names)
 		s.listedAt = p.opt.Clock.Now()
 		s.reported, s.lostReported = true, false
+		if up := o.upgrade; up != nil && s.cl == o.cl && !up.dead.Load() {
+			// The watch moves to the proven TLS connection; the plain
+			// one's close is no loss: it is no longer the watch.
+			up.established = true
+			s.cl = up
+			o.cl.conn.Close()
+			p.log.Debug("server watched over TLS", zap.Stringer("endpoint", s.ep), zap.Stringer("tls", o.info.TLS))
+		}
 		p.stats.Listed++
 		names, info := o.names, o.info
 		info.Took = o.took
