@@ -25,6 +25,7 @@ import (
 //	  GUID[12] addr protocol u8 version u8 discovered i64 firstSeen
 //	  i64 lastSeen u16 changeCount u8 listedHow i64 listedAt
 //	  [version 2:] string tlsAddr ("" if none)
+//	  [version 3:] string tlsIdentity ("" if none)
 //	  uvarint names, per name: string, u8 flags (1 held, 2 extra), if extra u8 how i64 at
 //	uvarint duplicate claims in claim order, per claim: string name, GUID[12] claimant
 //	u32 CRC-32 (IEEE) of everything before it
@@ -37,7 +38,7 @@ import (
 // one with an error naming both, since it cannot know the newer layout.
 const (
 	snapMagic   = "PVANSREG"
-	snapVersion = 2 // 2: TLS endpoints
+	snapVersion = 3 // 2: TLS endpoints; 3: TLS identities
 )
 
 // checkSnapVersion refuses a format version this build cannot read.
@@ -138,6 +139,7 @@ func (r *Registry) encode(buf *bytes.Buffer) {
 			t = in.TLS.String()
 		}
 		w.str(t)
+		w.str(in.Identity)
 		w.uv(uint64(len(s.names)))
 		for _, n := range s.names {
 			w.str(n)
@@ -297,6 +299,9 @@ func (r *Registry) LoadSnapshot(path string) error {
 	if version >= 2 {
 		minServer++ // the TLS endpoint string
 	}
+	if version >= 3 {
+		minServer++ // the TLS identity string
+	}
 	ns := sr.count("servers", minServer)
 	if sr.err != nil {
 		return sr.err
@@ -333,6 +338,9 @@ func (r *Registry) LoadSnapshot(path string) error {
 				}
 				in.TLS = ap
 			}
+		}
+		if version >= 3 {
+			in.Identity = sr.str()
 		}
 		nn := sr.count("names", minSnapName)
 		if sr.err != nil {

@@ -138,3 +138,40 @@ func TestTLSProvenNameNotTakenByPlaintext(t *testing.T) {
 		t.Fatalf("after the watch ended: %v", err)
 	}
 }
+
+// TestSnapshotV3Loads loads testdata/registry-v3.snap (format 3, the
+// first with TLS identities): the server proven over TLS comes back with
+// its identity, so the trust rule holds across a restart of pvans (a
+// plaintext listing at its endpoint is refused until the loaded server is
+// dropped), the other without one; a snapshot of it keeps the identity.
+func TestSnapshotV3Loads(t *testing.T) {
+	const id = "subject:CN=ioc1 issuer:CN=Site CA"
+	check := func(r *Registry) {
+		t.Helper()
+		s1, ok1 := r.Server(guid(1))
+		s2, ok2 := r.Server(guid(2))
+		if !ok1 || !ok2 || s1.Identity != id || s1.TLS != netip.MustParseAddrPort("127.0.0.1:5076") || s2.Identity != "" || s2.TLS.IsValid() {
+			t.Fatalf("servers %+v %+v", s1, s2)
+		}
+		if v := r.View(); len(v.Duplicates) != 1 || v.Duplicates[0].HolderIdentity != id {
+			t.Fatalf("duplicates %+v", v.Duplicates)
+		}
+	}
+	r, _ := newTest(t, Options{})
+	if err := r.LoadSnapshot(filepath.Join("testdata", "registry-v3.snap")); err != nil {
+		t.Fatal(err)
+	}
+	check(r)
+	path := filepath.Join(t.TempDir(), "again.snap")
+	if err := r.SaveSnapshot(path); err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := newTest(t, Options{})
+	if err := r2.LoadSnapshot(path); err != nil {
+		t.Fatal(err)
+	}
+	check(r2)
+	if _, err := r.Listed(ServerInfo{GUID: guid(9), Addr: addr(1)}, []string{"sec:a"}, SourceProbe); !errors.Is(err, ErrIdentity) {
+		t.Fatalf("plaintext listing at the loaded TLS-proven endpoint: %v, want ErrIdentity", err)
+	}
+}
