@@ -138,3 +138,38 @@ func TestBadKeychainRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchedOverTLS: with a keychain, pvans watches a Secure PVAccess
+// server over TLS once a listing has proven its TLS endpoint, and re-lists
+// it there: a name the server adds is answered (with "tls" to a TLS
+// client), the identity stays, and nothing fell back to plain TCP. On the
+// old pvans the watch stayed on plain TCP (pvans_probe_tls_watches did
+// not exist).
+func TestWatchedOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon; skipped with -short")
+	}
+	dir := t.TempDir()
+	pki := testutil.NewPKI(t, "pvans site CA")
+	kc := pki.Issue(t, "pvans", testutil.CertOptions{Both: true}).Keychain(t, dir, "pvans.p12", "pw")
+	w := newWorldOpts(t, pki, "--tls-keychain", kc+";pw", "--tls-port", strconv.Itoa(int(harness.FreePort(t))))
+	if _, ok := w.pv.WaitMetric("pvans_probe_tls_watches", func(v float64) bool { return v == 1 }, 20*time.Millisecond, 20*time.Second); !ok {
+		t.Fatal("the server is not watched over TLS")
+	}
+	if err := w.site.SetNames(0, []string{"sec:pv1", "sec:pv2", "sec:added"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the added name listed", func() bool {
+		ok, _ := w.pv.HasName("sec:added")
+		return ok
+	})
+	if a := query(t, w.pv.TCP, []string{"tls", "tcp"}, "sec:added")["sec:added"]; a.Protocol != "tls" || a.Endpoint != w.srv.TLS {
+		t.Fatalf("TLS client told %+v, want tls %v", a, w.srv.TLS)
+	}
+	if _, id := w.serverTLSInfo(t); id != keychain.Identity(w.cert.Leaf) {
+		t.Fatalf("tls_identity %q after the re-listing", id)
+	}
+	if v := w.pv.Metric(t, "pvans_probe_tls_fallbacks_total"); v != 0 {
+		t.Fatalf("%v TLS fallbacks", v)
+	}
+}
