@@ -2,6 +2,7 @@ package tls
 
 import (
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -11,13 +12,13 @@ import (
 	"github.com/pvans-project/pvans/test/harness"
 )
 
-// waitingClient searches names over TCP on pvans with protos and leaves
-// the answers to come by push.
-func waitingClient(t *testing.T, pv *harness.Pvans, protos []string, names ...string) *nsclient.Client {
+// waitingClient searches names over TCP on the name server with protos;
+// the answers come directly or by push (answersOf).
+func waitingClient(t *testing.T, server netip.AddrPort, protos []string, names ...string) *nsclient.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := nsclient.Dial(ctx, pv.TCP)
+	c, err := nsclient.Dial(ctx, server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +67,8 @@ func TestSearchThroughTLS(t *testing.T) {
 	pv := harness.Start(t, harness.Options{Args: []string{"--discovery-at-start=false", "--search-through",
 		"--addr-list", srv.UDP.String()}})
 
-	secure := waitingClient(t, pv, []string{"tls", "tcp"}, "hid:pv1", "hid:pv2")
-	plain := waitingClient(t, pv, nil, "hid:pv1")
+	secure := waitingClient(t, pv.TCP, []string{"tls", "tcp"}, "hid:pv1", "hid:pv2")
+	plain := waitingClient(t, pv.TCP, nil, "hid:pv1")
 	for name, a := range answersOf(t, secure) {
 		if a.Protocol != "tls" || a.Endpoint != srv.TLS || a.GUID != srv.GUID {
 			t.Errorf("TLS client pushed %s: %+v, want tls %v", name, a, srv.TLS)
@@ -88,7 +89,7 @@ func TestSearchThroughTLS(t *testing.T) {
 // was pushed "tls" for every name, so the plain search got the TLS port.
 func TestPushPerSearch(t *testing.T) {
 	w := newWorld(t)
-	c := waitingClient(t, w.pv, nil, "sec:plainlate")
+	c := waitingClient(t, w.pv.TCP, nil, "sec:plainlate")
 	c.Protocols = []string{"tls", "tcp"}
 	if err := c.Search([]string{"sec:tlslate"}); err != nil {
 		t.Fatal(err)

@@ -90,26 +90,7 @@ func (w *world) serverTLSInfo(t *testing.T) (endpoint, identity string) {
 
 func query(t *testing.T, server netip.AddrPort, protos []string, names ...string) map[string]nsclient.Answer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := nsclient.Dial(ctx, server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Protocols = protos
-	if err := c.Search(names); err != nil {
-		t.Fatal(err)
-	}
-	as, unresolved, err := c.Wait(ctx)
-	if err != nil || len(unresolved) > 0 {
-		t.Fatalf("query %v: unresolved %v, %v", names, unresolved, err)
-	}
-	out := map[string]nsclient.Answer{}
-	for _, a := range as {
-		out[a.Name] = a
-	}
-	return out
+	return answersOf(t, waitingClient(t, server, protos, names...))
 }
 
 // udpSearch sends one search datagram to pvans and returns the first
