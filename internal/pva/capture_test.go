@@ -1,25 +1,14 @@
 package pva
 
 import (
-	"bufio"
-	"encoding/hex"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
-// The capture sits beside the repository (also in CI).
-const capturePath = "../../../shared/spec/captures/pvxs-1.5.2-loopback.txt"
-
-type capBlock struct {
-	N        int
-	TCP      bool
-	Src, Dst string
-	Data     []byte
-}
+// capBlock is one block of the repository's capture
+// (testdata/captures/loopback.txt, read by testutil).
+type capBlock = testutil.CaptureBlock
 
 // capMsg is one PVA message of the capture. For TCP the stream of each
 // direction is reassembled and split, so a message may come from several
@@ -33,72 +22,9 @@ type capMsg struct {
 	Payload []byte
 }
 
-var (
-	captureOnce sync.Once
-	captureBlks []capBlock
-	captureErr  error
-)
-
-// parseCapture reads the "#n t=.. UDP|TCP src -> dst len=N" blocks and
-// their hex dump lines ("  0000  ca 02 ...  ascii").
-func parseCapture(path string) ([]capBlock, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []capBlock
-	want := -1
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "#"):
-			fs := strings.Fields(line)
-			if len(fs) != 7 || fs[4] != "->" || !strings.HasPrefix(fs[6], "len=") {
-				return nil, fmt.Errorf("bad block header %q", line)
-			}
-			n, err1 := strconv.Atoi(fs[0][1:])
-			l, err2 := strconv.Atoi(fs[6][4:])
-			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("bad block header %q", line)
-			}
-			out = append(out, capBlock{N: n, TCP: fs[2] == "TCP", Src: fs[3], Dst: fs[5]})
-			want = l
-		case strings.HasPrefix(line, "  ") && len(out) > 0:
-			fs := strings.Fields(line)
-			b := &out[len(out)-1]
-			// fields after the offset are hex bytes until the ASCII column
-			for _, x := range fs[1:] {
-				if len(b.Data) == want || len(x) != 2 {
-					break
-				}
-				v, err := hex.DecodeString(x)
-				if err != nil {
-					break
-				}
-				b.Data = append(b.Data, v[0])
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	for i := range out {
-		if i > 0 && out[i].N != out[i-1].N+1 {
-			return nil, fmt.Errorf("block numbering gap at #%d", out[i].N)
-		}
-	}
-	return out, nil
-}
-
 func captureBlocks(tb testing.TB) []capBlock {
 	tb.Helper()
-	captureOnce.Do(func() { captureBlks, captureErr = parseCapture(capturePath) })
-	if captureErr != nil {
-		tb.Fatalf("capture: %v", captureErr)
-	}
-	return captureBlks
+	return testutil.Capture(tb)
 }
 
 func block(tb testing.TB, n int) capBlock {
@@ -172,8 +98,8 @@ func onlyMessage(tb testing.TB, n int) capMsg {
 
 func TestCaptureParser(t *testing.T) {
 	bs := captureBlocks(t)
-	if len(bs) != 102 {
-		t.Fatalf("%d blocks, want 102", len(bs))
+	if len(bs) != 104 {
+		t.Fatalf("%d blocks, want 104", len(bs))
 	}
 	if b := bs[50]; b.N != 51 || !b.TCP || len(b.Data) != 202 || b.Src != "127.0.0.1:5075" {
 		t.Fatalf("block #51 parsed as %+v", b)

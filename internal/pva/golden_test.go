@@ -143,7 +143,7 @@ func decodeCapturedAs(s *capState, m capMsg, fl uint8) (any, []byte, error) {
 
 // Blocks where pvAccessCPP used the 0xFD/0xFE type cache: our encoder
 // always writes plain descriptors, so these are compared semantically.
-var cacheFormBlocks = map[int]bool{54: true, 58: true, 60: true, 74: true, 78: true, 80: true, 81: true, 90: true, 99: true}
+var cacheFormBlocks = map[int]bool{54: true, 58: true, 60: true, 74: true, 78: true, 80: true, 81: true, 90: true, 101: true}
 
 func TestCaptureEveryMessageDecodesAndReencodes(t *testing.T) {
 	s := newCapState()
@@ -210,10 +210,12 @@ func TestCaptureBeacons(t *testing.T) {
 		be     bool
 		change uint16
 		port   uint16
+		addr   Address
 	}{
-		{1, "5ba90718fceddfd53fd12c2a", true, 2, 5075},
-		{2, "4f77c9ec4c56c868340210d7", true, 1, 5085},
-		{72, "0d9c0d6b00000000ebc30021", false, 0, 5075}, // pvAccessCPP, little endian
+		{1, "89e4cb73345dc98f69f612ab", true, 1, 5085, AnyIPv4}, // PVXS server B
+		{2, "8436c7fc297cb73e27d1e86b", true, 2, 5075, AnyIPv4}, // PVXS server A
+		// pvAccessCPP, little endian, bound to 127.0.0.1 and saying so
+		{72, "de83116b0000000069750922", false, 0, 5075, lo},
 	} {
 		m := onlyMessage(t, tc.block)
 		var b Beacon
@@ -221,14 +223,14 @@ func TestCaptureBeacons(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.H.BigEndian() != tc.be || !m.H.FromServer() || b.GUID != mustGUID(t, tc.guid) ||
-			b.ChangeCount != tc.change || b.Port != tc.port || b.Protocol != "tcp" || b.Addr != AnyIPv4 ||
+			b.ChangeCount != tc.change || b.Port != tc.port || b.Protocol != "tcp" || b.Addr != tc.addr ||
 			!bytes.Equal(b.Status, []byte{0xFF}) {
 			t.Errorf("block #%d: %+v", tc.block, b)
 		}
 	}
-	// what pvans would send for server A is block #1
-	m := onlyMessage(t, 1)
-	got := AppendBeacon(nil, FlagBigEndian|FlagServer, &Beacon{GUID: mustGUID(t, "5ba90718fceddfd53fd12c2a"),
+	// what pvans would send for server A is block #2
+	m := onlyMessage(t, 2)
+	got := AppendBeacon(nil, FlagBigEndian|FlagServer, &Beacon{GUID: mustGUID(t, "8436c7fc297cb73e27d1e86b"),
 		ChangeCount: 2, Addr: AnyIPv4, Port: 5075, Protocol: "tcp"})
 	if !bytes.Equal(got, m.Raw) {
 		t.Errorf("beacon\n got %x\nwant %x", got, m.Raw)
@@ -250,14 +252,14 @@ func TestCaptureSearchAndForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Seq != SearchSeqFind || !s.Unicast() || s.MustReply() || s.ReplyAddr != (Address{}) ||
-		s.ReplyPort != 37527 || !s.HasProtocol("tcp") || len(s.Protocols) != 1 {
+		s.ReplyPort != 43027 || !s.HasProtocol("tcp") || len(s.Protocols) != 1 {
 		t.Fatalf("#3: %+v", s)
 	}
 	if got, want := names(&s), []string{"12345678=cap:b:mbox3", "12345679=cap:a:mbox1"}; !slices.Equal(got, want) {
 		t.Fatalf("#3 names %v", got)
 	}
 	// the client side: what a PVXS client (and pvans searching through) sends
-	sent := AppendSearch(nil, FlagBigEndian, &Search{Seq: SearchSeqFind, Flags: SearchUnicast, ReplyPort: 37527,
+	sent := AppendSearch(nil, FlagBigEndian, &Search{Seq: SearchSeqFind, Flags: SearchUnicast, ReplyPort: 43027,
 		Protocols: [][]byte{[]byte("tcp")}, Names: []SearchName{{0x12345678, []byte("cap:b:mbox3")},
 			{0x12345679, []byte("cap:a:mbox1")}}})
 	if !bytes.Equal(sent, m3.Raw) {
@@ -280,7 +282,7 @@ func TestCaptureSearchAndForward(t *testing.T) {
 		t.Fatalf("#4 origin %v %v", a, err)
 	}
 	var f Search
-	if err := f.Decode(ms[1].Payload, true); err != nil || f.Unicast() || f.ReplyAddr != lo || f.ReplyPort != 37527 ||
+	if err := f.Decode(ms[1].Payload, true); err != nil || f.Unicast() || f.ReplyAddr != lo || f.ReplyPort != 43027 ||
 		!slices.Equal(names(&f), names(&s)) {
 		t.Fatalf("#4 search %+v %v", f, err)
 	}
@@ -311,12 +313,15 @@ func TestCaptureSearchResponses(t *testing.T) {
 		port  uint16
 		found bool
 		cids  []uint32
+		addr  Address
 	}{
-		{5, "5ba90718fceddfd53fd12c2a", 5075, true, []uint32{0x12345679}},
-		{6, "4f77c9ec4c56c868340210d7", 5085, true, []uint32{0x12345678}},
-		{31, "5ba90718fceddfd53fd12c2a", 5075, true, []uint32{0x12345678}}, // TCP, little endian
-		{41, "4f77c9ec4c56c868340210d7", 5085, false, nil},
-		{42, "5ba90718fceddfd53fd12c2a", 5075, false, nil},
+		{5, "8436c7fc297cb73e27d1e86b", 5075, true, []uint32{0x12345679}, AnyIPv4},
+		{6, "89e4cb73345dc98f69f612ab", 5085, true, []uint32{0x12345678}, AnyIPv4},
+		{31, "8436c7fc297cb73e27d1e86b", 5075, true, []uint32{0x12345678}, AnyIPv4}, // TCP, little endian
+		{41, "89e4cb73345dc98f69f612ab", 5085, false, nil, AnyIPv4},
+		{42, "8436c7fc297cb73e27d1e86b", 5075, false, nil, AnyIPv4},
+		// pvAccessCPP over UDP: little endian, its bound address
+		{94, "de83116b0000000069750922", 5075, true, []uint32{0x12345678}, lo},
 	} {
 		m := onlyMessage(t, tc.block)
 		var r SearchResponse
@@ -324,16 +329,19 @@ func TestCaptureSearchResponses(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.GUID != mustGUID(t, tc.guid) || r.Seq != SearchSeqFind || r.Port != tc.port || r.Found != tc.found ||
-			string(r.Protocol) != "tcp" || !r.Addr.IsAny() || !slices.Equal(r.CIDs, tc.cids) {
+			string(r.Protocol) != "tcp" || r.Addr != tc.addr || !slices.Equal(r.CIDs, tc.cids) {
 			t.Errorf("block #%d: %+v", tc.block, r)
 		}
 		// what pvans sends: same fields, the header flags of that transport
 		flags := uint8(FlagServer)
-		if tc.block != 31 {
+		if m.H.BigEndian() != (tc.block != 31 && tc.block != 94) {
+			t.Errorf("block #%d: big endian %v", tc.block, m.H.BigEndian())
+		}
+		if m.H.BigEndian() {
 			flags |= FlagBigEndian
 		}
 		got := AppendSearchResponse(nil, flags, &SearchResponse{GUID: mustGUID(t, tc.guid), Seq: SearchSeqFind,
-			Addr: AnyIPv4, Port: tc.port, Protocol: []byte("tcp"), Found: tc.found, CIDs: tc.cids})
+			Addr: tc.addr, Port: tc.port, Protocol: []byte("tcp"), Found: tc.found, CIDs: tc.cids})
 		if !bytes.Equal(got, m.Raw) {
 			t.Errorf("block #%d\n got %x\nwant %x", tc.block, got, m.Raw)
 		}
@@ -366,7 +374,7 @@ func TestCaptureValidation(t *testing.T) {
 	for _, tc := range []struct {
 		block      int
 		user, host string
-	}{{9, "", ""}, {54, "root", "vm"}} {
+	}{{9, "", ""}, {54, "root", "capture"}} {
 		m := onlyMessage(t, tc.block)
 		var v ClientValidation
 		if err := v.Decode(m.Payload, false); err != nil || v.AuthMethod != "ca" {
@@ -400,7 +408,7 @@ func TestCaptureCreateChannel(t *testing.T) {
 		cid, sid uint32
 		name     string
 	}{
-		{13, 15, 0x12345679, 0x07050301, "cap:a:mbox1"},
+		{13, 15, 0x12345678, 0x07050301, "cap:b:mbox3"},
 		{46, 47, 0x12345678, 0x07050301, "server"},
 		{56, 57, 0x10203041, 0x07050301, "server"}, // pvAccessCPP client
 		{76, 77, 0x10203041, 0x12003401, "server"}, // pvAccessCPP both sides
@@ -523,7 +531,7 @@ func TestCaptureRPCInfo(t *testing.T) {
 		t.Errorf("info argument differs")
 	}
 	ver := reply.Value.Field("version")
-	if ver == nil || ver.Str != "PVXS 1.5.2 (2026-11-30T15:39+0000)" || reply.Value.Field("implLang").Str != "cpp" {
+	if ver == nil || ver.Str != "PVXS 1.5.2 (1.5.2-29-g788f838dfcaffaf13063-dirty)" || reply.Value.Field("implLang").Str != "cpp" {
 		t.Fatalf("info reply %+v", reply.Value)
 	}
 	got := AppendRPCReply(nil, FlagServer, &RPCReply{IOID: 0x10002000, Value: NewServerInfo("cpp", ver.Str)})
@@ -564,14 +572,14 @@ func TestCaptureGetNTScalarDouble(t *testing.T) {
 	if !bytes.Equal(got, onlyMessage(t, 23).Raw) {
 		t.Fatalf("GET EXEC reply\n got %x\nwant %x", got, onlyMessage(t, 23).Raw)
 	}
-	// pvAccessCPP #99/#101: cached type, bit 0 = whole structure
+	// pvAccessCPP #101/#103: cached type, bit 0 = whole structure
 	tc := &TypeCache{}
-	if err := ir.Decode(onlyMessage(t, 99).Payload, false, tc, nil); err != nil || ir.Type.Index("value") != 0 {
-		t.Fatalf("#99 %+v %v", ir, err)
+	if err := ir.Decode(onlyMessage(t, 101).Payload, false, tc, nil); err != nil || ir.Type.Index("value") != 0 {
+		t.Fatalf("#101 %+v %v", ir, err)
 	}
 	er = GetReply{}
-	if err := er.Decode(onlyMessage(t, 101).Payload, false, tc, ir.Type); err != nil || !er.Changed.Has(0) ||
+	if err := er.Decode(onlyMessage(t, 103).Payload, false, tc, ir.Type); err != nil || !er.Changed.Has(0) ||
 		er.Value.Field("value").Str != "" {
-		t.Fatalf("#101 %+v %v", er, err)
+		t.Fatalf("#103 %+v %v", er, err)
 	}
 }

@@ -4,56 +4,131 @@ import (
 	"bufio"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// captureFile is the golden PVXS capture, beside the repository in
-// shared/spec/captures.
-const captureFile = "shared/spec/captures/pvxs-1.5.2-loopback.txt"
+// CaptureFile is the golden capture of real PVXS and pvAccessCPP traffic,
+// relative to the module root; scripts/record-captures.sh records it and
+// its README lists the blocks.
+const CaptureFile = "internal/pva/testdata/captures/loopback.txt"
 
-// CaptureBlocks reads the numbered hex blocks (#N) of the PVXS loopback
-// capture; the test is skipped if the capture is not there.
-func CaptureBlocks(t testing.TB) map[int][]byte {
-	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Skipf("capture not available: %v", err)
+// CaptureBlock is one numbered block of the capture: one UDP datagram or
+// the payload of one TCP segment.
+type CaptureBlock struct {
+	N        int
+	TCP      bool
+	Src, Dst string
+	Data     []byte
+}
+
+var (
+	captureOnce sync.Once
+	captureBlks []CaptureBlock
+	captureErr  error
+)
+
+// Capture returns the blocks of the golden capture in order (block n is
+// element n-1). The capture is part of the repository, so a missing or
+// malformed file fails the test.
+func Capture(tb testing.TB) []CaptureBlock {
+	tb.Helper()
+	captureOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			captureErr = err
+			return
+		}
+		f, err := os.Open(filepath.Join(root, filepath.FromSlash(CaptureFile)))
+		if err != nil {
+			captureErr = err
+			return
+		}
+		defer f.Close()
+		captureBlks, captureErr = ParseCapture(f)
+	})
+	if captureErr != nil {
+		tb.Fatalf("capture: %v", captureErr)
 	}
-	f, err := os.Open(filepath.Join(root, "..", filepath.FromSlash(captureFile)))
-	if err != nil {
-		t.Skipf("capture not available: %v", err)
-	}
-	defer f.Close()
+	return captureBlks
+}
+
+// CaptureBlocks is Capture by block number.
+func CaptureBlocks(tb testing.TB) map[int][]byte {
+	tb.Helper()
 	out := map[int][]byte{}
-	cur := -1
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			n, err := strconv.Atoi(strings.Fields(line)[0][1:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur = n
-			continue
-		}
-		fs := strings.Fields(line)
-		if cur < 0 || len(fs) < 2 || len(fs[0]) != 4 {
-			continue
-		}
-		for _, h := range fs[1:] { // the offset, then bytes, then the ASCII column
-			b, err := hex.DecodeString(h)
-			if len(h) != 2 || err != nil {
-				break
-			}
-			out[cur] = append(out[cur], b...)
-		}
+	for _, b := range Capture(tb) {
+		out[b.N] = b.Data
 	}
 	return out
+}
+
+// ParseCapture reads the "#n t=.. UDP|TCP src -> dst len=N" block headers
+// and their hex dump lines ("  0000  ca 02 ...  ascii"). Blocks must be
+// numbered 1, 2, 3... and hold exactly their stated length.
+func ParseCapture(r io.Reader) ([]CaptureBlock, error) {
+	var out []CaptureBlock
+	want := -1
+	check := func() error {
+		if n := len(out); n > 0 && len(out[n-1].Data) != want {
+			return fmt.Errorf("block #%d holds %d bytes, header says %d", out[n-1].N, len(out[n-1].Data), want)
+		}
+		return nil
+	}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "#"):
+			if err := check(); err != nil {
+				return nil, err
+			}
+			fs := strings.Fields(line)
+			if len(fs) != 7 || fs[4] != "->" || !strings.HasPrefix(fs[6], "len=") || (fs[2] != "TCP" && fs[2] != "UDP") {
+				return nil, fmt.Errorf("bad block header %q", line)
+			}
+			n, err1 := strconv.Atoi(fs[0][1:])
+			l, err2 := strconv.Atoi(fs[6][4:])
+			if err1 != nil || err2 != nil || l < 0 {
+				return nil, fmt.Errorf("bad block header %q", line)
+			}
+			if n != len(out)+1 {
+				return nil, fmt.Errorf("block #%d follows #%d", n, len(out))
+			}
+			out = append(out, CaptureBlock{N: n, TCP: fs[2] == "TCP", Src: fs[3], Dst: fs[5]})
+			want = l
+		case strings.HasPrefix(line, "  ") && len(out) > 0:
+			// "  OOOO  " then 16 hex bytes in 47 columns, then the ASCII
+			// column (which may hold spaces, so it is cut off by position)
+			if len(line) < 8 {
+				return nil, fmt.Errorf("block #%d: bad dump line %q", len(out), line)
+			}
+			b := &out[len(out)-1]
+			if off, err := strconv.ParseUint(strings.TrimSpace(line[:8]), 16, 32); err != nil || int(off) != len(b.Data) {
+				return nil, fmt.Errorf("block #%d: dump line %q is not at offset %#x", b.N, line, len(b.Data))
+			}
+			for _, x := range strings.Fields(line[8:min(len(line), 8+47)]) {
+				v, err := hex.DecodeString(x)
+				if err != nil || len(v) != 1 {
+					return nil, fmt.Errorf("block #%d: bad dump line %q", b.N, line)
+				}
+				b.Data = append(b.Data, v[0])
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if err := check(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // moduleRoot is the nearest directory at or above the working directory

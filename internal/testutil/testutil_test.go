@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -35,13 +36,59 @@ func TestWaitForReturnsOnceTrue(t *testing.T) {
 	}
 }
 
-// The capture's first server greeting is block 27: a SET_BYTE_ORDER
-// control message then CONNECTION_VALIDATION (see pvaconn's handshake test).
+// The repository's capture is there and parsed: block 27 (the name-server
+// connection's greeting) is a SET_BYTE_ORDER control message then
+// CONNECTION_VALIDATION (see pvaconn's handshake test).
 func TestCaptureBlocks(t *testing.T) {
-	b := CaptureBlocks(t)
-	g := b[27]
-	if len(g) < 16 || g[0] != 0xCA || g[3] != 2 || g[8] != 0xCA || g[11] != 1 {
+	bs := Capture(t)
+	if len(bs) != 104 || bs[0].N != 1 || bs[0].TCP || bs[0].Dst != "127.0.0.1:5076" || len(bs[0].Data) != 47 {
+		t.Fatalf("%d blocks, first %+v", len(bs), bs[0])
+	}
+	g := CaptureBlocks(t)[27]
+	if len(g) < 16 || g[0] != 0xCA || g[3] != 2 || g[8] != 0xCA || g[11] != 1 || !bs[26].TCP {
 		t.Fatalf("block 27 = %x", g)
+	}
+}
+
+// row is one dump line as scripts/record-captures.sh writes it.
+func row(off int, hexBytes, ascii string) string {
+	return fmt.Sprintf("  %04x  %-47s  %s\n", off, hexBytes, ascii)
+}
+
+// The ASCII column is not data even when it looks like hex ("ab ca" here,
+// after the 16 bytes of the first row).
+func TestParseCaptureASCIIColumn(t *testing.T) {
+	in := "#1 t=+0.000000 TCP 127.0.0.1:1 -> 127.0.0.1:2 len=17\n" +
+		row(0, "20 20 61 62 20 63 61 20 20 20 20 20 20 20 20 20", "  ab ca         ") +
+		row(0x10, "ff", ".") + "\n" +
+		"#2 t=+0.100000 UDP 127.0.0.1:3 -> 127.0.0.1:4 len=2\n" +
+		row(0, "ca 02", "..")
+	bs, err := ParseCapture(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 2 || len(bs[0].Data) != 17 || bs[0].Data[16] != 0xFF || !bs[0].TCP || bs[1].TCP ||
+		bs[1].Src != "127.0.0.1:3" || string(bs[1].Data) != "\xca\x02" {
+		t.Fatalf("parsed %+v", bs)
+	}
+}
+
+func TestParseCaptureRejects(t *testing.T) {
+	hdr := func(n, l int) string { return fmt.Sprintf("#%d t=+0.000000 UDP a:1 -> b:2 len=%d\n", n, l) }
+	for name, in := range map[string]string{
+		"short block":  hdr(1, 3) + row(0, "ca 02", ".."),
+		"long block":   hdr(1, 1) + row(0, "ca 02", ".."),
+		"gap":          hdr(1, 1) + row(0, "ca", ".") + hdr(3, 1) + row(0, "ca", "."),
+		"bad offset":   hdr(1, 2) + row(0, "ca", ".") + row(4, "02", "."),
+		"bad hex":      hdr(1, 2) + row(0, "ca zz", ".."),
+		"bad header":   "#1 t=+0.000000 UDP a:1 b:2 len=2\n",
+		"bad protocol": "#1 t=+0.000000 SCTP a:1 -> b:2 len=0\n",
+	} {
+		if bs, err := ParseCapture(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: parsed %+v", name, bs)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
 	}
 }
 

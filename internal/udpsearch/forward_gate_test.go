@@ -25,7 +25,7 @@ func TestForwardOnlyWhenThePortIsShared(t *testing.T) {
 	search := func() (forwards, replies int) {
 		t.Helper()
 		out.reset()
-		h.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:37527"), dst: ipLo, ifIndex: 1})
+		h.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:43027"), dst: ipLo, ifIndex: 1})
 		return len(out.forwards), len(out.replies)
 	}
 	step := func(name string, wantFwd, wantAsked int) {

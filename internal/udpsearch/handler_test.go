@@ -11,24 +11,26 @@ import (
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // Capture blocks #3 (pvxget's unicast search to 127.0.0.1:5076 from
-// 127.0.0.1:37527), #4 (the forwarded copy) and #5 (server A's answer).
+// 127.0.0.1:43027), #4 (the forwarded copy) and #5 (server A's answer).
 const (
 	capSearch = `ca 02 80 03 00 00 00 41 66 69 6e 64 80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-		92 97 01 03 74 63 70 00 02 12 34 56 78 0b 63 61 70 3a 62 3a 6d 62 6f 78 33 12 34 56 79 0b 63 61
+		a8 13 01 03 74 63 70 00 02 12 34 56 78 0b 63 61 70 3a 62 3a 6d 62 6f 78 33 12 34 56 79 0b 63 61
 		70 3a 61 3a 6d 62 6f 78 31`
 	capForward = `ca 02 80 16 00 00 00 10 00 00 00 00 00 00 00 00 00 00 ff ff 7f 00 00 01 ca 02 80 03 00 00 00 41
-		66 69 6e 64 00 00 00 00 00 00 00 00 00 00 00 00 00 00 ff ff 7f 00 00 01 92 97 01 03 74 63 70 00
-		02 12 34 56 78 0b 63 61 70 3a 62 3a 6d 62 6f 78 33 12 34 56 79 0b 63 61 70 3a 61 3a 6d 62 6f 78 31`
-	capAnswerA = `ca 02 c0 04 00 00 00 2d 5b a9 07 18 fc ed df d5 3f d1 2c 2a 66 69 6e 64 00 00 00 00 00 00 00 00
+		66 69 6e 64 00 00 00 00 00 00 00 00 00 00 00 00 00 00 ff ff 7f 00 00 01 a8 13 01 03 74 63 70 00
+		02 12 34 56 78 0b 63 61 70 3a 62 3a 6d 62 6f 78 33 12 34 56 79 0b 63 61 70 3a 61 3a 6d 62 6f 78
+		31`
+	capAnswerA = `ca 02 c0 04 00 00 00 2d 84 36 c7 fc 29 7c b7 3e 27 d1 e8 6b 66 69 6e 64 00 00 00 00 00 00 00 00
 		00 00 ff ff 00 00 00 00 13 d3 03 74 63 70 01 00 01 12 34 56 79`
 )
 
 var (
-	guidA = pva.GUID{0x5b, 0xa9, 0x07, 0x18, 0xfc, 0xed, 0xdf, 0xd5, 0x3f, 0xd1, 0x2c, 0x2a}
-	guidB = pva.GUID{0x4f, 0x77, 0xc9, 0xec, 0x4c, 0x56, 0xc8, 0x68, 0x34, 0x02, 0x10, 0xd7}
+	guidA = pva.GUID{0x84, 0x36, 0xc7, 0xfc, 0x29, 0x7c, 0xb7, 0x3e, 0x27, 0xd1, 0xe8, 0x6b}
+	guidB = pva.GUID{0x89, 0xe4, 0xcb, 0x73, 0x34, 0x5d, 0xc9, 0x8f, 0x69, 0xf6, 0x12, 0xab}
 	srvA  = resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}
 	srvB  = resolver.Endpoint{GUID: guidB, Addr: netip.MustParseAddrPort("127.0.0.1:5085"), Protocol: "tcp"}
 )
@@ -37,10 +39,24 @@ func captureRegistry() *mapResolver {
 	return newMapResolver(map[string]resolver.Endpoint{"cap:a:mbox1": srvA, "cap:a:mbox2": srvA, "cap:b:mbox3": srvB})
 }
 
+// The literals above are the repository's capture, byte for byte, and
+// guidA, guidB are its servers A and B (beacons #2 and #1).
+func TestCaptureLiteralsAreTheRecording(t *testing.T) {
+	cap := testutil.CaptureBlocks(t)
+	for n, lit := range map[int]string{3: capSearch, 4: capForward, 5: capAnswerA} {
+		if got := mustHex(t, lit); !bytes.Equal(got, cap[n]) {
+			t.Errorf("block #%d\n got %x\nwant %x", n, got, cap[n])
+		}
+	}
+	if !bytes.Equal(cap[2][8:20], guidA[:]) || !bytes.Equal(cap[1][8:20], guidB[:]) {
+		t.Errorf("GUIDs %x %x, beacons say %x %x", guidA, guidB, cap[2][8:20], cap[1][8:20])
+	}
+}
+
 func TestUnicastSearchIsForwardedAsPVXSDoes(t *testing.T) {
 	out := &recSender{}
 	h, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, out)
-	h.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:37527"), dst: ipLo, ifIndex: 1})
+	h.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:43027"), dst: ipLo, ifIndex: 1})
 	if len(out.forwards) != 1 || !bytes.Equal(out.forwards[0], mustHex(t, capForward)) {
 		t.Fatalf("forward = %x\nwant      %x", out.forwards, mustHex(t, capForward))
 	}
@@ -56,7 +72,7 @@ func TestUnicastAnsweredFromOriginalAsFromCopy(t *testing.T) {
 	fromOrig, fromCopy := &recSender{}, &recSender{}
 	h1, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, fromOrig)
 	h2, _ := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry()}, fromCopy)
-	h1.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:37527"), dst: ipLo, ifIndex: 1})
+	h1.handle(&datagram{b: mustHex(t, capSearch), src: netip.MustParseAddrPort("127.0.0.1:43027"), dst: ipLo, ifIndex: 1})
 	h2.handle(&datagram{b: mustHex(t, capForward), src: netip.MustParseAddrPort("127.0.0.1:5076"), dst: ForwardGroup, ifIndex: 1})
 	if len(fromOrig.replies) != 2 || !slices.EqualFunc(fromOrig.replies, fromCopy.replies, func(a, b sentReply) bool {
 		return bytes.Equal(a.b, b.b) && a.to == b.to && a.from == b.from && a.ifIndex == b.ifIndex
@@ -98,7 +114,7 @@ func TestForwardedCopyIsAnsweredPerServer(t *testing.T) {
 		t.Fatalf("want one reply per server (2), got %d", len(out.replies))
 	}
 	for _, r := range out.replies {
-		if r.to != netip.MustParseAddrPort("127.0.0.1:37527") || r.from != ipLo || r.ifIndex != 1 {
+		if r.to != netip.MustParseAddrPort("127.0.0.1:43027") || r.from != ipLo || r.ifIndex != 1 {
 			t.Errorf("reply to %v from %v via %d", r.to, r.from, r.ifIndex)
 		}
 	}
@@ -315,10 +331,10 @@ func TestBeaconsAndDiscoveryRepliesReachTracker(t *testing.T) {
 		responses = append(responses, m.GUID)
 	}, AddrList: []Destination{{Addr: netip.MustParseAddrPort("10.0.0.7:5076")}}}
 	h, st := testHandler(t, o, &recSender{})
-	// Capture block #1: server A's beacon, zero address.
-	bcn := mustHex(t, `ca 02 c0 00 00 00 00 27 5b a9 07 18 fc ed df d5 3f d1 2c 2a 00 00 00 02 00 00 00 00 00 00 00 00
+	// Capture block #2: server A's beacon, zero address.
+	bcn := mustHex(t, `ca 02 c0 00 00 00 00 27 84 36 c7 fc 29 7c b7 3e 27 d1 e8 6b 00 00 00 02 00 00 00 00 00 00 00 00
 		00 00 ff ff 00 00 00 00 13 d3 03 74 63 70 ff`)
-	src := netip.MustParseAddrPort("10.0.0.7:56392")
+	src := netip.MustParseAddrPort("10.0.0.7:47466")
 	h.handle(&datagram{b: bcn, src: src, dst: ipEthBc, ifIndex: 2})
 	pong := appendResponse(nil, guidB, pva.SearchSeqFind, pva.AnyIPv4, 5085, "tcp", nil)
 	h.handle(&datagram{b: pong, src: netip.MustParseAddrPort("10.0.0.8:5076"), dst: ipEth, ifIndex: 2})
