@@ -532,7 +532,7 @@ var (
 	cap81 = hexb("ca 02 40 14 39 00 00 00 51 60 70 80 10 ff fd 01 00 80 1a 65 70 69 63 73 3a 6e 74 2f 4e 54 53 63" +
 		"61 6c 61 72 41 72 72 61 79 3a 31 2e 30 01 05 76 61 6c 75 65 68 01 0a 63 61 70 3a 63 3a 6d 62 6f 78")
 	// GUID of server C, from its beacon (#72).
-	capGUID = pva.GUID(hexb("0d 9c 0d 6b 00 00 00 00 eb c3 00 21"))
+	capGUID = pva.GUID(hexb("de 83 11 6b 00 00 00 00 69 75 09 22"))
 )
 
 // withID returns a copy of a captured little-endian reply with the u32 at

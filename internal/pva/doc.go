@@ -13,13 +13,14 @@
 // copied), as the spec's server contract requires.
 //
 // References. Comments across pvans cite two documents that live beside
-// the repository, not in it, in ../shared (the project's shared folder,
-// present for developers and CI alike):
+// the repository, not in it, in ../shared (the project's shared folder):
 //   - "spec §N" is ../shared/seeds/pva-name-resolution-spec.txt, the
 //     name-resolution specification, by its numbered sections;
 //   - "wire-notes §N" is ../shared/spec/wire-notes.md, the byte layouts,
-//     by its numbered headings;
-//   - "capture #N" is a numbered block of
-//     ../shared/spec/captures/pvxs-1.5.2-loopback.txt (real PVXS and
-//     pvAccessCPP traffic; the golden tests decode every block).
+//     by its numbered headings.
+//
+// "capture #N" is a numbered block of the repository's own capture,
+// testdata/captures/loopback.txt: real PVXS and pvAccessCPP traffic
+// recorded by scripts/record-captures.sh, its blocks listed in the README
+// beside it. The golden tests decode every block; no test reads ../shared.
 package pva

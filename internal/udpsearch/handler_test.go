@@ -49,7 +49,7 @@ func TestCaptureLiteralsAreTheRecording(t *testing.T) {
 		}
 	}
 	if !bytes.Equal(cap[2][8:20], guidA[:]) || !bytes.Equal(cap[1][8:20], guidB[:]) {
-		t.Errorf("GUIDs %x %x, beacons say %x %x", guidA, guidB, cap[2][8:20], cap[1][8:20])
+		t.Errorf("GUIDs %v %v, beacons say %x %x", guidA, guidB, cap[2][8:20], cap[1][8:20])
 	}
 }
 
