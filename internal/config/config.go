@@ -387,6 +387,11 @@ func prefixesAllow(allow, deny []netip.Prefix, addr netip.Addr) bool {
 type RateLimit struct {
 	UDPSearchesPerSecond float64 // per source address
 	UDPSearchBurst       int
+	// UDPNamesPerSecond and UDPNameBurst budget the names a source's UDP
+	// searches carry, however they are packed; the burst covers a big
+	// client's start-up, which searches every channel at once.
+	UDPNamesPerSecond    float64
+	UDPNameBurst         int
 	TCPMessagesPerSecond float64 // per source address
 	TCPMessageBurst      int
 	// ReflectionRatio caps UDP reply bytes to a source at this multiple of
@@ -486,7 +491,9 @@ func Defaults() Config {
 			ThroughMaxNames: 10_000, ThroughDatagramsPerSecond: 50},
 		RateLimit: RateLimit{
 			UDPSearchesPerSecond: 1000,
-			UDPSearchBurst:       2000,
+			UDPSearchBurst:       10_000,
+			UDPNamesPerSecond:    40_000,
+			UDPNameBurst:         400_000,
 			TCPMessagesPerSecond: 1000,
 			TCPMessageBurst:      2000,
 			ReflectionRatio:      4,

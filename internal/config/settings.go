@@ -448,6 +448,10 @@ func init() {
 		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }))
 	add(intSpec("rate_limit.udp_search_burst", "UDP search datagrams a source may send at once above its rate", 1, 1_000_000_000,
 		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }))
+	add(floatSpec("rate_limit.udp_names_per_second", "names in UDP searches handled per source address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }))
+	add(intSpec("rate_limit.udp_name_burst", "names in UDP searches a source may send at once above its rate (a big client searches all its channels at start)", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }))
 	add(floatSpec("rate_limit.tcp_messages_per_second", "TCP messages handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }))
 	add(intSpec("rate_limit.tcp_message_burst", "TCP messages a source may send at once above its rate", 1, 1_000_000_000,

@@ -84,9 +84,17 @@ func New(o Options) *Limiter {
 }
 
 // Allow takes one token from a's bucket and reports whether there was one.
-func (l *Limiter) Allow(a netip.Addr) bool {
+func (l *Limiter) Allow(a netip.Addr) bool { return l.AllowN(a, 1) }
+
+// AllowN takes n tokens from a's bucket at once, or none: it reports
+// whether the bucket held n. A cost above the burst is never allowed.
+// n < 1 counts as 1.
+func (l *Limiter) AllowN(a netip.Addr, n int) bool {
 	if l == nil {
 		return true
+	}
+	if n < 1 {
+		n = 1
 	}
 	a = key(a)
 	if len(l.exempt) > 0 && exempt(l.exempt, a) {
@@ -99,7 +107,7 @@ func (l *Limiter) Allow(a netip.Addr) bool {
 	if fresh || *tat < now {
 		*tat = now
 	}
-	next := *tat + l.interval
+	next := *tat + l.cost(n)
 	ok := next-now <= l.tolerance
 	if ok {
 		*tat = next
@@ -111,6 +119,18 @@ func (l *Limiter) Allow(a netip.Addr) bool {
 		l.limited.Add(1)
 	}
 	return ok
+}
+
+// cost is the time n tokens take to earn, saturating far from overflow
+// (such a cost is beyond any tolerance, so it is refused).
+func (l *Limiter) cost(n int) time.Duration {
+	if n == 1 {
+		return l.interval
+	}
+	if time.Duration(n) > maxSpan/l.interval {
+		return maxSpan
+	}
+	return l.interval * time.Duration(n)
 }
 
 // Stats returns the counters (zero for a nil Limiter).

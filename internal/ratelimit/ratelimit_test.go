@@ -63,6 +63,36 @@ func TestLimiterBurstThenRate(t *testing.T) {
 	}
 }
 
+// AllowN spends n tokens at once or none: a source's budget in names is
+// its burst at once, then rate per second, whatever the sizes of the
+// requests; a request above the burst never passes.
+func TestLimiterAllowN(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	l := New(Options{Rate: 1000, Burst: 100, Clock: clk})
+	if l.AllowN(srcA, 101) {
+		t.Fatal("a cost above the burst was allowed")
+	}
+	if !l.AllowN(srcA, 60) || !l.AllowN(srcA, 40) {
+		t.Fatal("60+40 within a burst of 100 refused")
+	}
+	if l.AllowN(srcA, 1) {
+		t.Fatal("token beyond the burst")
+	}
+	clk.Advance(9 * time.Millisecond)
+	if l.AllowN(srcA, 10) {
+		t.Fatal("10 tokens after 9 ms at 1000/s")
+	}
+	if !l.AllowN(srcA, 9) || l.Allow(srcA) {
+		t.Fatal("want exactly 9 tokens after 9 ms (a refused request spends none)")
+	}
+	if !l.AllowN(srcB, 100) {
+		t.Fatal("another source limited by A")
+	}
+	if l.AllowN(srcA, 1<<62) || l.AllowN(srcA, 0) {
+		t.Fatal("a huge cost must be refused, not wrap; n<1 counts as 1 (the bucket is empty)")
+	}
+}
+
 // IPv4-mapped IPv6 is the same source as the IPv4 address.
 func TestLimiterMappedIsSameSource(t *testing.T) {
 	clk := clock.NewFake(time.Time{})

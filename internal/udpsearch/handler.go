@@ -322,7 +322,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	// or reply address can then get at most ReflectionRatio × its own
 	// bytes sent to its victim.
 	h.p.refl.Received(to, len(msg))
-	if !h.p.limit.Allow(client.Addr()) {
+	if !h.p.limit.Allow(client.Addr()) || (len(s.Names) > 0 && !h.p.names.AllowN(client.Addr(), h.nameCost(len(s.Names)))) {
 		h.st.dropRateLimited.Add(1)
 		return
 	}
@@ -386,6 +386,15 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	if !answered && s.MustReply() {
 		h.sendNegative(dest, from, pin)
 	}
+}
+
+// nameCost is what a search of n names costs the client's name budget:
+// the names that will be looked up.
+func (h *handler) nameCost(n int) int {
+	if m := h.p.MaxNamesPerSearch; m > 0 {
+		return min(n, m)
+	}
+	return n
 }
 
 // ownSearch reports whether a search came from one of pvans's own client

@@ -124,6 +124,15 @@ type Options struct {
 	// not forwarded to the loopback group either.
 	SearchRate  float64
 	SearchBurst int
+	// NameRate and NameBurst are a second budget per client address, in
+	// names: a search costs one token per name it carries (after
+	// MaxNamesPerSearch), and is dropped, like one over SearchRate, when
+	// the client's budget holds fewer. It bounds the lookups one source
+	// can ask for however it packs them, with a burst that can cover a
+	// big client's start-up (a PVXS client searches every new channel in
+	// one tick of its ring). NameRate 0 = unlimited.
+	NameRate  float64
+	NameBurst int
 	// ReflectionRatio caps the reply bytes sent to an address at this
 	// multiple of the search bytes whose replies go to it, received within
 	// ReflectionWindow: pvans never amplifies a spoofed search by more
@@ -182,6 +191,8 @@ type Policy struct {
 	AnswerNames       bool
 	SearchRate        float64
 	SearchBurst       int
+	NameRate          float64
+	NameBurst         int
 	ReflectionRatio   float64
 	ReflectionWindow  time.Duration
 	LimitExempt       []netip.Prefix
@@ -198,7 +209,7 @@ type Policy struct {
 
 func (o *Options) policy() Policy {
 	return Policy{ClientAllowed: o.ClientAllowed, IgnoreAddrs: o.IgnoreAddrs, AnswerNames: o.AnswerNames,
-		SearchRate: o.SearchRate, SearchBurst: o.SearchBurst, ReflectionRatio: o.ReflectionRatio,
+		SearchRate: o.SearchRate, SearchBurst: o.SearchBurst, NameRate: o.NameRate, NameBurst: o.NameBurst, ReflectionRatio: o.ReflectionRatio,
 		ReflectionWindow: o.ReflectionWindow, LimitExempt: o.LimitExempt, RateSources: o.RateSources,
 		MaxNamesPerSearch: o.MaxNamesPerSearch, AddressMap: o.AddressMap,
 		ServerAllowed: o.ServerAllowed, TrustedRelays: o.TrustedRelays, BeaconRate: o.BeaconRate, BeaconBurst: o.BeaconBurst,
@@ -209,6 +220,7 @@ func (o *Options) policy() Policy {
 type policy struct {
 	Policy
 	limit   *ratelimit.Limiter    // searches per client; nil: unlimited
+	names   *ratelimit.Limiter    // names searched per client; nil: unlimited
 	refl    *ratelimit.Reflection // reply bytes per destination; nil: no cap
 	beacons *ratelimit.Limiter    // beacons and discovery replies per sender; nil: unlimited
 	// learn is LearnFrom as a set (nil: every interface); learnLoopback
@@ -238,6 +250,12 @@ func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
 		n.limit = cur.limit
 	} else {
 		n.limit = ratelimit.New(ratelimit.Options{Rate: p.SearchRate, Burst: p.SearchBurst,
+			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
+	}
+	if sameSources && cur.NameRate == p.NameRate && cur.NameBurst == p.NameBurst {
+		n.names = cur.names
+	} else {
+		n.names = ratelimit.New(ratelimit.Options{Rate: p.NameRate, Burst: p.NameBurst,
 			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
 	}
 	if sameSources && cur.BeaconRate == p.BeaconRate && cur.BeaconBurst == p.BeaconBurst {
