@@ -233,6 +233,13 @@ type UDP struct {
 	// of PVA.Interfaces; a wildcard (written "all") takes them from every
 	// interface. Empty: only PVA.Interfaces's.
 	LearnInterfaces []netip.Addr
+	// ClientReplyNamesPerSecond and ClientReplyNameBurst pace the replies
+	// to one client socket, in the names they answer, so a big client's
+	// start-up burst is not lost in its receive buffer; ReplyQueueBytes
+	// bounds the replies held meanwhile.
+	ClientReplyNamesPerSecond float64
+	ClientReplyNameBurst      int
+	ReplyQueueBytes           int64
 }
 
 // Probe is how servers are listed and watched.
@@ -465,7 +472,8 @@ func Defaults() Config {
 			// 256 KiB message buffers) would be 12 GiB without it.
 			BufferBytesTotal: 256 << 20,
 		},
-		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true, BeaconQueue: 4096},
+		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true, BeaconQueue: 4096,
+			ClientReplyNamesPerSecond: 40_000, ClientReplyNameBurst: 4096, ReplyQueueBytes: 4 << 20},
 		Probe: Probe{
 			Concurrency:        16,
 			PerHostConcurrency: 4,

@@ -311,6 +311,12 @@ func init() {
 			}
 			return joinStrings(c.UDP.LearnInterfaces)
 		}})
+	add(floatSpec("udp.client_reply_names_per_second", "names answered over UDP to one client socket per second beyond its burst, later replies held and sent when due; 0 = no pacing", 0, 1e9,
+		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }))
+	add(intSpec("udp.client_reply_name_burst", "names answered over UDP to one client socket at once before replies are paced", 1, 1_000_000,
+		func(c *Config) *int { return &c.UDP.ClientReplyNameBurst }))
+	add(bytesSpec("udp.reply_queue_bytes", "paced UDP replies held at most, over all clients; beyond it they are dropped (counted)", 1<<10, 1<<30,
+		func(c *Config) *int64 { return &c.UDP.ReplyQueueBytes }))
 
 	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
 		func(c *Config) *int { return &c.Probe.Concurrency }))

@@ -196,6 +196,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Resolver:         d.Resolver,
 		Beacons:          beaconFilter{d},
 		BeaconQueue:      cfg.UDP.BeaconQueue, // issue 14: the receive path never waits for the registry
+		ReplyRate:        cfg.UDP.ClientReplyNamesPerSecond,
+		ReplyBurst:       cfg.UDP.ClientReplyNameBurst,
+		ReplyQueueBytes:  int(cfg.UDP.ReplyQueueBytes),
 		OnSearchResponse: d.onUDPSearchResponse,
 		OnPingAnswer:     d.Prober.PingAnswer,
 		Insight:          d.Insight,

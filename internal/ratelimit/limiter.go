@@ -49,7 +49,7 @@ type Limiter struct {
 	epoch     time.Time
 
 	mu sync.Mutex
-	t  table[time.Duration] // theoretical arrival time, since epoch
+	t  table[netip.Addr, time.Duration] // theoretical arrival time, since epoch
 
 	allowed, limited atomic.Uint64
 }
@@ -80,7 +80,7 @@ func New(o Options) *Limiter {
 	iv = max(min(iv, float64(maxSpan)), 1)
 	tol := min(iv*float64(o.Burst), float64(maxSpan))
 	return &Limiter{interval: time.Duration(iv), tolerance: time.Duration(tol), exempt: o.Exempt,
-		clk: o.Clock, epoch: o.Clock.Now(), t: newTable[time.Duration](o.Sources)}
+		clk: o.Clock, epoch: o.Clock.Now(), t: newTable[netip.Addr, time.Duration](o.Sources)}
 }
 
 // Allow takes one token from a's bucket and reports whether there was one.

@@ -158,7 +158,7 @@ func TestLimiterBoundedTable(t *testing.T) {
 
 // The LRU list stays consistent under every access order.
 func TestTableOrder(t *testing.T) {
-	tb := newTable[int](3)
+	tb := newTable[netip.Addr, int](3)
 	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}) }
 	for i := 1; i <= 3; i++ {
 		v, fresh := tb.get(addr(i))

@@ -38,7 +38,7 @@ type Reflection struct {
 	epoch  time.Time
 
 	mu sync.Mutex
-	t  table[account]
+	t  table[netip.Addr, account]
 
 	sent, capped, cappedBytes atomic.Uint64
 }
@@ -69,7 +69,7 @@ func NewReflection(o ReflectionOptions) *Reflection {
 		o.Clock = clock.Real{}
 	}
 	return &Reflection{ratio: o.Ratio, window: o.Window, exempt: o.Exempt, clk: o.Clock,
-		epoch: o.Clock.Now(), t: newTable[account](o.Sources)}
+		epoch: o.Clock.Now(), t: newTable[netip.Addr, account](o.Sources)}
 }
 
 // acct returns a's account with its window rolled; r.mu held.

@@ -9,26 +9,26 @@ const DefaultSources = 65536
 // least recently used entry when full, so a flood of spoofed sources costs
 // at most max entries and never grows the heap. Not safe for concurrent
 // use: the owner locks.
-type table[V any] struct {
-	idx        map[netip.Addr]int32
-	ents       []entry[V]
+type table[K comparable, V any] struct {
+	idx        map[K]int32
+	ents       []entry[K, V]
 	head, tail int32 // most and least recently used; -1 when empty
 	max        int
 	evictions  uint64
 }
 
-type entry[V any] struct {
-	addr       netip.Addr
+type entry[K comparable, V any] struct {
+	addr       K
 	prev, next int32
 	v          V
 }
 
-func newTable[V any](max int) table[V] {
+func newTable[K comparable, V any](max int) table[K, V] {
 	if max <= 0 {
 		max = DefaultSources
 	}
 	// Grown on demand: an idle daemon does not pay for the whole table.
-	return table[V]{idx: make(map[netip.Addr]int32), head: -1, tail: -1, max: max}
+	return table[K, V]{idx: make(map[K]int32), head: -1, tail: -1, max: max}
 }
 
 // key folds the forms one host can take (IPv4-mapped IPv6, zones) into
@@ -37,7 +37,7 @@ func key(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
 // get returns a's value, marking it most recently used. fresh reports a
 // new (zeroed) entry, possibly one that evicted the oldest source.
-func (t *table[V]) get(a netip.Addr) (v *V, fresh bool) {
+func (t *table[K, V]) get(a K) (v *V, fresh bool) {
 	if i, ok := t.idx[a]; ok {
 		t.touch(i)
 		return &t.ents[i].v, false
@@ -45,7 +45,7 @@ func (t *table[V]) get(a netip.Addr) (v *V, fresh bool) {
 	var i int32
 	if len(t.ents) < t.max {
 		i = int32(len(t.ents))
-		t.ents = append(t.ents, entry[V]{prev: -1, next: -1})
+		t.ents = append(t.ents, entry[K, V]{prev: -1, next: -1})
 	} else {
 		i = t.tail
 		t.unlink(i)
@@ -59,9 +59,9 @@ func (t *table[V]) get(a netip.Addr) (v *V, fresh bool) {
 	return &t.ents[i].v, true
 }
 
-func (t *table[V]) len() int { return len(t.idx) }
+func (t *table[K, V]) len() int { return len(t.idx) }
 
-func (t *table[V]) touch(i int32) {
+func (t *table[K, V]) touch(i int32) {
 	if t.head == i {
 		return
 	}
@@ -69,7 +69,7 @@ func (t *table[V]) touch(i int32) {
 	t.pushFront(i)
 }
 
-func (t *table[V]) unlink(i int32) {
+func (t *table[K, V]) unlink(i int32) {
 	e := &t.ents[i]
 	if e.prev >= 0 {
 		t.ents[e.prev].next = e.next
@@ -84,7 +84,7 @@ func (t *table[V]) unlink(i int32) {
 	e.prev, e.next = -1, -1
 }
 
-func (t *table[V]) pushFront(i int32) {
+func (t *table[K, V]) pushFront(i int32) {
 	e := &t.ents[i]
 	e.prev, e.next = -1, t.head
 	if t.head >= 0 {

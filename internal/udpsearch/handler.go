@@ -56,6 +56,8 @@ type handler struct {
 	st  *counters
 	ifs *atomic.Pointer[ifaceTable]
 	out sender
+	// pace holds replies to a client beyond its pace (nil: none).
+	pace *pacing
 	// reload re-reads the interface table (rate-limited by its owner)
 	// when a datagram arrives on an unknown interface; may be nil.
 	reload func() *ifaceTable
@@ -378,7 +380,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				addr, port := srv.Wire(dest.Addr(), h.p.AddressMap)
 				h.buf = appendResponse(h.buf[:0], srv.GUID, s.Seq, addr, port, srv.Protocol, g.CIDs)
 				h.st.claims.Add(uint64(len(g.CIDs)))
-				h.send(dest, from, pin)
+				h.send(dest, from, pin, len(g.CIDs))
 				answered = true
 			}
 		}
@@ -440,16 +442,19 @@ func (h *handler) ignored(src netip.AddrPort) bool {
 
 func (h *handler) sendNegative(dest netip.AddrPort, from netip.Addr, pin int) {
 	h.buf = appendResponse(h.buf[:0], h.o.GUID, h.search.Seq, pva.AnyIPv4, h.o.TCPPort, protoTCP, nil)
-	h.send(dest, from, pin)
+	h.send(dest, from, pin, 1)
 }
 
-func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin int) {
+// send sends h.buf, a reply naming names channels (its weight for the
+// client's pace).
+func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin, names int) {
 	if !h.p.refl.Reply(dest.Addr(), len(h.buf)) {
 		h.st.reflectionCapped.Add(1)
 		return
 	}
-	h.st.responses.Add(1)
-	h.out.reply(h.buf, dest, from, pin)
+	if h.pace.send(h.out, h.buf, dest, from, pin, names) {
+		h.st.responses.Add(1)
+	}
 }
 
 // appendResponse appends a big-endian server-direction CMD_SEARCH_RESPONSE

@@ -9,6 +9,7 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	m.Counter("udp", "search_names_total", "Names in UDP searches presented to the resolver.", nil, metrics.U64(func() uint64 { return st().SearchNames }))
 	m.Counter("udp", "claims_total", "Names answered found to UDP searches.", nil, metrics.U64(func() uint64 { return st().Claims }))
 	m.Counter("udp", "replies_total", "CMD_SEARCH_RESPONSE messages sent over UDP.", nil, metrics.U64(func() uint64 { return st().Responses }))
+	m.Counter("udp", "replies_paced_total", "UDP replies held to keep to their client's pace (udp.client_reply_names_per_second), sent when due.", nil, metrics.U64(func() uint64 { return st().RepliesHeld }))
 	m.Counter("udp", "forwards_total", "Unicast searches forwarded to the loopback multicast group.", nil, metrics.U64(func() uint64 { return st().Forwards }))
 	m.Counter("udp", "forwards_skipped_total", "Unicast searches not forwarded: no other socket on the host was bound to the search port.", nil, metrics.U64(func() uint64 { return st().ForwardsSkipped }))
 	m.Gauge("udp", "port_peers", "Other sockets bound to the search port at the last count (sock_diag); -1 before the first.", nil, func() float64 { return float64(st().PortPeers) })
@@ -33,6 +34,8 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 		"rate_limited":       func() uint64 { return st().DropRateLimited },
 		"reflection_capped":  func() uint64 { return st().ReflectionCapped },
 		"beacon_queue":       func() uint64 { return st().DropBeaconQueue },
+		"reply_queue":        func() uint64 { return st().DropReplyQueue },
+		"reply_hold":         func() uint64 { return st().DropReplyHold },
 	})
 	m.Counters("", "beacons_total", "Server sightings received.", "via", map[string]func() uint64{
 		"beacon":    func() uint64 { return st().Beacons },

@@ -21,6 +21,8 @@ const (
 	DefaultBeaconQueue      = 4096 // sightings waiting for the tracker
 	DefaultInterfaceRefresh = 30 * time.Second
 	maxDatagram             = 1 << 16
+	// DefaultReplyQueueBytes bounds the paced replies held.
+	DefaultReplyQueueBytes = 4 << 20
 	// DefaultMaxNamesPerSearch bounds the names taken from one search.
 	DefaultMaxNamesPerSearch = 4096
 )
@@ -139,6 +141,15 @@ type Options struct {
 	// than the ratio. 0 = no cap; ReflectionWindow 0 = 10 s.
 	ReflectionRatio  float64
 	ReflectionWindow time.Duration
+	// ReplyRate paces the replies to one client (address and port) in the
+	// names they answer (a negative reply counts one): replies for
+	// ReplyBurst names go at once, then ReplyRate names a second, the rest
+	// held in a queue of ReplyQueueBytes (0 = DefaultReplyQueueBytes) and
+	// sent when due, so a big client's start-up burst does not overflow
+	// its receive buffer. ReplyRate 0 = no pacing.
+	ReplyRate       float64
+	ReplyBurst      int
+	ReplyQueueBytes int
 	// LimitExempt addresses are neither rate limited nor capped.
 	LimitExempt []netip.Prefix
 	// RateSources bounds the addresses each limiter remembers; 0 = 65536.
@@ -279,6 +290,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReceiveBuffer == 0 {
 		o.ReceiveBuffer = DefaultReceiveBuffer
+	}
+	if o.ReplyQueueBytes <= 0 {
+		o.ReplyQueueBytes = DefaultReplyQueueBytes
 	}
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch

@@ -32,6 +32,7 @@ type Server struct {
 	diag                     *sockDiag
 	mainOut                  *sockSender // the search port handler's, batching replies
 	h, ch                    *handler
+	pace                     *pacing // the search port handlers' (nil: no pacing)
 	// IPv6 (Options.IPv6): nil when not open. beaconConn6: sendMu.
 	main6, client6, beaconConn6 *net.UDPConn
 	h6, ch6                     *handler
@@ -77,6 +78,8 @@ func Build(o Options) *Server {
 	s.ch6 = newHandler(&s.o, &s.st, &s.ifs, nil)
 	s.ch.reload, s.ch6.reload = s.reloadLimited, s.reloadLimited
 	s.h.pol, s.ch.pol, s.h6.pol, s.ch6.pol = &s.pol, &s.pol, &s.pol, &s.pol
+	s.pace = newPacing(&s.o, &s.st)
+	s.h.pace, s.h6.pace = s.pace, s.pace
 	s.ch.dests, s.ch.expected = s.SearchDestinations, s.expected
 	return s
 }
@@ -183,6 +186,10 @@ func (s *Server) Listen() (err error) {
 	out6 := newSockSender(s.main, s.main6, &s.st, o.Port)
 	s.h6.out, s.ch6.out = out6, out6
 	s.batchReplies(out)
+	if s.pace != nil {
+		// The queue sends from its timer: a sender of its own.
+		s.pace.q.setSender(newSockSender(s.main, s.main6, &s.st, o.Port))
+	}
 	return nil
 }
 
@@ -617,6 +624,7 @@ func (s *Server) Close() error {
 	if s.bq != nil {
 		s.bq.close()
 	}
+	s.pace.close()
 	if s.main == nil {
 		return nil // never listened
 	}

@@ -42,7 +42,14 @@ type Stats struct {
 	DropDenied           uint64 // client or reply destination refused by the client access list
 	DropRateLimited      uint64 // client over its search rate
 	ReflectionCapped     uint64 // replies not sent: the destination's reflection budget was spent
-	NamesDropped         uint64 // names beyond MaxNamesPerSearch
+	// RepliesHeld are replies paced to their client (Options.ReplyRate):
+	// sent later, not at once. DropReplyQueue were not held for want of
+	// room in the queue (Options.ReplyQueueBytes); DropReplyHold would
+	// have waited beyond a second.
+	RepliesHeld    uint64
+	DropReplyQueue uint64
+	DropReplyHold  uint64
+	NamesDropped   uint64 // names beyond MaxNamesPerSearch
 	// DropBeaconQueue: sightings (beacons, discovery answers) dropped
 	// because the queue to the tracker was full.
 	DropBeaconQueue uint64
@@ -70,6 +77,7 @@ type counters struct {
 	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface, dropNoTCP        atomic.Uint64
 	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
 	dropBeaconQueue                                                                      atomic.Uint64
+	repliesHeld, dropReplyQueue, dropReplyHold                                           atomic.Uint64
 
 	hintAddress, hintNotAllowed, hintProtocol, hintRate, hintUnsolicited atomic.Uint64
 	hintInterface                                                        atomic.Uint64
@@ -95,6 +103,7 @@ func (c *counters) snapshot() Stats {
 		DropDenied: c.dropDenied.Load(), DropRateLimited: c.dropRateLimited.Load(),
 		ReflectionCapped: c.reflectionCapped.Load(), NamesDropped: c.namesDropped.Load(),
 		DropBeaconQueue: c.dropBeaconQueue.Load(),
+		RepliesHeld:     c.repliesHeld.Load(), DropReplyQueue: c.dropReplyQueue.Load(), DropReplyHold: c.dropReplyHold.Load(),
 
 		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
 		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),
