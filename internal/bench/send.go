@@ -300,3 +300,13 @@ func dialPVA(ctx context.Context, addr interface{ String() string }) (net.Conn, 
 	_ = nc.SetDeadline(time.Time{})
 	return nc, br, nil
 }
+
+// DialPVA connects to a PVA server and does the client side of the
+// handshake (see dialPVA), for tools and tests that speak PVA over TCP
+// themselves. Read messages from the returned reader with ReadMessage.
+func DialPVA(ctx context.Context, addr interface{ String() string }) (net.Conn, *bufio.Reader, error) {
+	return dialPVA(ctx, addr)
+}
+
+// ReadMessage reads one whole PVA message (header and payload) from br.
+func ReadMessage(br *bufio.Reader) ([]byte, error) { return readMessage(br) }
