@@ -97,6 +97,7 @@ type handler struct {
 	beacon pva.Beacon
 	batch  resolver.Batch
 	buf    []byte
+	cids   []uint32 // scratch of pacing.unheld
 }
 
 func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out sender) *handler {
@@ -377,11 +378,17 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				if len(g.CIDs) == 0 || !s.HasProtocol(srv.Protocol) {
 					continue
 				}
-				addr, port := srv.Wire(dest.Addr(), h.p.AddressMap)
-				h.buf = appendResponse(h.buf[:0], srv.GUID, s.Seq, addr, port, srv.Protocol, g.CIDs)
-				h.st.claims.Add(uint64(len(g.CIDs)))
-				h.send(dest, from, pin, len(g.CIDs))
 				answered = true
+				// A client searching again while its replies wait in the
+				// pacer's queue is not answered twice for a name.
+				cids := h.pace.unheld(dest, g.CIDs, &h.cids)
+				if len(cids) == 0 {
+					continue
+				}
+				addr, port := srv.Wire(dest.Addr(), h.p.AddressMap)
+				h.buf = appendResponse(h.buf[:0], srv.GUID, s.Seq, addr, port, srv.Protocol, cids)
+				h.st.claims.Add(uint64(len(cids)))
+				h.sendCIDs(dest, from, pin, cids)
 			}
 		}
 	}
@@ -442,17 +449,22 @@ func (h *handler) ignored(src netip.AddrPort) bool {
 
 func (h *handler) sendNegative(dest netip.AddrPort, from netip.Addr, pin int) {
 	h.buf = appendResponse(h.buf[:0], h.o.GUID, h.search.Seq, pva.AnyIPv4, h.o.TCPPort, protoTCP, nil)
-	h.send(dest, from, pin, 1)
+	h.send(dest, from, pin)
 }
 
-// send sends h.buf, a reply naming names channels (its weight for the
-// client's pace).
-func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin, names int) {
+// send sends h.buf, a reply naming no channel.
+func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin int) {
+	h.sendCIDs(dest, from, pin, nil)
+}
+
+// sendCIDs sends h.buf, a reply naming the channels cids (their number
+// is its weight for the client's pace).
+func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids []uint32) {
 	if !h.p.refl.Reply(dest.Addr(), len(h.buf)) {
 		h.st.reflectionCapped.Add(1)
 		return
 	}
-	if h.pace.send(h.out, h.buf, dest, from, pin, names) {
+	if h.pace.send(h.out, h.buf, dest, from, pin, cids) {
 		h.st.responses.Add(1)
 	}
 }

@@ -36,15 +36,15 @@ func newPacing(o *Options, st *counters) *pacing {
 	return &pacing{p: p, q: &replyQueue{clk: o.Clock, max: o.ReplyQueueBytes, st: st}}
 }
 
-// send sends b, a reply naming names channels, to to now, or holds it
+// send sends b, a reply naming the channels cids, to to now, or holds it
 // until the destination's pace allows; it reports false when the reply
 // was dropped.
-func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr, pin, names int) bool {
+func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr, pin int, cids []uint32) bool {
 	if pc == nil {
 		out.reply(b, to, from, pin)
 		return true
 	}
-	wait, ok := pc.p.Delay(to, names)
+	wait, ok := pc.p.Delay(to, len(cids))
 	switch {
 	case !ok:
 		pc.q.st.dropReplyHold.Add(1)
@@ -53,7 +53,29 @@ func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr,
 		out.reply(b, to, from, pin)
 		return true
 	}
-	return pc.q.push(b, to, from, pin, wait)
+	return pc.q.push(b, to, from, pin, wait, cids)
+}
+
+// unheld returns the cids that no reply held for to names yet (cids
+// itself when none is held for to), in scratch.
+func (pc *pacing) unheld(to netip.AddrPort, cids []uint32, scratch *[]uint32) []uint32 {
+	if pc == nil {
+		return cids
+	}
+	q := pc.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.perDest[to] == 0 {
+		return cids
+	}
+	out := (*scratch)[:0]
+	for _, c := range cids {
+		if _, held := q.cids[heldCID{to, c}]; !held {
+			out = append(out, c)
+		}
+	}
+	*scratch = out
+	return out
 }
 
 func (pc *pacing) close() {
@@ -69,23 +91,35 @@ type replyQueue struct {
 	max int // bytes held at most
 	st  *counters
 
-	mu     sync.Mutex
-	h      heldHeap
-	bytes  int
-	seq    uint64
-	timer  clock.Timer
-	armed  time.Time // when timer fires; zero: not armed
-	closed bool
-	out    sender // nil until the sockets are open
+	mu sync.Mutex
+	h  heldHeap
+	// cids are the channels the held replies name, per destination, and
+	// perDest how many replies are held for each: a search repeated while
+	// its answer waits is not answered twice. At most max/4 entries (a CID
+	// is 4 bytes of a held reply).
+	cids    map[heldCID]struct{}
+	perDest map[netip.AddrPort]int
+	bytes   int
+	seq     uint64
+	timer   clock.Timer
+	armed   time.Time // when timer fires; zero: not armed
+	closed  bool
+	out     sender // nil until the sockets are open
 
 	sendMu sync.Mutex // one timer callback sends at a time
 	due    []heldReply
+}
+
+type heldCID struct {
+	to  netip.AddrPort
+	cid uint32
 }
 
 type heldReply struct {
 	at   time.Time
 	seq  uint64 // order of booking: replies to one client leave in order
 	b    []byte
+	cids []uint32
 	to   netip.AddrPort
 	from netip.Addr
 	pin  int
@@ -113,7 +147,7 @@ func (q *replyQueue) setSender(out sender) {
 	q.mu.Unlock()
 }
 
-func (q *replyQueue) push(b []byte, to netip.AddrPort, from netip.Addr, pin int, wait time.Duration) bool {
+func (q *replyQueue) push(b []byte, to netip.AddrPort, from netip.Addr, pin int, wait time.Duration, cids []uint32) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed || q.bytes+len(b) > q.max {
@@ -122,7 +156,18 @@ func (q *replyQueue) push(b []byte, to netip.AddrPort, from netip.Addr, pin int,
 	}
 	at := q.clk.Now().Add(wait)
 	q.seq++
-	heap.Push(&q.h, heldReply{at: at, seq: q.seq, b: append([]byte(nil), b...), to: to, from: from, pin: pin})
+	r := heldReply{at: at, seq: q.seq, b: append([]byte(nil), b...), to: to, from: from, pin: pin}
+	if q.cids == nil {
+		q.cids, q.perDest = map[heldCID]struct{}{}, map[netip.AddrPort]int{}
+	}
+	if len(q.cids)+len(cids) <= q.max/4 {
+		r.cids = append([]uint32(nil), cids...)
+		for _, c := range r.cids {
+			q.cids[heldCID{to, c}] = struct{}{}
+		}
+	}
+	q.perDest[to]++
+	heap.Push(&q.h, r)
 	q.bytes += len(b)
 	q.st.repliesHeld.Add(1)
 	q.arm(at)
@@ -151,6 +196,7 @@ func (q *replyQueue) fire() {
 	for len(q.h) > 0 && !q.h[0].at.After(now) {
 		r := heap.Pop(&q.h).(heldReply)
 		q.bytes -= len(r.b)
+		q.forget(&r)
 		q.due = append(q.due, r)
 	}
 	if len(q.h) > 0 && !q.closed {
@@ -167,6 +213,16 @@ func (q *replyQueue) fire() {
 	q.due = q.due[:0]
 }
 
+// forget removes r from the held CIDs; q.mu held.
+func (q *replyQueue) forget(r *heldReply) {
+	for _, c := range r.cids {
+		delete(q.cids, heldCID{r.to, c})
+	}
+	if q.perDest[r.to]--; q.perDest[r.to] <= 0 {
+		delete(q.perDest, r.to)
+	}
+}
+
 // close drops what is held and stops the timer.
 func (q *replyQueue) close() {
 	q.mu.Lock()
@@ -175,5 +231,5 @@ func (q *replyQueue) close() {
 	if q.timer != nil {
 		q.timer.Stop()
 	}
-	q.h, q.bytes = nil, 0
+	q.h, q.bytes, q.cids, q.perDest = nil, 0, nil, nil
 }

@@ -2,11 +2,11 @@ package udpsearch
 
 import (
 	"fmt"
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
@@ -30,13 +30,13 @@ func pacedHandler(t *testing.T, o Options, names int) (h *handler, st *counters,
 }
 
 // search37 is the i-th search of 37 names, all on one server: one reply
-// of 37 CIDs.
+// of 37 CIDs, the CID of name k being k.
 func search37(i int) []byte {
-	names := make([]string, 37)
-	for j := range names {
-		names[j] = fmt.Sprintf("p%04d", i*37+j)
+	s := &pva.Search{Seq: uint32(i + 1), ReplyPort: 40000, Protocols: [][]byte{[]byte("tcp")}}
+	for k := i * 37; k < (i+1)*37; k++ {
+		s.Names = append(s.Names, pva.SearchName{CID: uint32(k), Name: []byte(fmt.Sprintf("p%04d", k))})
 	}
-	return searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, names...)
+	return pva.AppendSearch(nil, pva.FlagBigEndian, s)
 }
 
 func namesIn(t *testing.T, rs []sentReply) int {
@@ -111,5 +111,34 @@ func TestPacedRepliesBounded(t *testing.T) {
 	// the second, the rest dropped.
 	if s := st.snapshot(); s.RepliesHeld != 10 || s.DropReplyHold != 9 || s.Responses != 11 {
 		t.Fatalf("hold bound: %+v", s)
+	}
+}
+
+// A client that searches again (its ring's next tick) while replies to it
+// wait in the queue is not answered twice for the names those replies
+// hold; names not held are answered, and once the held replies are gone
+// a search is answered in full again.
+func TestHeldNamesNotAnsweredTwice(t *testing.T) {
+	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 1000, ReplyBurst: 37}, 37*20)
+	for i := range 4 {
+		h.handle(broadcastFrom(search37(i), lanC1))
+	}
+	// Searches 1..3 are held; search 3 again, and 4 (never searched).
+	h.handle(broadcastFrom(search37(3), lanC1))
+	h.handle(broadcastFrom(search37(4), lanC1))
+	if s := st.snapshot(); s.RepliesHeld != 4 || s.Claims != 5*37 {
+		t.Fatalf("a repeated search while held: %+v", s)
+	}
+	h.handle(broadcastFrom(search37(3), lanC2)) // another client: its own answer
+	if n, _ := repliesTo(now, lanC2.Addr()); n != 1 {
+		t.Fatal("another client's search was taken for a repeat")
+	}
+	clk.Advance(time.Second)
+	if n := namesIn(t, now.replies) + namesIn(t, later.replies); n != 6*37 {
+		t.Fatalf("%d names sent, want %d", n, 6*37)
+	}
+	h.handle(broadcastFrom(search37(3), lanC1))
+	if s := st.snapshot(); s.Claims != 7*37 {
+		t.Fatalf("a search after the held replies left was not answered: %+v", s)
 	}
 }
