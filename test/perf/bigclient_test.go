@@ -122,9 +122,10 @@ func TestBigClient(t *testing.T) {
 			t.Errorf("%s: pvans rate-limited %.0f of the client's searches at its defaults", r.mode, r.rateLimited)
 		}
 		// A regression shows as thousands: unpaced replies to a client
-		// that drains as fast as a PVXS one lose a few thousand datagrams
-		// in its receive buffer. A loaded machine may cost a few.
-		if limit := int64(r.udpSent / 100); r.clientDrops > limit || r.clientDrops < 0 {
+		// that drains as fast as a PVXS one lose ~5,800 of ~4,100 sent
+		// (re-searches included) in its receive buffer. A loaded machine
+		// costs tens.
+		if limit := int64(r.udpSent / 10); r.clientDrops > limit || r.clientDrops < 0 {
 			t.Errorf("%s: the client's receive buffer dropped %d replies (limit %d)", r.mode, r.clientDrops, limit)
 		}
 	}
@@ -138,7 +139,8 @@ func TestBigClient(t *testing.T) {
 	if r.rateLimited != 0 {
 		t.Errorf("tcp: pvans rate-limited %.0f of the client's messages", r.rateLimited)
 	}
-	if r.names > 4*nsBufferLimit/maxSearchPayload*30 && r.tcpSkipped == 0 {
+	// ~47 searches of 37 names fit the 64 KiB of one tick.
+	if r.names >= 4000 && r.tcpSkipped == 0 {
 		t.Errorf("tcp: the 64 KiB rule never held a search back for %d names", r.names)
 	}
 	if os.Getenv("PVANS_PERF") == "1" {
