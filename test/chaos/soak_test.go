@@ -92,6 +92,7 @@ func TestSoak(t *testing.T) {
 	c.RateLimit.TCPMessagesPerSecond = 0 // every client is 127.0.0.1
 	c.TCP.WaitersPerSource = 0           // likewise: 100 clients × 1,000 names wait from one address
 	c.RateLimit.UDPSearchesPerSecond = 0
+	c.RateLimit.UDPNamesPerSecond = 0
 	d, err := daemon.New(&c, daemon.Options{Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

@@ -78,7 +78,11 @@ func startPVANSBin(t *testing.T, bin string, udp uint16, extra ...string) *pvans
 		udp = harness.FreePort(t)
 	}
 	args := []string{"--beacon-addr-list", "127.0.0.1",
-		"--rate-limit-udp-searches-per-second", "0", "--rate-limit-tcp-messages-per-second", "0",
+		"--rate-limit-udp-searches-per-second", "0", "--rate-limit-udp-names-per-second", "0",
+		"--rate-limit-tcp-messages-per-second", "0",
+		// The load tool is one client socket that reads as fast as it
+		// can: its replies are not paced.
+		"--udp-client-reply-names-per-second", "0",
 		// Every simulated server beacons from 127.0.0.1: one sender.
 		"--rate-limit-beacons-per-second", "0",
 		"--log-level", "warn",
