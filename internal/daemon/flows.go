@@ -331,6 +331,14 @@ func (d *Daemon) onSearchResolved(name string, tls bool, guid pva.GUID, ep netip
 		if len(confirmed) == 0 {
 			return
 		}
+		if d.Prober.Gone(ep) {
+			// The server's watch ended while the check ran: a row made
+			// now would hold its names with nothing left to remove them
+			// (and keep a live claimant's as duplicates). A loss reported
+			// after this point removes what is registered below.
+			d.log.Debug("search-through name confirmed by a server lost since", zap.String("name", name), zap.Stringer("guid", guid), zap.Stringer("endpoint", ep))
+			return
+		}
 		_, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: guid, Addr: ep, Discovered: registry.SourceSearchThrough, LastSeen: d.clk.Now()})
 		if err != nil {
 			// Another server holds the endpoint, or the GUID is elsewhere:

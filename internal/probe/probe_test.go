@@ -277,9 +277,15 @@ func TestCleanCloseLostAndReconnect(t *testing.T) {
 	if r.guid != srv.GUID() {
 		t.Fatalf("lost %+v", r)
 	}
+	if !p.Gone(srv.Addr()) {
+		t.Fatal("Gone false after the loss was reported")
+	}
 	// Reconnect after the backoff (≤ 1.2 s on the fake clock), then re-list.
 	c.Advance(1200 * time.Millisecond)
 	k.next(t, "listed", 5*time.Second)
+	if p.Gone(srv.Addr()) {
+		t.Fatal("Gone true after the server was listed again")
+	}
 	if srv.Accepted() != 2 {
 		t.Fatalf("accepted %d", srv.Accepted())
 	}

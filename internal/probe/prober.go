@@ -709,6 +709,17 @@ func (p *Prober) Watching(ep netip.AddrPort) (pva.GUID, bool) {
 	return s.reportGUID(), true
 }
 
+// Gone reports whether ep's server was reported lost and has shown no
+// sign of life since (no listing, no beacon or other request). A check
+// that finished after the loss (a search-through confirmation) must not
+// register names for it: nothing would remove them.
+func (p *Prober) Gone(ep netip.AddrPort) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.servers[ep]
+	return s != nil && s.lostReported
+}
+
 // Stats returns the counters.
 func (p *Prober) Stats() Stats {
 	p.mu.Lock()
