@@ -99,3 +99,27 @@ func TestRestartClaimQueuesFresh(t *testing.T) {
 		t.Fatal("the claim's news counted twice")
 	}
 }
+
+// Gone stays true after a loss until the endpoint answers over TCP again:
+// a beacon (which anyone can forge) asking for a probe does not clear it,
+// so a search-through confirmation that finished after the loss cannot
+// re-register the dead server's names.
+func TestGoneNotClearedByHint(t *testing.T) {
+	srv := startServer(t, sim.Options{}, "x")
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k})
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
+	k.next(t, "listed", 5*time.Second)
+	srv.Close()
+	k.next(t, "lost", 5*time.Second)
+	if !p.Gone(srv.Addr()) {
+		t.Fatal("Gone false after the loss was reported")
+	}
+	p.Probe(srv.GUID(), srv.Addr(), ReasonNew) // a beacon, forged or not: nothing answers
+	c.Advance(5 * time.Second)
+	time.Sleep(200 * time.Millisecond) // let the refused attempt settle
+	if !p.Gone(srv.Addr()) {
+		t.Fatal("a beacon cleared Gone while nothing answers at the endpoint")
+	}
+}

@@ -304,7 +304,12 @@ type server struct {
 	// sign of life since, so connect failures are retried quietly.
 	reported     bool
 	lostReported bool
-	forgotten    bool
+	// unanswered: Lost was reported and the endpoint has not answered
+	// over TCP since (a listing, or a refused listing on a live
+	// connection). No hint clears it, unlike lostReported: a forged beacon
+	// must not make a dead server's late confirmation count (Gone).
+	unanswered bool
+	forgotten  bool
 	// through: known only from search replies (no beacon, static list or
 	// operator named it), so forgotten after its retry budget.
 	through bool
@@ -709,15 +714,16 @@ func (p *Prober) Watching(ep netip.AddrPort) (pva.GUID, bool) {
 	return s.reportGUID(), true
 }
 
-// Gone reports whether ep's server was reported lost and has shown no
-// sign of life since (no listing, no beacon or other request). A check
+// Gone reports whether ep's server was reported lost and has not answered
+// over TCP since (no listing; a beacon, which anyone can forge, does not
+// count). A check
 // that finished after the loss (a search-through confirmation) must not
 // register names for it: nothing would remove them.
 func (p *Prober) Gone(ep netip.AddrPort) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.servers[ep]
-	return s != nil && s.lostReported
+	return s != nil && s.unanswered
 }
 
 // Stats returns the counters.
@@ -816,7 +822,7 @@ func (p *Prober) lostLocked(s *server, reason string) {
 	if !s.reported {
 		return
 	}
-	s.reported, s.lostReported = false, true
+	s.reported, s.lostReported, s.unanswered = false, true, true
 	s.names = 0
 	p.stats.Lost++
 	guid, ep := s.reportGUID(), s.ep
@@ -1146,7 +1152,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		s.state = StateUnlistable
 		s.lastErr = o.listErr.Error()
 		s.info = o.info
-		s.reported = true
+		s.reported, s.unanswered = true, false
 		s.names = 0
 		p.stats.Unlistable++
 		err := o.listErr
@@ -1160,7 +1166,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		s.info = o.info
 		s.names = len(o.names)
 		s.listedAt = p.opt.Clock.Now()
-		s.reported, s.lostReported = true, false
+		s.reported, s.lostReported, s.unanswered = true, false, false
 		if up := o.upgrade; up != nil && s.cl == o.cl && !up.dead.Load() {
 			// The watch moves to the proven TLS connection; the plain
 			// one's close is no loss: it is no longer the watch.
