@@ -1,17 +1,10 @@
 package httpapi
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,11 +13,13 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
-// webPKI is a throw-away CA with a server certificate for 127.0.0.1 and a
-// client certificate, written as PEM files into dir (kept local to these
-// tests).
+// webPKI is a throw-away CA (testutil.PKI) with a server certificate for
+// 127.0.0.1 and a client certificate, written as PEM files into dir
+// (ca.crt, server.crt/.key, client.crt/.key).
 type webPKI struct {
 	dir        string
 	pool       *x509.CertPool
@@ -34,45 +29,12 @@ type webPKI struct {
 func newWebPKI(t *testing.T) *webPKI {
 	t.Helper()
 	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	p := &webPKI{dir: dir, pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	writePEM(t, filepath.Join(dir, "ca.crt"), "CERTIFICATE", caDER)
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, name string) tls.Certificate {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		if usage == x509.ExtKeyUsageServerAuth {
-			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(key)
-		writePEM(t, filepath.Join(dir, name+".crt"), "CERTIFICATE", der)
-		writePEM(t, filepath.Join(dir, name+".key"), "EC PRIVATE KEY", kb)
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	}
-	issue(2, "127.0.0.1", x509.ExtKeyUsageServerAuth, "server")
-	p.clientCert = issue(3, "monitoring", x509.ExtKeyUsageClientAuth, "client")
-	return p
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pki := testutil.NewPKI(t, "test CA")
+	pki.WriteCAPEM(t, dir, "ca")
+	pki.Issue(t, "127.0.0.1", testutil.CertOptions{}).WritePEM(t, dir, "server")
+	client := pki.Issue(t, "monitoring", testutil.CertOptions{Client: true})
+	client.WritePEM(t, dir, "client")
+	return &webPKI{dir: dir, pool: pki.Pool, clientCert: client.TLS}
 }
 
 // writeWebConfig writes web.yml into the PKI's directory (its relative

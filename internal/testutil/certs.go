@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"math/big"
 	"net"
@@ -163,4 +164,30 @@ func (c *Cert) Keychain(t testing.TB, dir, name, password string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// WritePEM writes c's certificate and key as dir/name.crt and
+// dir/name.key (PEM), the form exporter-toolkit's web configuration and
+// most TLS servers read.
+func (c *Cert) WritePEM(t testing.TB, dir, name string) {
+	t.Helper()
+	kb, err := x509.MarshalECPrivateKey(c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, filepath.Join(dir, name+".crt"), "CERTIFICATE", c.Leaf.Raw)
+	writePEM(t, filepath.Join(dir, name+".key"), "EC PRIVATE KEY", kb)
+}
+
+// WriteCAPEM writes the root certificate as dir/name.crt (PEM).
+func (p *PKI) WriteCAPEM(t testing.TB, dir, name string) {
+	t.Helper()
+	writePEM(t, filepath.Join(dir, name+".crt"), "CERTIFICATE", p.CA.Raw)
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
