@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of pvans: formatting, vet, unit and integration tests
+# Runs every test of pvans: formatting, vet, staticcheck, unit and integration tests
 # (network-namespace tests need root and iproute2; they skip otherwise),
 # the race detector on the packages with goroutines, and short fuzz runs.
 # Environment: FUZZTIME (default 10s) per fuzz target; set FUZZTIME=0 to skip.
@@ -46,6 +46,11 @@ fi
 
 echo "== go vet"
 go vet ./...
+
+echo "== staticcheck"
+# A Go tool of this module (go.mod's tool block): the version is pinned
+# there, so every machine checks the same rules.
+go tool staticcheck ./...
 
 echo "== go test"
 go test -count=1 -timeout 20m ./...

@@ -83,17 +83,6 @@ func valueKind(r config.Reference) string {
 
 func envList(r config.Reference) string { return strings.Join(r.Env, ", then ") }
 
-// sections returns the settings' sections in table order.
-func sections(settings []config.Reference) []string {
-	var out []string
-	for _, s := range settings {
-		if len(out) == 0 || out[len(out)-1] != s.Section {
-			out = append(out, s.Section)
-		}
-	}
-	return out
-}
-
 func defaultText(r config.Reference) string {
 	switch {
 	case r.Derived != "":

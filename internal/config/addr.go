@@ -255,19 +255,19 @@ func splitHostPort(s string, resolve Resolver) (netip.Addr, string, error) {
 		host, rest := s[1:closeb], s[closeb+1:]
 		if rest != "" {
 			if rest[0] != ':' {
-				return netip.Addr{}, "", errors.New("expected :port after ]")
+				return netip.Addr{}, "", errors.New("expected :port after the closing bracket")
 			}
 			portText = rest[1:]
 			if portText == "" {
-				return netip.Addr{}, "", errors.New("empty port after :")
+				return netip.Addr{}, "", errors.New("empty port after the colon")
 			}
 		}
 		if host == "" {
-			return netip.Addr{}, "", errors.New("empty address inside [ ]")
+			return netip.Addr{}, "", errors.New("empty address inside the brackets")
 		}
 		if a, err := netip.ParseAddr(host); err == nil {
 			if !a.Is6() {
-				return netip.Addr{}, "", errors.New("not an IPv6 address inside [ ]")
+				return netip.Addr{}, "", errors.New("not an IPv6 address inside the brackets")
 			}
 			return a, portText, nil
 		}
@@ -285,7 +285,7 @@ func splitHostPort(s string, resolve Resolver) (netip.Addr, string, error) {
 	if i := strings.IndexByte(s, ':'); i >= 0 {
 		host, portText = s[:i], s[i+1:]
 		if portText == "" {
-			return netip.Addr{}, "", errors.New("empty port after :")
+			return netip.Addr{}, "", errors.New("empty port after the colon")
 		}
 	}
 	if host == "" {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 )
@@ -22,9 +21,10 @@ var (
 func PvansBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		goCmd, err := exec.LookPath("go")
+		goCmd, err := GoCommand()
 		if err != nil {
-			goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = err
+			return
 		}
 		if buildDir, buildErr = os.MkdirTemp("", "pvans-test-"); buildErr != nil {
 			return
@@ -47,4 +47,14 @@ func RemoveBuilds() {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}
+}
+
+// GoCommand is the go command that runs the tests: go test puts its own
+// GOROOT/bin first on PATH for the test binary.
+func GoCommand() (string, error) {
+	p, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go command is not on PATH: %w", err)
+	}
+	return p, nil
 }

@@ -127,7 +127,7 @@ func CleanStaleNetns(own *regexp.Regexp) {
 			continue
 		}
 		m := own.FindStringSubmatch(f[0])
-		if m == nil || len(m) < 2 {
+		if len(m) < 2 {
 			continue
 		}
 		pid, _ := strconv.Atoi(m[1])

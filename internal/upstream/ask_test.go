@@ -163,7 +163,9 @@ func TestAskBounds(t *testing.T) {
 	for i := 0; i < MaxAsks-1; i++ { // one may still be running
 		p.Ask(to, pva.SearchSeqFind, names[:1], 1)
 	}
-	if p.Ask(to, pva.SearchSeqFind, names[:1], 1) && p.Ask(to, pva.SearchSeqFind, names[:1], 1) {
+	first := p.Ask(to, pva.SearchSeqFind, names[:1], 1)
+	second := p.Ask(to, pva.SearchSeqFind, names[:1], 1)
+	if first && second {
 		t.Fatal("more than MaxAsks asks at once")
 	}
 	if p.AskStats().Refused == 0 {

@@ -42,7 +42,7 @@ func (r *oneServer) NamesContext(_ context.Context, glob string, limit int) ([]r
 }
 func (r *oneServer) Name(name string) (registry.NameInfo, bool) { return r.n, name == r.n.Name }
 
-var routeHeading = regexp.MustCompile("(?m)^### (GET|POST|PUT|DELETE) (/\\S*)$")
+var routeHeading = regexp.MustCompile(`(?m)^### (GET|POST|PUT|DELETE) (/\S*)$`)
 
 // TestAPIDocRoutesAreServed sends each endpoint docs/api.md documents to
 // the real handler, with the documented method, and expects a 2xx answer.

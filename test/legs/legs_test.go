@@ -9,6 +9,7 @@
 package legs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -96,7 +97,7 @@ func startSim(t *testing.T, n *testutil.Netns, host netip.Addr, name string, des
 	t.Helper()
 	var site *sim.Site
 	err := n.Do(func() (err error) {
-		site, err = sim.Start(nil, sim.Options{Host: host, TCPPort: 5075, Names: [][]string{{name}},
+		site, err = sim.Start(context.Background(), sim.Options{Host: host, TCPPort: 5075, Names: [][]string{{name}},
 			BeaconDests: dests, BeaconInterval: 300 * time.Millisecond})
 		return
 	})

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +37,11 @@ func binary(t *testing.T) string {
 			return
 		}
 		raceBin = filepath.Join(dir, "pvans")
-		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+		goCmd, err := testutil.GoCommand()
+		if err != nil {
+			raceErr = err
+			return
+		}
 		if out, err := exec.Command(goCmd, "build", "-race", "-o", raceBin, "github.com/pvans-project/pvans/cmd/pvans").CombinedOutput(); err != nil {
 			raceErr = fmt.Errorf("go build -race: %v\n%s", err, out)
 		}

@@ -3,6 +3,7 @@
 package trust
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -82,7 +83,7 @@ func (tp *topo) startAllow(t *testing.T, allow string, extra ...string) {
 func (tp *topo) sim(t *testing.T, o sim.Options) *sim.Site {
 	t.Helper()
 	var site *sim.Site
-	if err := tp.s.Do(func() (err error) { site, err = sim.Start(nil, o); return }); err != nil {
+	if err := tp.s.Do(func() (err error) { site, err = sim.Start(context.Background(), o); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { site.Close() })
