@@ -38,7 +38,10 @@ func (m *model) claimedBy(s int) []string {
 }
 
 // TestIndexAgreesWithMemdb runs random operations and checks after each
-// that the lookup index, the go-memdb tables and the model agree.
+// that the lookup index, the go-memdb tables and the model agree. The
+// failures it once found are kept in testdata/rapid/TestIndexAgreesWithMemdb:
+// rapid.Check replays every such .fail file before its random runs
+// (pgregory.net/rapid's failFilePattern), so they are regression cases.
 func TestIndexAgreesWithMemdb(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "snap")
 	rapid.Check(t, func(rt *rapid.T) {
