@@ -4,16 +4,20 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/pvans-project/pvans/internal/glob"
 )
 
 // NamePattern matches PV names for access control. "re:EXPR" is a regular
 // expression that must match the whole name; anything else is a glob where
 // * matches any run of characters and ? one character (PV names are full of
-// ':' and '.', so no character is special to the glob but those two).
+// ':' and '.', so no character is special to the glob but those two); the
+// glob is internal/glob, the one the name listings use.
 type NamePattern struct {
 	text   string
 	exact  bool   // no wildcard: compare strings
 	prefix string // "LITERAL*": compare the start, the common case
+	glob   bool   // any other glob
 	re     *regexp.Regexp
 }
 
@@ -29,32 +33,22 @@ func ParseNamePattern(s string) (NamePattern, error) {
 		}
 		return NamePattern{text: s, re: re}, nil
 	}
-	if !strings.ContainsAny(s, "*?") {
+	if !glob.Has(s) {
 		return NamePattern{text: s, exact: true}, nil
 	}
-	if lit, ok := strings.CutSuffix(s, "*"); ok && !strings.ContainsAny(lit, "*?") {
+	if lit, ok := strings.CutSuffix(s, "*"); ok && !glob.Has(lit) {
 		return NamePattern{text: s, prefix: lit}, nil
 	}
-	var b strings.Builder
-	b.WriteString("^")
-	for _, r := range s {
-		switch r {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	b.WriteString("$")
-	return NamePattern{text: s, re: regexp.MustCompile(b.String())}, nil
+	return NamePattern{text: s, glob: true}, nil
 }
 
 // Match reports whether name matches the pattern.
 func (p *NamePattern) Match(name string) bool {
 	if p.exact {
 		return name == p.text
+	}
+	if p.glob {
+		return glob.Match(p.text, name)
 	}
 	if p.re == nil {
 		return p.text != "" && strings.HasPrefix(name, p.prefix)

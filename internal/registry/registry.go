@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"github.com/pvans-project/pvans/internal/glob"
 	"net/netip"
 	"slices"
 	"strings"
@@ -944,7 +945,7 @@ const namesDetailChunk = 256
 
 // NamesContext lists held names matching pattern, sorted, at most limit (0:
 // no limit). A pattern with '*' or '?' is a glob ('*' any run, '?' one
-// byte); otherwise it is a prefix ("" lists all).
+// character, internal/glob); otherwise it is a prefix ("" lists all).
 //
 // It never holds a registry lock for more than one short chunk (the index is copied namesScanChunk
 // slots at a time under the read lock and matched outside any lock; the
@@ -957,10 +958,10 @@ const namesDetailChunk = 256
 // added or removed meanwhile may be missing or present, as if listed a
 // moment earlier or later; it is never listed twice.
 func (r *Registry) NamesContext(ctx context.Context, pattern string, limit int) ([]NameInfo, error) {
-	isGlob := strings.ContainsAny(pattern, "*?")
+	isGlob := glob.Has(pattern)
 	match := func(n string) bool {
 		if isGlob {
-			return globMatch(pattern, n)
+			return glob.Match(pattern, n)
 		}
 		return strings.HasPrefix(n, pattern)
 	}
@@ -1038,30 +1039,6 @@ func (r *Registry) NamesContext(ctx context.Context, pattern string, limit int) 
 		r.wmu.Unlock()
 	}
 	return out, nil
-}
-
-// globMatch matches '*' (any run) and '?' (one byte), iteratively.
-func globMatch(p, s string) bool {
-	px, sx, starP, starS := 0, 0, -1, 0
-	for sx < len(s) {
-		switch {
-		case px < len(p) && (p[px] == '?' || p[px] == s[sx]):
-			px++
-			sx++
-		case px < len(p) && p[px] == '*':
-			starP, starS = px, sx
-			px++
-		case starP >= 0:
-			starS++
-			px, sx = starP+1, starS
-		default:
-			return false
-		}
-	}
-	for px < len(p) && p[px] == '*' {
-		px++
-	}
-	return px == len(p)
 }
 
 // Stats returns the monotonic counters.

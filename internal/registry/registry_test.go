@@ -347,21 +347,6 @@ func TestAddNameAndNames(t *testing.T) {
 	}
 }
 
-func TestGlobMatch(t *testing.T) {
-	for _, c := range []struct {
-		p, s string
-		ok   bool
-	}{
-		{"*", "", true}, {"*", "abc", true}, {"a*c", "abbbc", true}, {"a*c", "abcd", false},
-		{"a?c", "abc", true}, {"a?c", "ac", false}, {"*:B*", "SR:BPM", true}, {"x", "x", true},
-		{"x", "xy", false}, {"**a", "ba", true}, {"a*b*c", "aXbYbZc", true}, {"a*b*c", "aXc", false},
-	} {
-		if got := globMatch(c.p, c.s); got != c.ok {
-			t.Errorf("globMatch(%q,%q)=%v want %v", c.p, c.s, got, c.ok)
-		}
-	}
-}
-
 // A reader must see a server's names all from before or all from after a
 // replace, never part of each.
 func TestConcurrentReadersDuringReplace(t *testing.T) {
