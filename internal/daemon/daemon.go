@@ -157,7 +157,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.nameFiles = &probe.NameFiles{Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
-	d.ServerPV = serverpv.NewWithLimits("pvans "+buildinfo.Get(), serverpv.Limits{
+	d.ServerPV = serverpv.New("pvans "+buildinfo.Get(), serverpv.Limits{
 		TypesPerConn:     cfg.TCP.MaxCachedTypes,
 		TypeBytesPerConn: int(cfg.TCP.MaxCachedTypeBytes),
 		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
@@ -182,7 +182,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	}
 	addrList, beaconList := d.destinations(cfg)
 	d.addrList = addrList
-	d.UDP = udpsearch.Build(udpsearch.Options{
+	d.UDP = udpsearch.New(udpsearch.Options{
 		Port:             cfg.PVA.BroadcastPort,
 		Interfaces:       ifaces,
 		GUID:             d.guid,
@@ -226,7 +226,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Clock:      d.clk,
 		Logger:     d.log.Named("upstream"),
 	})
-	d.httpSrv = httpapi.NewService(httpapi.Options{
+	d.httpSrv = httpapi.New(httpapi.Options{
 		Registry: regView{d.Registry, d.Tracker},
 		Events:   d.Events,
 		Insight:  d.Insight,

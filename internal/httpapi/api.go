@@ -63,18 +63,18 @@ type Options struct {
 	// Told is the address and port a client at client is told for a
 	// server learned at server (resolver.Endpoint.Wire); nil: not shown.
 	Told func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16)
-	// Limits bound the listener and the costly endpoints (NewService).
+	// Limits bound the listener and the costly endpoints (New).
 	Limits Limits
 	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
-	// client certificates, basic auth) for NewService; "" = plain HTTP.
+	// client certificates, basic auth) for New; "" = plain HTTP.
 	WebConfigFile string
 	Logger        *zap.Logger
 	// Clock times the discovery rate limit and the long poll's wait; nil =
 	// clock.Real.
 	Clock clock.Clock
 
-	cnt *counters // set by NewService; Handler alone makes its own
-	// lim holds Limits as SetLimits changes them (set by NewService;
+	cnt *counters // set by New; Handler alone makes its own
+	// lim holds Limits as SetLimits changes them (set by New;
 	// Handler alone makes its own).
 	lim *atomic.Pointer[Limits]
 	// closing is closed when the Service shuts down: waiting long polls

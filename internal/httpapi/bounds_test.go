@@ -136,7 +136,7 @@ func startService(t *testing.T, o Options) (*Service, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewService(o)
+	s := New(o)
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Close() })
 	return s, ln.Addr().String()
@@ -251,7 +251,7 @@ func TestHTTPAcceptBacksOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	fl := &failingListener{Listener: ln}
-	s := NewService(Options{Registry: &fakeReg{}, Logger: zap.New(core)})
+	s := New(Options{Registry: &fakeReg{}, Logger: zap.New(core)})
 	go s.Serve(fl)
 	time.Sleep(500 * time.Millisecond)
 	s.Close()

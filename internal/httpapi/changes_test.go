@@ -156,7 +156,7 @@ func TestChangesLongPoll(t *testing.T) {
 func TestChangesWaitersBounded(t *testing.T) {
 	reg := &fakeReg{rev: 3}
 	clk := clock.NewFake(time.Time{})
-	s := NewService(Options{Registry: reg, Clock: clk, Limits: Limits{MaxConns: 4}})
+	s := New(Options{Registry: reg, Clock: clk, Limits: Limits{MaxConns: 4}})
 	h := s.srv.Handler
 	ctx := context.Background()
 	a, b := poll(h, ctx, "/v1/changes?revision=3"), poll(h, ctx, "/v1/changes?revision=3")

@@ -126,9 +126,9 @@ type Service struct {
 	tls       atomic.Bool // Serve found TLS on in webConfig
 }
 
-// NewService returns the HTTP server for o with every bound applied. Serve
+// New returns the HTTP server for o with every bound applied. Serve
 // it with Serve.
-func NewService(o Options) *Service {
+func New(o Options) *Service {
 	o.Limits = o.Limits.withDefaults()
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

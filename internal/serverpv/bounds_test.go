@@ -64,7 +64,7 @@ func TestTypeCacheBoundedPerConnection(t *testing.T) {
 	defer reg.Close()
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
-	prov := NewWithLimits("pvans test", Limits{})
+	prov := New("pvans test", Limits{})
 	srv := tcpsearch.New(tcpsearch.Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
 		Channels: prov}, tcpsearch.FromResolver(res))
 	if err := srv.Start(); err != nil {

@@ -71,8 +71,8 @@ type connState struct {
 	types   pva.TypeCache     // the client's 0xFD/0xFE cache (pvlist uses it)
 }
 
-// NewWithLimits returns a provider; zero limits take the defaults.
-func NewWithLimits(version string, l Limits) *Provider {
+// New returns a provider; zero limits take the defaults.
+func New(version string, l Limits) *Provider {
 	if l.TypesPerConn <= 0 {
 		l.TypesPerConn = DefaultTypesPerConn
 	}

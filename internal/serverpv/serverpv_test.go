@@ -42,7 +42,7 @@ func TestListedLikeAPVXSServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := tcpsearch.New(tcpsearch.Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
-		Channels: NewWithLimits("pvans 9.9", Limits{})}, tcpsearch.FromResolver(res))
+		Channels: New("pvans 9.9", Limits{})}, tcpsearch.FromResolver(res))
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestSetSendBeacons(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dest.Close()
-	s := Build(Options{Port: testutil.FreeUDPPort(t), GUID: ownGUID, TCPPort: 5075, InterfaceRefresh: -1,
+	s := New(Options{Port: testutil.FreeUDPPort(t), GUID: ownGUID, TCPPort: 5075, InterfaceRefresh: -1,
 		BeaconAddrList: []Destination{{Addr: dest.LocalAddr().(*net.UDPAddr).AddrPort()}}})
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)

@@ -493,7 +493,7 @@ func TestReplyFromSearchedHostOnly(t *testing.T) {
 func TestExpectedHostAnswers(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	var n int
-	s := Build(Options{GUID: ownGUID, Clock: clk, OnSearchResponse: func(netip.AddrPort, *pva.SearchResponse) { n++ }})
+	s := New(Options{GUID: ownGUID, Clock: clk, OnSearchResponse: func(netip.AddrPort, *pva.SearchResponse) { n++ }})
 	asked := netip.MustParseAddrPort("10.7.7.7:5076")
 	reply := func(port uint16) {
 		s.ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, port, "tcp", []uint32{9}), src: asked})

@@ -56,7 +56,7 @@ func startServer(t *testing.T, n *netns, o Options) *Server {
 	if o.ListInterfaces == nil {
 		o.ListInterfaces = n.interfaces
 	}
-	s := Build(o)
+	s := New(o)
 	if err := n.Do(func() error {
 		if err := s.Listen(); err != nil {
 			return err

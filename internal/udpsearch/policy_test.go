@@ -14,7 +14,7 @@ import (
 func TestSetPolicyAppliesToNextDatagram(t *testing.T) {
 	out := &recSender{}
 	clk := clock.NewFake(time.Time{})
-	s := Build(Options{AnswerNames: true, Resolver: captureRegistry(), Clock: clk})
+	s := New(Options{AnswerNames: true, Resolver: captureRegistry(), Clock: clk})
 	s.ifs.Store(newIfaceTable(testInterfaces()))
 	s.h.out = out
 	msg := searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")

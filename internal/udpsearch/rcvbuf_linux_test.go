@@ -28,7 +28,7 @@ func rcvbuf(t *testing.T, c *net.UDPConn) int {
 // SetReceiveBuffer (a reload of udp.receive_buffer_bytes) changes both
 // open sockets' SO_RCVBUF; 0 changes nothing.
 func TestSetReceiveBuffer(t *testing.T) {
-	s := Build(Options{Port: testutil.FreeUDPPort(t), ReceiveBuffer: 256 << 10, InterfaceRefresh: -1})
+	s := New(Options{Port: testutil.FreeUDPPort(t), ReceiveBuffer: 256 << 10, InterfaceRefresh: -1})
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}

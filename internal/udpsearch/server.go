@@ -60,9 +60,9 @@ type Server struct {
 	wg         sync.WaitGroup
 }
 
-// Build makes a server that opens no socket yet, so its owner can wire
+// New makes a server that opens no socket yet, so its owner can wire
 // every part before anything arrives.
-func Build(o Options) *Server {
+func New(o Options) *Server {
 	o.setDefaults()
 	s := &Server{o: o}
 	if o.Beacons != nil {
