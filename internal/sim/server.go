@@ -15,14 +15,6 @@ import (
 	"github.com/pvans-project/pvans/internal/pvaconn"
 )
 
-// PVXS beacon schedule (wire-notes §5.8): one at start, ten more at 15 s,
-// then every 180 s.
-const (
-	beaconFastPeriod = 15 * time.Second
-	beaconFastCount  = 11 // beacons sent at the fast period, the first included
-	beaconSlowPeriod = 180 * time.Second
-)
-
 // listingQueue lets one reply carry a large listing (100,000 names are
 // about 3 MB); pvaconn's default queue is sized for pvans's own replies.
 const listingQueue = 64 << 20
@@ -383,10 +375,7 @@ func (in *instance) beaconTick() {
 	in.beacons++
 	next := opts.BeaconInterval
 	if next <= 0 {
-		next = beaconSlowPeriod
-		if in.beacons < beaconFastCount {
-			next = beaconFastPeriod
-		}
+		next = pva.BeaconAfter(in.beacons)
 	}
 	in.timer = opts.Clock.AfterFunc(next, in.beaconTick)
 }

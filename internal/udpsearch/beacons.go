@@ -2,21 +2,12 @@ package udpsearch
 
 import (
 	"sync"
-	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// Beacon schedule (wire-notes §5.8): the first beacon at once, 10 more at
-// 15 s, then one every 180 s.
-const (
-	BeaconFastPeriod = 15 * time.Second
-	BeaconFastCount  = 10
-	BeaconSlowPeriod = 180 * time.Second
-)
-
-// beaconer sends pvans's own beacons on the spec schedule.
+// beaconer sends pvans's own beacons on PVXS's schedule (pva.BeaconAfter).
 type beaconer struct {
 	clk  clock.Clock
 	send func(b []byte) // one datagram to every destination
@@ -54,11 +45,7 @@ func (b *beaconer) fireLocked() {
 	b.send(b.buf)
 	b.msg.Sequence++
 	b.sent++
-	next := BeaconSlowPeriod
-	if b.sent <= BeaconFastCount {
-		next = BeaconFastPeriod
-	}
-	b.timer = b.clk.AfterFunc(next, b.fire)
+	b.timer = b.clk.AfterFunc(pva.BeaconAfter(b.sent), b.fire)
 }
 
 // bump moves the change count: pvans's own served set changed.
