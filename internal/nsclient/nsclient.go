@@ -69,9 +69,10 @@ func DialTLS(ctx context.Context, server netip.AddrPort, cfg *tls.Config) (*Clie
 
 func dial(ctx context.Context, from netip.Addr, server netip.AddrPort, cfg *tls.Config) (*Client, error) {
 	c := &Client{server: server, byCID: map[uint32]string{}, answers: map[string]Answer{}, update: make(chan struct{}, 1), nextCID: FirstCID}
-	conn, err := pvaconn.Dial(ctx, server, pvaconn.Options{Role: pvaconn.Client, Local: from, IdleTimeout: 40 * time.Second,
-		EchoInterval: 15 * time.Second, MaxMessage: 1 << 20, SendQueueBytes: 1 << 20, HandshakeTimeout: 10 * time.Second,
-		MessageTimeout: 10 * time.Second, TLS: cfg}, c)
+	// pvaconn's timeouts are a PVA client's; only the message bound is
+	// ours: a name server's answers are small.
+	conn, err := pvaconn.Dial(ctx, server, pvaconn.Options{Role: pvaconn.Client, Local: from,
+		MaxMessage: 1 << 20, SendQueueBytes: 1 << 20, TLS: cfg}, c)
 	if err != nil {
 		return nil, err
 	}
