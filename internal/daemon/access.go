@@ -138,6 +138,14 @@ func (d *Daemon) dropDeniedServers(a *config.Access, why string) {
 		d.Prober.Forget(s.Addr)
 		_ = d.Registry.RemoveServer(s.GUID)
 	}
+	// Endpoints the prober knows with no registry row yet (being retried,
+	// or named by a search-through answer) would be listed at their next
+	// attempt: forget them too.
+	for _, st := range d.Prober.Servers() {
+		if !a.ServerAllowed(st.Endpoint.Addr()) {
+			d.Prober.Forget(st.Endpoint)
+		}
+	}
 }
 
 // serverAccessSink applies the server allow list to static name files,

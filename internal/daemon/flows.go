@@ -166,6 +166,15 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 		s.staticFile(guid, ep, names, info)
 		return
 	}
+	// The allow list is checked where names move, not only where a hint
+	// arrived: a probe started while the endpoint was allowed may finish
+	// after a reload narrowed the list.
+	if !d.conf().Access.ServerAllowed(ep.Addr()) {
+		d.deniedServers.Add(1)
+		d.log.Info("listed server outside access.server_allow: not registered", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep))
+		d.Prober.Forget(ep)
+		return
+	}
 	// How the server was first heard of, if this listing creates it (a
 	// static server, or one whose lost watch came back).
 	how := registry.SourceStatic
@@ -328,8 +337,8 @@ func (d *Daemon) onSearchResolved(name string, tls bool, guid pva.GUID, ep netip
 	// new GUID at a known endpoint is verified there first).
 	d.Prober.Probe(guid, ep, probe.ReasonSearchThrough)
 	d.Prober.Confirm(guid, ep, []string{name}, func(confirmed []string) {
-		if len(confirmed) == 0 {
-			return
+		if len(confirmed) == 0 || !d.conf().Access.ServerAllowed(ep.Addr()) {
+			return // nothing confirmed, or the allow list changed meanwhile
 		}
 		if d.Prober.Gone(ep) {
 			// The server's watch ended while the check ran: a row made

@@ -66,11 +66,12 @@ func (d *Daemon) askUnlistable(ep netip.AddrPort, err error) {
 
 // onAskReply takes an asked server's TCP answer: it may name only itself,
 // unless it is a trusted relay (access.trusted_relays), which may speak
-// for others as over UDP.
+// for other hosts as over UDP: never for this host, loopback, link-local,
+// broadcast or multicast addresses (udpsearch's relay rule).
 func (d *Daemon) onAskReply(from netip.AddrPort, m *pva.SearchResponse) {
 	via := searchring.ViaServer
 	for _, p := range d.conf().Access.TrustedRelays {
-		if p.Contains(from.Addr().Unmap()) {
+		if p.Contains(from.Addr().Unmap()) && (m.Addr.IsAny() || d.UDP.Relayable(m.Addr.Addr())) {
 			via = searchring.ViaNameServer
 			break
 		}

@@ -543,7 +543,7 @@ func (h *handler) hint(a pva.Address, port uint16, proto string, src netip.AddrP
 		// A relay speaks for other hosts, never for pvans's own loopback
 		// services or for an address no server has: its source can be
 		// forged by anyone who can send as the relay.
-		if ip != sender && (!h.trustedRelay(sender) || !relayable(ip)) {
+		if ip != sender && (!h.trustedRelay(sender) || !relayable(h.ifs.Load(), ip)) {
 			h.st.hintAddress.Add(1)
 			if ce := h.o.Logger.Check(zap.DebugLevel, "hint names another address than its sender's: dropped"); ce != nil {
 				ce.Write(zap.Stringer("sender", src), zap.Stringer("named", ip))
@@ -591,9 +591,22 @@ func (h *handler) searched(a netip.Addr) bool {
 }
 
 // relayable reports whether a relay may name a: a unicast address of
-// another host (not loopback, multicast, broadcast or unspecified).
-func relayable(a netip.Addr) bool {
-	return !a.IsLoopback() && !a.IsMulticast() && !a.IsUnspecified() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+// another host. Not loopback, multicast, broadcast (limited, or a directed
+// broadcast of this host's networks) or unspecified; not link-local (a
+// relay on another link cannot mean one of ours); and not an address of
+// this host, which would reach every service bound to the wildcard, as
+// loopback would. t is the interface table (nil: not read yet).
+func relayable(t *ifaceTable, a netip.Addr) bool {
+	a = a.Unmap()
+	if a.IsLoopback() || a.IsMulticast() || a.IsUnspecified() || a.IsLinkLocalUnicast() ||
+		a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return false
+	}
+	if t == nil {
+		return true
+	}
+	_, local := t.local[a]
+	return !local && !t.bcast[a]
 }
 
 func (h *handler) trustedRelay(a netip.Addr) bool {

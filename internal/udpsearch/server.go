@@ -528,6 +528,11 @@ func (s *Server) UnicastDestination(a netip.Addr) bool {
 	return true
 }
 
+// Relayable reports whether a trusted relay may name a as a server's
+// address: the rule hints over UDP follow, for the daemon to apply to a
+// relay's TCP answers as well.
+func (s *Server) Relayable(a netip.Addr) bool { return relayable(s.ifs.Load(), a) }
+
 // BumpChangeCount records that pvans's own served set changed; the next
 // beacons carry the new change count.
 func (s *Server) BumpChangeCount() {
