@@ -12,5 +12,6 @@ func (t *Tracker) RegisterMetrics(m *metrics.Metrics) {
 		"sources_changed": func() uint64 { return st().SourcesChanged },
 		"lost":            func() uint64 { return st().Lost },
 		"dropped":         func() uint64 { return st().Dropped },
+		"evicted":         func() uint64 { return st().Evicted },
 	})
 }

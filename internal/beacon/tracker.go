@@ -78,6 +78,9 @@ const (
 	EventChanged                         // new GUID or version at a tracked endpoint: a restart
 	EventSourcesChanged                  // same GUID, change count moved
 	EventLost                            // expired
+	// EventEvicted: an entry nothing proved over TCP, dropped to make room
+	// for a new endpoint while the table is full (Options.Proven).
+	EventEvicted
 )
 
 func (k EventKind) String() string {
@@ -90,6 +93,8 @@ func (k EventKind) String() string {
 		return "sources-changed"
 	case EventLost:
 		return "lost"
+	case EventEvicted:
+		return "evicted"
 	}
 	return "invalid"
 }
@@ -149,6 +154,7 @@ type Stats struct {
 	SourcesChanged uint64
 	Lost           uint64
 	Dropped        uint64 // observations of new endpoints ignored at the limit
+	Evicted        uint64 // unproven entries dropped for a new endpoint at the limit
 	Tracked        int    // entries now
 }
 
@@ -158,6 +164,13 @@ type Options struct {
 	Expiry        time.Duration
 	CheckInterval time.Duration
 	Limit         int
+	// Proven reports whether an entry's server was proven over TCP (it is
+	// listed or watched). At the limit, a new endpoint takes the place of
+	// an entry that is not, so beacons alone, which anyone can forge,
+	// cannot fill the table and hide a new server; a proven entry is never
+	// evicted. Called under the tracker's lock: it must not call back into
+	// the tracker. Nil: every entry counts as proven (no eviction).
+	Proven func(Entry) bool
 	// OnEvent receives every event, in order, outside the tracker's lock;
 	// it may call back into the tracker. It should not block for long: the
 	// caller of Observe (the UDP receiver) may be the one delivering.
@@ -213,7 +226,7 @@ func (t *Tracker) Observe(o Observation) {
 	e := t.table[k]
 	switch {
 	case e == nil:
-		if limit := t.opt.Limit; len(t.table) >= limit {
+		if limit := t.opt.Limit; len(t.table) >= limit && !t.evictLocked(now) {
 			t.stats.Dropped++
 			warn := !t.warnedFull
 			t.warnedFull = true
@@ -255,6 +268,36 @@ func (t *Tracker) Observe(o Observation) {
 	}
 	t.mu.Unlock()
 	t.deliver()
+}
+
+// evictSample is how many entries an eviction looks at: the oldest
+// unproven of a few taken at random (map order), as caches sample, so a
+// flood costs a few lookups per new endpoint, not a scan of the table.
+const evictSample = 8
+
+// evictLocked drops the least recently seen unproven entry of a random
+// sample and reports whether it made room.
+func (t *Tracker) evictLocked(now time.Time) bool {
+	if t.opt.Proven == nil {
+		return false
+	}
+	var victim *Entry
+	seen := 0
+	for _, e := range t.table {
+		if seen++; seen > evictSample {
+			break
+		}
+		if (victim == nil || e.LastSeen.Before(victim.LastSeen)) && !t.opt.Proven(*e) {
+			victim = e
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	delete(t.table, key{victim.Endpoint, victim.Protocol})
+	t.stats.Evicted++
+	t.events.Push(t.event(EventEvicted, victim, pva.GUID{}, now))
+	return true
 }
 
 func (t *Tracker) event(k EventKind, e *Entry, old pva.GUID, now time.Time) Event {

@@ -299,3 +299,40 @@ func BenchmarkObserveRefresh(b *testing.B) {
 		tr.Observe(o)
 	}
 }
+
+// At the limit a new endpoint takes the place of the least recently seen
+// entry that nothing proved over TCP; proven entries are never evicted,
+// and when every entry is proven the new endpoint is ignored as before.
+func TestEvictionAtLimitSparesProven(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	r := &recorder{}
+	proven := map[netip.AddrPort]bool{ep1: true}
+	tr := New(Options{Clock: c, Expiry: time.Hour, CheckInterval: time.Hour, Limit: 2, OnEvent: r.on,
+		Proven: func(e Entry) bool { return proven[e.Endpoint] }})
+	tr.Start()
+	t.Cleanup(tr.Close)
+	tr.Observe(beaconObs(guid(1), ep1, 0)) // proven
+	c.Advance(time.Second)
+	tr.Observe(beaconObs(guid(2), ep2, 0)) // unproven
+	ep3 := netip.MustParseAddrPort("127.0.0.3:5075")
+	tr.Observe(beaconObs(guid(3), ep3, 0))
+	evs := r.take()
+	if k := kinds(evs); len(k) != 4 || k[2] != EventEvicted || k[3] != EventNew {
+		t.Fatalf("events %v", k)
+	}
+	if evs[2].Endpoint != ep2 || evs[2].GUID != guid(2) {
+		t.Fatalf("evicted %v %v, want the unproven %v", evs[2].GUID, evs[2].Endpoint, ep2)
+	}
+	if _, ok := tr.Lookup(ep1, "tcp"); !ok {
+		t.Fatal("the proven entry was evicted")
+	}
+	// Every entry proven: the next new endpoint is ignored.
+	proven[ep3] = true
+	tr.Observe(beaconObs(guid(4), netip.MustParseAddrPort("127.0.0.4:5075"), 0))
+	if k := kinds(r.take()); len(k) != 0 {
+		t.Fatalf("events %v, want none", k)
+	}
+	if s := tr.Stats(); s.Evicted != 1 || s.Dropped != 1 || s.Tracked != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -134,7 +134,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Known:                func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
 		Clock:                d.clk,
 	})
-	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Logger: d.log.Named("beacon")})
+	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Proven: d.beaconProven, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
 	tlsOpt, err := d.tlsListener(cfg)
 	if err != nil {

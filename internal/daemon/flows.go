@@ -81,6 +81,15 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 			Version: ev.Version, Discovered: viaSource(ev.Via), ChangeCount: ev.ChangeCount, LastSeen: ev.At})
 		d.Events.Add(events.Event{At: ev.At, Kind: "sources changed", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, probe.ReasonSourcesChanged)
+	case beacon.EventEvicted:
+		// A full table made room for a new endpoint: this one was never
+		// proven over TCP (beaconProven), so it holds no name; forget its
+		// probe and its empty row. Its next beacon starts over.
+		d.Prober.Forget(ev.Endpoint)
+		if s, ok := d.Registry.Server(ev.GUID); ok && s.Addr == ev.Endpoint && s.Names == 0 &&
+			s.ProbeState != registry.ProbeListed && s.ListedHow != registry.SourceStatic {
+			_ = d.Registry.RemoveServer(ev.GUID)
+		}
 	case beacon.EventLost:
 		if g, ok := d.Prober.Watching(ev.Endpoint); ok {
 			// Missing beacons are no proof: the watch connection answers.
@@ -134,6 +143,18 @@ func (d *Daemon) logLost(g pva.GUID, ep netip.AddrPort, reason string) {
 		msg = "replica lost"
 	}
 	d.log.Info(msg, zap.Stringer("guid", g), zap.Stringer("endpoint", ep), zap.String("reason", reason))
+}
+
+// beaconProven is the tracker's Proven: a server listed over TCP (or
+// from a static name file) or watched now. Only entries that beacons
+// alone put in the table may be evicted at its limit.
+func (d *Daemon) beaconProven(e beacon.Entry) bool {
+	if s, ok := d.Registry.Server(e.GUID); ok && s.Addr == e.Endpoint &&
+		(s.Names > 0 || s.ProbeState == registry.ProbeListed || s.ListedHow == registry.SourceStatic) {
+		return true
+	}
+	_, watched := d.Prober.Watching(e.Endpoint)
+	return watched
 }
 
 // removeAt removes g if it is registered at ep with names of its own (a

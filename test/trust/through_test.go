@@ -92,6 +92,9 @@ func TestHostileSearchThroughAnswersBounded(t *testing.T) {
 		t.Logf("round %d: prober endpoints %.0f (search-through %.0f), failed probes %.0f, RSS %.1f MiB, heap in use %.1f MiB, goroutines %.0f",
 			r+1, eps, through, tp.metric(t, `pvans_probe_total{result="failed"}`), float64(rss)/(1<<20),
 			heap[r]/(1<<20), tp.metric(t, "go_goroutines"))
+		if eps < 0 {
+			t.Fatal("pvans_probe_endpoints is not exported: the bound cannot be read")
+		}
 		if eps > bound+10 {
 			t.Fatalf("round %d: the prober holds %.0f endpoints, want at most %d", r+1, eps, bound)
 		}
@@ -118,6 +121,14 @@ func TestHostileSearchThroughAnswersBounded(t *testing.T) {
 		if strings.HasPrefix(sv.Endpoint, evilAddr.String()+":") {
 			t.Fatalf("/v1/servers shows %+v, named only by a search reply", sv)
 		}
+	}
+	// Forgotten means no longer tried: once the answers stop, no probe of
+	// the named endpoints is attempted (the table of an unbounded prober
+	// kept them and retried them for ever, thousands of failures a minute).
+	failed := tp.metric(t, `pvans_probe_total{result="failed"}`)
+	time.Sleep(10 * time.Second) // several backoff steps
+	if after := tp.metric(t, `pvans_probe_total{result="failed"}`); after > failed+float64(bound)/10 {
+		t.Errorf("failed probes went %.0f → %.0f in the 10 s after the attack stopped: endpoints named only by search replies are still tried", failed, after)
 	}
 	avg := func(v []float64) float64 { return (v[0] + v[1] + v[2]) / 3 }
 	first, last := avg(heap[:3]), avg(heap[rounds-3:])
