@@ -14,6 +14,9 @@ FUZZTIME="${FUZZTIME:-10s}"
 need=()
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
+# test/routed: a DNS server started inside its namespace. dnsmasq-base is the
+# binary without the dnsmasq package's system service.
+command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)

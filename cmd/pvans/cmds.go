@@ -95,7 +95,11 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, *
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	cfg, err := config.Load(fv.Options(os.LookupEnv))
+	opts := fv.Options(os.LookupEnv)
+	if name == "relay" {
+		opts.Profile = config.RelayProfile
+	}
+	cfg, err := config.Load(opts)
 	return cfg, fs, err
 }
 

@@ -20,6 +20,7 @@ var sectionTitles = map[string]string{
 	"probe": "probing servers", "beacon": "beacon tracking", "static": "static servers and names",
 	"search": "search-through", "access": "access control", "map": "address mapping",
 	"rate_limit": "rate limits", "insight": "search insight",
+	"discovery": "periodic discovery", "dns": "host names followed in DNS", "relay": "relaying beacons to central pvans",
 }
 
 // helpWidth is where -h cuts a setting's description: one line per flag.

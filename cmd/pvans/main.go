@@ -34,6 +34,7 @@ func init() {
 	// list, and a declaration's initializer may not refer to itself.
 	commands = []subcommand{
 		{name: "run", args: "", summary: "run the daemon (the default)", fn: cmdRun, hasFlags: true, files: settingFiles},
+		{name: "relay", summary: "relay the beacons heard here to central pvans (relay.to): no name server, no HTTP unless set", fn: cmdRelay, hasFlags: true, files: settingFiles},
 		{name: "demo", summary: "run pvans and a simulated site on loopback", fn: cmdDemo, hasFlags: true},
 		{name: "query", args: "NAME...", summary: "resolve names through a name server over TCP", fn: cmdQuery, hasFlags: true,
 			usage: "query [--server H:P] NAME..."},

@@ -24,7 +24,17 @@ import (
 const shutdownTimeout = 15 * time.Second
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	cfg, _, err := loadConfig("run", args, stderr)
+	return runDaemon("run", args, stdout, stderr)
+}
+
+// cmdRelay is the relay profile: the same daemon with relay.only on and
+// the HTTP endpoint off unless set (config.RelayProfile).
+func cmdRelay(args []string, stdout, stderr io.Writer) int {
+	return runDaemon("relay", args, stdout, stderr)
+}
+
+func runDaemon(name string, args []string, stdout, stderr io.Writer) int {
+	cfg, _, err := loadConfig(name, args, stderr)
 	switch {
 	case errors.Is(err, errVersion):
 		return cmdVersion(stdout)

@@ -43,6 +43,11 @@ type Endpoint struct {
 	// are joined on): a name, or for IPv4 an address of the interface.
 	// Empty: the routing table decides.
 	Iface string
+	// Host is the host name the entry was written with ("" for an
+	// address): AddrPort holds its address at load (the first, an IPv4
+	// one preferred, as PVXS takes it), and the daemon resolves it again
+	// every dns.refresh, taking all its addresses.
+	Host string
 }
 
 // NoTTL is Endpoint.TTL when the entry gave none (PVXS's -1).
@@ -95,7 +100,29 @@ func ParseAddrList(s string, defPort uint16) ([]netip.AddrPort, error) {
 // ParseAddrListWith is ParseAddrList with a chosen resolver.
 func ParseAddrListWith(s string, defPort uint16, resolve Resolver) ([]netip.AddrPort, error) {
 	l, err := parseEndpoints(strings.Fields(s), defPort, resolve)
-	return AddrPorts(l), err
+	return AddrPorts(merged(l)), err
+}
+
+// merged merges the entries equal in address, port and interface that
+// parseEndpoints keeps apart because they came from different host names,
+// as PVXS merges them: the first one's place, the longest TTL.
+func merged(l []Endpoint) []Endpoint {
+	type key struct {
+		ap    netip.AddrPort
+		iface string
+	}
+	seen := make(map[key]int, len(l))
+	out := l[:0:0]
+	for _, e := range l {
+		k := key{e.AddrPort, e.Iface}
+		if i, dup := seen[k]; dup {
+			out[i].TTL = max(out[i].TTL, e.TTL)
+			continue
+		}
+		seen[k] = len(out)
+		out = append(out, e)
+	}
+	return out
 }
 
 // parseInterfaces splits EPICS_PVAS_INTF_ADDR_LIST as PVXS does: unicast
@@ -110,6 +137,7 @@ func parseInterfaces(items []string, resolve Resolver) ([]netip.Addr, []Endpoint
 	var groups []Endpoint
 	seen := make(map[netip.Addr]bool, len(eps))
 	for _, ep := range eps {
+		ep.Host = "" // interfaces are resolved once, at load
 		switch {
 		case ep.IsMulticast():
 			ep.AddrPort = netip.AddrPortFrom(ep.Addr(), 0)
@@ -148,6 +176,7 @@ func parseEndpoints(items []string, defPort uint16, resolve Resolver) ([]Endpoin
 	type key struct {
 		ap    netip.AddrPort
 		iface string
+		host  string // a name and an address are followed apart
 	}
 	seen := make(map[key]int)
 	for _, item := range items {
@@ -156,7 +185,7 @@ func parseEndpoints(items []string, defPort uint16, resolve Resolver) ([]Endpoin
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w", tok, err)
 			}
-			k := key{ep.AddrPort, ep.Iface}
+			k := key{ep.AddrPort, ep.Iface, ep.Host}
 			if i, dup := seen[k]; dup {
 				// PVXS removeDups: one entry, the longest TTL.
 				out[i].TTL = max(out[i].TTL, ep.TTL)
@@ -196,10 +225,16 @@ func parseEndpoint(tok string, defPort uint16, resolve Resolver) (Endpoint, erro
 		}
 		ep.TTL = int(ttl)
 	}
-	a, portText, err := splitHostPort(hostPort, resolve)
+	var host string // the name looked up, if the entry is one
+	named := resolve
+	if resolve != nil {
+		named = func(h string) ([]netip.Addr, error) { host = h; return resolve(h) }
+	}
+	a, portText, err := splitHostPort(hostPort, named)
 	if err != nil {
 		return Endpoint{}, err
 	}
+	ep.Host = host
 	if z := a.Zone(); z != "" {
 		// PVXS turns a scope id into the interface name and drops it
 		// from the address. The zone must then be a name @ would take.

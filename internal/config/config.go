@@ -40,6 +40,9 @@ type Config struct {
 	Map       Map
 	RateLimit RateLimit
 	Insight   Insight
+	Discovery Discovery
+	DNS       DNS
+	Relay     Relay
 
 	// prov maps a setting key to where its value came from; a missing key
 	// means the default.
@@ -78,6 +81,9 @@ type PVA struct {
 	AutoBeaconAddrList bool
 	// NameServers are upstream TCP name servers to forward searches to.
 	NameServers []netip.AddrPort
+	// NameServerEntries are NameServers as written, host names kept
+	// (Endpoint.Host) for the daemon to resolve again; Load sets both.
+	NameServerEntries []Endpoint
 	// ConnTmo is EPICS_PVA_CONN_TMO in seconds, as written; TCPTimeout is
 	// what the connections use.
 	ConnTmo float64
@@ -269,8 +275,11 @@ type Beacon struct {
 
 // Static lists what is known without discovery.
 type Static struct {
-	Servers  []netip.AddrPort // always probed
-	NamesDir string           // directory of static name lists; empty = none
+	Servers []netip.AddrPort // always probed
+	// ServerEntries are Servers as written, host names kept
+	// (Endpoint.Host) for the daemon to resolve again; Load sets both.
+	ServerEntries []Endpoint
+	NamesDir      string // directory of static name lists; empty = none
 }
 
 // Search chooses how unknown names and servers are looked for.
@@ -429,6 +438,58 @@ type Insight struct {
 	GUIDChangesPerHour int
 }
 
+// Discovery is the periodic discovery ping.
+type Discovery struct {
+	// Interval between discovery pings to every addr_list destination;
+	// 0: none but the one at start (search.discovery_at_start), after a
+	// reload that changed the destinations, and POST /v1/discover.
+	Interval time.Duration
+}
+
+// DNS is how the host names written in the address lists (pva.addr_list,
+// pva.name_servers, static.servers, relay.to) are followed.
+type DNS struct {
+	// Refresh is the time between lookups of every name; 0: names are
+	// resolved once, at load, as PVXS does.
+	Refresh time.Duration
+	// Timeout bounds one lookup; Concurrency the lookups at once.
+	Timeout     time.Duration
+	Concurrency int
+	// MaxNames bounds the names followed (the others keep their address
+	// from load, counted); MaxAddresses the addresses one name stands
+	// for (beyond it the rest are dropped, counted).
+	MaxNames     int
+	MaxAddresses int
+}
+
+// Relay sends the sightings pvans accepted on to central pvans instances.
+type Relay struct {
+	// To are the central instances' search ports (host[:port], default
+	// port pva.broadcast_port); empty: no relaying.
+	To []Endpoint
+	// PerSecond and Burst bound the datagrams relayed, over all
+	// destinations together; beyond them sightings are dropped (counted).
+	PerSecond float64
+	Burst     int
+	// Only is the relay profile (`pvans relay`): no TCP name server, no
+	// answers to UDP searches, sightings only relayed, never listed here.
+	Only bool
+}
+
+// HostNames are the host names written in the lists the daemon follows in
+// DNS (Endpoint.Host), each once, in order.
+func (c *Config) HostNames() []string {
+	var out []string
+	for _, l := range [][]Endpoint{c.PVA.AddrList, c.PVA.NameServerEntries, c.Static.ServerEntries, c.Relay.To} {
+		for _, e := range l {
+			if e.Host != "" && !slices.Contains(out, e.Host) {
+				out = append(out, e.Host)
+			}
+		}
+	}
+	return out
+}
+
 // Defaults returns the production defaults.
 func Defaults() Config {
 	c := Config{
@@ -512,6 +573,12 @@ func Defaults() Config {
 			BeaconBurst:      200,
 		},
 		Insight: Insight{Names: 10000, Clients: 10000, QueueBytes: 4 << 20, DigestNamesPerSecond: 2000, GUIDChangesPerHour: 3},
+		// Kubernetes restarts a pod under a new address; 30 s is what a
+		// client waits before it searches again anyway.
+		DNS: DNS{Refresh: 30 * time.Second, Timeout: 5 * time.Second, Concurrency: 4, MaxNames: 256, MaxAddresses: 64},
+		// 1,000 IOCs beaconing every 15 s at start are 67/s; a relay never
+		// sends the central side more than this.
+		Relay: Relay{PerSecond: 500, Burst: 2000},
 	}
 	c.TCP.IdleTimeout = c.PVA.TCPTimeout()
 	return c

@@ -24,6 +24,16 @@ type LoadOptions struct {
 	// Resolve resolves host names in address lists; nil means
 	// SystemResolver.
 	Resolve Resolver
+	// Profile, if not nil, changes the defaults before any source is
+	// read (RelayProfile for `pvans relay`); every source still overrides.
+	Profile func(*Config)
+}
+
+// RelayProfile is the defaults of `pvans relay`: the relay profile
+// (relay.only) with the HTTP endpoint off unless a source sets it.
+func RelayProfile(c *Config) {
+	c.Relay.Only = true
+	c.HTTP.Listen = ""
 }
 
 // Load builds a Config from defaults, then the file, then the environment,
@@ -32,6 +42,9 @@ type LoadOptions struct {
 // error the Config is nil, never half-configured.
 func Load(opts LoadOptions) (*Config, error) {
 	c := Defaults()
+	if opts.Profile != nil {
+		opts.Profile(&c)
+	}
 	c.opts = copyOptions(opts)
 	c.loaded = true
 	c.prov = make(map[string]origin)

@@ -31,6 +31,7 @@ var restartOnly = map[string]string{
 	"insight.queue_bytes":               "the insight staging buffers are allocated at start",
 	"insight.guid_changes_per_hour":     "insight takes its threshold when it is built",
 	"insight.digest_names_per_second":   "insight takes its budget when it is built",
+	"relay.only":                        "the profile decides at start whether the TCP name server is opened",
 }
 
 // NeedsRestart reports whether a changed value of the setting key takes

@@ -135,7 +135,7 @@ func init() {
 		"UDP port for searches and beacons, and default port of the address lists",
 		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }))
 	add(endpointListSpec("pva.addr_list", []string{"EPICS_PVA_ADDR_LIST"},
-		"destinations of discovery pings and search-through searches (host[:port][,TTL][@iface], IPv6 as [addr]; default port broadcast_port)",
+		"destinations of discovery pings and search-through searches (host[:port][,TTL][@iface], IPv6 as [addr]; default port broadcast_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
 		func(c *Config) *[]Endpoint { return &c.PVA.AddrList }))
 	add(boolSpec("pva.auto_addr_list", []string{"EPICS_PVA_AUTO_ADDR_LIST"}, true,
@@ -144,7 +144,7 @@ func init() {
 	add(addrListSpec("pva.ignore_addr_list", []string{"EPICS_PVAS_IGNORE_ADDR_LIST"},
 		"UDP searches from these sources are dropped; no port or port 0 matches any port",
 		nil, false,
-		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }))
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }, nil))
 	add(endpointListSpec("pva.beacon_addr_list", []string{"EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"},
 		"destinations of the daemon's own beacons (only with udp.send_beacons), same form as addr_list, default port broadcast_port",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
@@ -153,9 +153,10 @@ func init() {
 		"add every interface broadcast address to beacon_addr_list",
 		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }))
 	add(addrListSpec("pva.name_servers", []string{"EPICS_PVA_NAME_SERVERS"},
-		"upstream TCP name servers (host[:port], IPv6 as [addr]:port, default port server_port)",
+		"upstream TCP name servers (host[:port], IPv6 as [addr]:port, default port server_port); a host name is resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
-		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers }))
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers },
+		func(c *Config) *[]Endpoint { return &c.PVA.NameServerEntries }))
 	add(spec{key: "pva.conn_tmo", env: []string{"EPICS_PVA_CONN_TMO"},
 		usage: "connection timeout in seconds; TCP idle timeout is 4/3 of it (<=0 or non-finite: 40 s; minimum 2 s)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
@@ -368,9 +369,10 @@ func init() {
 			return ""
 		}})
 
-	add(addrListSpec("static.servers", nil, "servers always probed, without waiting for a beacon (host[:port], default port server_port)",
+	add(addrListSpec("static.servers", nil, "servers always probed, without waiting for a beacon (host[:port], default port server_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
-		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers }))
+		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers },
+		func(c *Config) *[]Endpoint { return &c.Static.ServerEntries }))
 	add(spec{key: "static.names_dir", usage: "directory of static name lists; empty means none",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Static.NamesDir = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.Static.NamesDir }})
@@ -472,6 +474,52 @@ func init() {
 		func(c *Config) *int { return &c.RateLimit.BeaconBurst }))
 	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
 		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }))
+
+	add(spec{key: "discovery.interval", usage: "time between discovery pings to every addr_list destination (servers there answer and are listed over TCP); 0: only at start, after a reload that changed the destinations and on POST /v1/discover",
+		set: durSet(func(c *Config) *time.Duration { return &c.Discovery.Interval }),
+		get: func(c *Config) string { return c.Discovery.Interval.String() },
+		check: func(c *Config) string {
+			if d := c.Discovery.Interval; d != 0 && d < time.Second {
+				return "must be 0 (off) or at least 1s"
+			}
+			return ""
+		}})
+
+	add(spec{key: "dns.refresh", usage: "time between lookups of the host names in pva.addr_list, pva.name_servers, static.servers and relay.to (all A and AAAA records); 0: resolved once, at load",
+		set: durSet(func(c *Config) *time.Duration { return &c.DNS.Refresh }),
+		get: func(c *Config) string { return c.DNS.Refresh.String() },
+		check: func(c *Config) string {
+			if d := c.DNS.Refresh; d != 0 && d < time.Second {
+				return "must be 0 (off) or at least 1s"
+			}
+			return ""
+		}})
+	add(durSpec("dns.timeout", "time allowed for one lookup; a failed lookup keeps the last answer", 100*time.Millisecond, time.Minute,
+		func(c *Config) *time.Duration { return &c.DNS.Timeout }))
+	add(intSpec("dns.concurrency", "lookups running at once", 1, 64,
+		func(c *Config) *int { return &c.DNS.Concurrency }))
+	add(intSpec("dns.max_names", "host names followed at most; the others keep their address from load (counted)", 1, 100_000,
+		func(c *Config) *int { return &c.DNS.MaxNames }))
+	add(intSpec("dns.max_addresses", "addresses one host name stands for at most; the rest of an answer is dropped (counted)", 1, 4096,
+		func(c *Config) *int { return &c.DNS.MaxAddresses }))
+
+	add(endpointListSpec("relay.to", nil,
+		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; empty: no relaying",
+		func(c *Config) uint16 { return c.PVA.BroadcastPort },
+		func(c *Config) *[]Endpoint { return &c.Relay.To }))
+	add(floatSpec("relay.max_per_second", "sightings relayed per second at most (each to every relay.to destination); beyond the burst they are dropped (counted); 0 = no bound", 0, 1e6,
+		func(c *Config) *float64 { return &c.Relay.PerSecond }))
+	add(intSpec("relay.burst", "sightings relayed at once above relay.max_per_second", 1, 1_000_000,
+		func(c *Config) *int { return &c.Relay.Burst }))
+	add(spec{key: "relay.only", usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
+		isBool: true, set: setTo(func(c *Config) *bool { return &c.Relay.Only }, fromText(ParseBool)),
+		get: func(c *Config) string { return strconv.FormatBool(c.Relay.Only) },
+		check: func(c *Config) string {
+			if c.Relay.Only && len(c.Relay.To) == 0 {
+				return "needs relay.to"
+			}
+			return ""
+		}})
 
 	add(intSpec("insight.names", "unresolved names kept per summary (4 summaries: two windows of two periods); memory is allocated at start", 10, 1_000_000,
 		func(c *Config) *int { return &c.Insight.Names }))
@@ -714,7 +762,10 @@ func enumSpec(key, usage string, allowed []string, p func(*Config) *string) spec
 // parsed; TTLs and interfaces, which only multicast destinations use, are
 // dropped). A nil defPort gives the ignore-list form (port 0 = any). With
 // unicastOnly a multicast entry is refused (TCP cannot reach a group).
-func addrListSpec(key string, env []string, usage string, defPort func(*Config) uint16, unicastOnly bool, p func(*Config) *[]netip.AddrPort) spec {
+//
+// entries, if not nil, receives the list as written too, host names kept
+// (Endpoint.Host), for the daemon to resolve them again.
+func addrListSpec(key string, env []string, usage string, defPort func(*Config) uint16, unicastOnly bool, p func(*Config) *[]netip.AddrPort, entries func(*Config) *[]Endpoint) spec {
 	return spec{key: key, env: env, usage: usage, isList: true, late: true,
 		set: func(c *Config, x *loadCtx, v raw) error {
 			var port uint16
@@ -732,7 +783,10 @@ func addrListSpec(key string, env []string, usage string, defPort func(*Config) 
 					}
 				}
 			}
-			*p(c) = AddrPorts(l)
+			*p(c) = AddrPorts(merged(l))
+			if entries != nil {
+				*entries(c) = l
+			}
 			return nil
 		},
 		get: joined(p),
@@ -761,7 +815,8 @@ func endpointListSpec(key string, env []string, usage string, defPort func(*Conf
 			*p(c) = l
 			return nil
 		},
-		get: joined(p),
+		// Entries kept apart only by their host names print once.
+		get: func(c *Config) string { return joinStrings(merged(*p(c))) },
 		check: func(c *Config) string {
 			for _, e := range *p(c) {
 				if !e.Addr().IsValid() || e.Addr().Zone() != "" {

@@ -27,6 +27,7 @@ import (
 	"github.com/pvans-project/pvans/internal/buildinfo"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/dnswatch"
 	"github.com/pvans-project/pvans/internal/events"
 	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/insight"
@@ -35,6 +36,7 @@ import (
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
+	"github.com/pvans-project/pvans/internal/relay"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/searchring"
 	"github.com/pvans-project/pvans/internal/serverpv"
@@ -53,12 +55,12 @@ type Daemon struct {
 	// boot is the configuration the daemon started with: the settings a
 	// reload cannot apply (config.NeedsRestart) are read from it. cur is
 	// the one in force, replaced whole by Reload.
-	boot    *config.Config
-	cur     atomic.Pointer[config.Config]
-	log     *zap.Logger
-	clk     clock.Clock
-	guid    pva.GUID
-	started time.Time
+	boot      *config.Config
+	cur       atomic.Pointer[config.Config]
+	log       *zap.Logger
+	clk       clock.Clock
+	guid      pva.GUID
+	startedAt time.Time
 
 	Registry *registry.Registry
 	Resolver *resolver.Resolver
@@ -76,6 +78,10 @@ type Daemon struct {
 	Events   *events.Log
 	Insight  *insight.Insight
 	Metrics  *metrics.Metrics
+	// DNS follows the host names in the address lists (dns.*); Relay
+	// sends accepted sightings on to relay.to.
+	DNS   *dnswatch.Watcher
+	Relay *relay.Relay
 
 	nameFiles *probe.NameFiles
 	httpSrv   *httpapi.Service
@@ -83,13 +89,17 @@ type Daemon struct {
 	addrList  []udpsearch.Destination // search destinations: configured plus automatic; mu
 
 	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
+	discoveries   discoveryRounds
+	relayOpen     atomic.Bool
 
 	ready        atomic.Bool
 	readyWhy     atomic.Value // string
 	snapTimer    clock.Timer
 	discoverTmr  clock.Timer
-	mu           sync.Mutex // owns addrList and the timers
-	reloadMu     sync.Mutex // one Reload at a time
+	periodicTmr  clock.Timer // discovery.interval
+	mu           sync.Mutex  // owns addrList, the timers, started and closed
+	reloadMu     sync.Mutex  // one Reload (or DNS change) at a time
+	started      bool        // Start got as far as arming the timers
 	closed       bool
 	shutdownOnce sync.Once
 }
@@ -98,6 +108,9 @@ type Daemon struct {
 type Options struct {
 	Logger *zap.Logger
 	Clock  clock.Clock
+	// Resolver looks up the host names in the address lists again
+	// (dns.refresh); nil: the system resolver.
+	Resolver dnswatch.Resolver
 }
 
 // New builds every part and wires every callback between them, but opens
@@ -112,7 +125,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	d := &Daemon{boot: cfg, log: o.Logger, clk: o.Clock, started: o.Clock.Now(), Events: events.New(500)}
+	d := &Daemon{boot: cfg, log: o.Logger, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), discoveries: newDiscoveryRounds()}
 	d.cur.Store(cfg)
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)
@@ -136,6 +149,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Proven: d.beaconProven, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
+	d.Relay = relay.New(relay.Options{Clock: d.clk, Logger: d.log.Named("relay")})
+	d.DNS = dnswatch.New(dnswatch.Options{Resolver: o.Resolver, Clock: d.clk, Logger: d.log.Named("dns"), Changed: d.onDNSChanged})
 	tlsOpt, err := d.tlsListener(cfg)
 	if err != nil {
 		return nil, err
@@ -234,7 +249,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Ready:    d.Ready,
 		Discover: d.operatorDiscover,
 		Version:  buildinfo.Get(),
-		Started:  d.started,
+		Started:  d.startedAt,
 		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
 			return resolver.Endpoint{Addr: server}.Wire(client, d.conf().Map.Rules)
 		},
@@ -268,13 +283,16 @@ func (d *Daemon) Start() (err error) {
 	d.dropDeniedServers(&cfg.Access, "snapshot server outside access.server_allow: dropped")
 
 	// Sockets. The TCP name server first: its port is what discovery
-	// answers and beacons carry.
-	if err := d.TCP.Listen(); err != nil {
-		return fmt.Errorf("TCP name-server listener on %v: %w", d.tcpListen(), err)
+	// answers and beacons carry. The relay profile has none.
+	if !d.boot.Relay.Only {
+		if err := d.TCP.Listen(); err != nil {
+			return fmt.Errorf("TCP name-server listener on %v: %w", d.tcpListen(), err)
+		}
 	}
 	if as := d.TCP.Addrs(); len(as) > 0 {
 		d.UDP.SetTCPPort(as[0].Port())
 	}
+	d.openRelay(cfg)
 	if err := d.UDP.Listen(); err != nil {
 		return fmt.Errorf("UDP search port %d: %w", d.boot.PVA.BroadcastPort, err)
 	}
@@ -286,21 +304,28 @@ func (d *Daemon) Start() (err error) {
 
 	// Receiving.
 	d.Insight.Start()
-	d.TCP.Serve()
+	if !d.boot.Relay.Only {
+		d.TCP.Serve()
+	}
 	d.UDP.Start()
 	d.Upstream.Start()
 	d.Tracker.Start()
-	d.Prober.SetStatic(d.allowedStatic(cfg.Static.Servers))
+	d.Prober.SetStatic(d.allowedStatic(d.staticServers(cfg)))
 	d.nameFiles.Start()
 	d.serveHTTP()
 	d.armSnapshot()
 
 	d.mu.Lock()
 	addrList := d.addrList
+	d.started = true
 	d.mu.Unlock()
+	d.armDiscovery()
+	if cfg.DNS.Refresh > 0 {
+		d.DNS.Start() // the first round at once: every address of every name
+	}
 	switch {
 	case d.boot.Search.DiscoveryAtStart && len(addrList) > 0:
-		if derr := d.Discover(); derr != nil {
+		if derr := d.discover(discoverStart); derr != nil {
 			d.log.Warn("discovery ping failed", zap.Error(derr))
 		}
 		d.readyWhy.Store("waiting for replies to the first discovery round")
@@ -316,7 +341,8 @@ func (d *Daemon) Start() (err error) {
 		zap.Stringers("tcp", d.TCP.Addrs()),
 		zap.Stringer("udp", d.UDP.LocalAddr()),
 		zap.Stringers("search_destinations", addrList),
-		zap.Stringers("name_servers", cfg.PVA.NameServers),
+		zap.Stringers("name_servers", d.nameServers(cfg)),
+		zap.Stringers("relay_to", cfg.Relay.To),
 		zap.Bool("search_through", cfg.Search.Through),
 		zap.String("http", d.HTTPAddr()))
 	return nil
@@ -533,7 +559,12 @@ func (d *Daemon) Close() {
 	if d.discoverTmr != nil {
 		d.discoverTmr.Stop()
 	}
+	if d.periodicTmr != nil {
+		d.periodicTmr.Stop()
+	}
 	d.mu.Unlock()
+	d.DNS.Close()
+	d.Relay.Close()
 	_ = d.httpSrv.Close()
 	if d.httpLn != nil {
 		_ = d.httpLn.Close() // bound but never served when Start failed later

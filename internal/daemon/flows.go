@@ -28,6 +28,9 @@ func (f beaconFilter) Observe(o beacon.Observation) {
 	if o.GUID == f.d.guid {
 		return // our own beacon or discovery answer, heard back
 	}
+	if f.d.relayed(o) {
+		return
+	}
 	f.d.Tracker.Observe(o)
 }
 
@@ -314,7 +317,7 @@ func (d *Daemon) earned(guid pva.GUID, ep netip.AddrPort) bool {
 	if sv, ok := d.Registry.Server(guid); ok && sv.Addr == ep {
 		return true
 	}
-	return slices.Contains(d.conf().Static.Servers, ep)
+	return slices.Contains(d.staticServers(d.conf()), ep)
 }
 
 func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {

@@ -15,8 +15,15 @@ func (d *Daemon) registerMetrics() {
 	d.Ring.RegisterMetrics(m)
 	d.httpSrv.RegisterMetrics(m)
 	d.Ring.RegisterDestinationMetrics(m, func() (udp, upstream []netip.AddrPort) {
-		return d.UDP.SearchDestinations(), d.conf().PVA.NameServers
+		return d.UDP.SearchDestinations(), d.nameServers(d.conf())
 	})
+	d.DNS.RegisterMetrics(m)
+	d.Relay.RegisterMetrics(m)
+	rounds := map[string]func() uint64{}
+	for t, n := range d.discoveries {
+		rounds[t] = n.Load
+	}
+	m.Counters("discovery", "rounds_total", "Discovery pings sent to every search destination, by trigger: start, periodic (discovery.interval), reload and dns (new destinations), operator (POST /v1/discover).", "trigger", rounds)
 	d.Upstream.RegisterMetrics(m)
 	d.Prober.RegisterMetrics(m)
 	d.Insight.RegisterMetrics(m)

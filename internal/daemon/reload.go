@@ -109,6 +109,15 @@ var appliedBy = map[string]string{
 	"rate_limit.beacons_per_second":       "UDP policy: a new beacon limiter",
 	"rate_limit.beacon_burst":             "UDP policy: a new beacon limiter",
 	"map.rules":                           "TCP and UDP policies and the API's ?client= view: next answer",
+	"discovery.interval":                  "periodic discovery: the next ping is due one new interval after the reload (0 stops them)",
+	"dns.refresh":                         "DNS following: a round at once, then every new interval (0: none after it)",
+	"dns.timeout":                         "DNS following, next round",
+	"dns.concurrency":                     "DNS following, next round",
+	"dns.max_names":                       "DNS following, next round",
+	"dns.max_addresses":                   "DNS following, next round",
+	"relay.to":                            "relay, next sighting (its host names resolved in the next DNS round)",
+	"relay.max_per_second":                "relay: a new bound with a full burst",
+	"relay.burst":                         "relay: a new bound with a full burst",
 }
 
 // conf is the configuration in force.
@@ -197,7 +206,10 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	udp := udpPolicy(next)
 	udp.LearnFrom = learnFrom(d.boot.PVA.Interfaces, next.UDP.LearnInterfaces)
 	d.UDP.SetPolicy(d.withAnomalies(udp))
-	d.Upstream.SetServers(next.PVA.NameServers, upstreamConnOptions(next))
+	d.DNS.SetLimits(dnsLimits(next))
+	d.DNS.SetNames(next.HostNames())
+	d.Relay.SetLimits(d.relayLimits(next))
+	d.Upstream.SetServers(d.nameServers(next), upstreamConnOptions(next))
 	d.httpSrv.SetLimits(httpLimits(next))
 	d.Ring.SetLimits(next.Search.ThroughMaxNames, next.Search.ThroughDatagramsPerSecond)
 	if prev == nil || prev.Search.Through != next.Search.Through {
@@ -217,8 +229,15 @@ func (d *Daemon) apply(prev, next *config.Config) {
 		d.dropDeniedServers(&next.Access, "server outside the new access.server_allow: dropped")
 	}
 	if !slices.Equal(prev.Static.Servers, next.Static.Servers) || !slices.Equal(prev.Access.ServerAllow, next.Access.ServerAllow) {
-		d.Prober.SetStatic(d.allowedStatic(next.Static.Servers))
-		d.forgetUnlisted(prev.Static.Servers, next.Static.Servers)
+		d.Prober.SetStatic(d.allowedStatic(d.staticServers(next)))
+		d.forgetUnlisted(d.staticServers(prev), d.staticServers(next))
+	}
+	d.openRelay(next)
+	if prev.Discovery.Interval != next.Discovery.Interval {
+		d.armDiscovery()
+	}
+	if next.DNS.Refresh > 0 && (prev.DNS.Refresh != next.DNS.Refresh || !slices.Equal(prev.HostNames(), next.HostNames())) {
+		d.DNS.Refresh() // new names resolved now, the new refresh from then on
 	}
 	if prev.Static.NamesDir != next.Static.NamesDir {
 		d.nameFiles.SetDir(next.Static.NamesDir)
@@ -245,7 +264,7 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	if changed && len(addrList) > 0 {
 		// New destinations are asked at once which servers they have,
 		// rather than at the next beacon.
-		if err := d.Discover(); err != nil {
+		if err := d.discover(discoverReload); err != nil {
 			d.log.Warn("discovery ping after reload failed", zap.Error(err))
 		}
 	}
@@ -284,7 +303,7 @@ func (d *Daemon) destinations(cfg *config.Config) (addrList, beaconList []udpsea
 			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(err))
 		}
 	}
-	addrList = endpoints(cfg.PVA.AddrList)
+	addrList = endpoints(d.expand(cfg.PVA.AddrList))
 	if cfg.PVA.AutoAddrList {
 		addrList = append(addrList, udpsearch.Unicast(auto...)...)
 	}
@@ -342,7 +361,7 @@ func udpPolicy(c *config.Config) udpsearch.Policy {
 	return udpsearch.Policy{
 		ClientAllowed:    udpClientFilter(&c.Access),
 		IgnoreAddrs:      c.PVA.IgnoreAddrList,
-		AnswerNames:      c.UDP.AnswerSearches,
+		AnswerNames:      c.UDP.AnswerSearches && !c.Relay.Only, // a relay has no name server to answer for
 		SearchRate:       c.RateLimit.UDPSearchesPerSecond,
 		SearchBurst:      c.RateLimit.UDPSearchBurst,
 		NameRate:         c.RateLimit.UDPNamesPerSecond,

@@ -21,7 +21,7 @@ import (
 // of the search ring as Context::hurryUp() does — refused, like every poke,
 // within 30 s of the last accepted one (the ping is sent regardless).
 func (d *Daemon) operatorDiscover() error {
-	err := d.Discover()
+	err := d.discover(discoverOperator)
 	d.Ring.Poke(searchring.PokeOperator)
 	return err
 }

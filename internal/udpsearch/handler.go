@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/relay"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
@@ -511,12 +512,12 @@ func (h *handler) onBeacon(d *datagram, hdr pva.Header, payload []byte) {
 		h.foreign(d.src)
 		return
 	}
-	if !h.p.beacons.Allow(d.src.Addr()) {
-		h.st.hintRate.Add(1)
-		return
-	}
 	ep, ok := h.hint(b.Addr, b.Port, b.Protocol, d.src)
 	if !ok {
+		return
+	}
+	if !h.p.beacons.Allow(beaconKey(d.src, ep)) {
+		h.st.hintRate.Add(1)
 		return
 	}
 	h.o.Beacons.Observe(beacon.Observation{
@@ -591,15 +592,14 @@ func (h *handler) searched(a netip.Addr) bool {
 }
 
 // relayable reports whether a relay may name a: a unicast address of
-// another host. Not loopback, multicast, broadcast (limited, or a directed
-// broadcast of this host's networks) or unspecified; not link-local (a
-// relay on another link cannot mean one of ours); and not an address of
-// this host, which would reach every service bound to the wildcard, as
-// loopback would. t is the interface table (nil: not read yet).
+// another host. Not what no relay may name (relay.Relayable: loopback,
+// multicast, limited broadcast, link-local, unspecified), and not an
+// address of this host or a directed broadcast of its networks, which
+// would reach every service bound to the wildcard, as loopback would. t
+// is the interface table (nil: not read yet).
 func relayable(t *ifaceTable, a netip.Addr) bool {
 	a = a.Unmap()
-	if a.IsLoopback() || a.IsMulticast() || a.IsUnspecified() || a.IsLinkLocalUnicast() ||
-		a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+	if !relay.Relayable(a) {
 		return false
 	}
 	if t == nil {
@@ -607,6 +607,19 @@ func relayable(t *ifaceTable, a netip.Addr) bool {
 	}
 	_, local := t.local[a]
 	return !local && !t.bcast[a]
+}
+
+// beaconKey is whose beacon budget (rate_limit.beacons_per_second) a
+// believed sighting spends: its sender's, or for a trusted relay speaking
+// for another host, the named server's, so one relay announcing a subnet
+// of IOCs has each of them the budget a directly heard IOC has. The
+// relay's sightings are bounded on its side (relay.max_per_second) and by
+// the tracker's limit here.
+func beaconKey(src, named netip.AddrPort) netip.Addr {
+	if a := named.Addr(); a != src.Addr().Unmap() {
+		return a
+	}
+	return src.Addr()
 }
 
 func (h *handler) trustedRelay(a netip.Addr) bool {
@@ -651,11 +664,11 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 		if h.o.Beacons == nil {
 			return
 		}
-		if !h.p.beacons.Allow(src.Addr()) {
-			h.st.hintRate.Add(1)
-			return
-		}
 		if ep, ok := h.hint(m.Addr, m.Port, pva.KnownProtocol(m.Protocol), src); ok {
+			if !h.p.beacons.Allow(beaconKey(src, ep)) {
+				h.st.hintRate.Add(1)
+				return
+			}
 			h.o.Beacons.Observe(beacon.Observation{
 				GUID: m.GUID, Endpoint: ep, Protocol: pva.KnownProtocol(m.Protocol),
 				Version: hdr.Version, From: src, Via: beacon.ViaDiscovery,

@@ -556,3 +556,29 @@ func TestRelayMayNotNameLoopback(t *testing.T) {
 		t.Fatalf("address_mismatch %d, want %d", n, len(named)-1)
 	}
 }
+
+// A trusted relay speaking for a subnet of IOCs spends each IOC's beacon
+// budget, not its own: the relay's 30 beacons for 10 IOCs are all taken
+// with a burst of 3 per sender, and an IOC's own beacon after them finds
+// its budget spent.
+func TestRelayedBeaconsSpendTheNamedServersBudget(t *testing.T) {
+	sink := &obsSink{}
+	o := Options{GUID: ownGUID, Beacons: sink,
+		TrustedRelays: []netip.Prefix{netip.MustParsePrefix("10.0.0.200/32")},
+		BeaconRate:    1, BeaconBurst: 3, Clock: clock.NewFake(time.Time{}),
+	}
+	h, st := testHandler(t, o, &recSender{})
+	relay := netip.MustParseAddr("10.0.0.200")
+	for round := 0; round < 3; round++ {
+		for i := 1; i <= 10; i++ {
+			ioc := netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})
+			b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AddressFrom(ioc), Port: 5075, Protocol: "tcp"})
+			h.handle(&datagram{b: b, src: netip.AddrPortFrom(relay, 5076), dst: ipEthBc, ifIndex: 2})
+		}
+	}
+	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AnyIPv4, Port: 5075, Protocol: "tcp"})
+	h.handle(&datagram{b: b, src: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), 5076), dst: ipEthBc, ifIndex: 2})
+	if n := len(sink.all()); n != 30 || st.snapshot().HintRate != 1 {
+		t.Fatalf("%d sightings taken, %d rate limited; want 30 and 1", n, st.snapshot().HintRate)
+	}
+}

@@ -55,6 +55,9 @@ type Options struct {
 	// Bin is the pvans binary (default Binary: PVANS_BIN or a fresh
 	// build), e.g. an older build measured side by side.
 	Bin string
+	// Subcommand is the daemon's subcommand (default "run"; "relay" runs
+	// the relay profile).
+	Subcommand string
 }
 
 // Pvans is one daemon process under test.
@@ -102,7 +105,10 @@ func Start(t testing.TB, o Options) *Pvans {
 		HTTP: "http://" + netip.AddrPortFrom(o.Addr, o.HTTPPort).String(),
 		http: httpClient(o.Netns),
 	}
-	args := append([]string{"run",
+	if o.Subcommand == "" {
+		o.Subcommand = "run"
+	}
+	args := append([]string{o.Subcommand,
 		"--interfaces", o.Interfaces,
 		"--server-port", strconv.Itoa(int(o.TCPPort)), "--broadcast-port", strconv.Itoa(int(o.UDPPort)),
 		"--auto-addr-list=false", "--auto-beacon-addr-list=false",

@@ -1,0 +1,207 @@
+package daemon
+
+import (
+	"net/netip"
+	"slices"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/dnswatch"
+	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/relay"
+)
+
+// Reaching servers on other networks (docs/operations.md, "Reaching IOCs
+// on other networks"): periodic discovery pings, host names in the
+// address lists followed in DNS, and relaying sightings to central
+// instances.
+
+// Discovery triggers, the label of pvans_discovery_rounds_total.
+const (
+	discoverStart    = "start"
+	discoverPeriodic = "periodic"
+	discoverReload   = "reload"
+	discoverDNS      = "dns"
+	discoverOperator = "operator"
+)
+
+var discoverTriggers = []string{discoverStart, discoverPeriodic, discoverReload, discoverDNS, discoverOperator}
+
+// discoveryRounds counts discovery pings sent to every destination, by
+// trigger.
+type discoveryRounds map[string]*atomic.Uint64
+
+func newDiscoveryRounds() discoveryRounds {
+	r := discoveryRounds{}
+	for _, t := range discoverTriggers {
+		r[t] = new(atomic.Uint64)
+	}
+	return r
+}
+
+// discover sends one discovery ping to every search destination and
+// counts the round under trigger.
+func (d *Daemon) discover(trigger string) error {
+	d.discoveries[trigger].Add(1)
+	return d.Discover()
+}
+
+// armDiscovery schedules the next periodic discovery ping
+// (discovery.interval, read now so a reload applies from the next round);
+// none when it is 0.
+func (d *Daemon) armDiscovery() {
+	iv := d.conf().Discovery.Interval
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.periodicTmr != nil {
+		d.periodicTmr.Stop()
+		d.periodicTmr = nil
+	}
+	if !d.closed && d.started && iv > 0 {
+		d.periodicTmr = d.clk.AfterFunc(iv, d.periodicDiscover)
+	}
+}
+
+func (d *Daemon) periodicDiscover() {
+	d.mu.Lock()
+	n := len(d.addrList)
+	d.mu.Unlock()
+	if n > 0 {
+		if err := d.discover(discoverPeriodic); err != nil {
+			d.log.Debug("periodic discovery ping failed", zap.Error(err))
+		}
+	}
+	d.armDiscovery()
+}
+
+// expand is a list with every entry written as a host name replaced by
+// the addresses DNS gives it now (each with the entry's port, TTL and
+// interface); before the name's first lookup, or when it is not
+// followed, the address it had at load stays.
+func (d *Daemon) expand(l []config.Endpoint) []config.Endpoint {
+	out := make([]config.Endpoint, 0, len(l))
+	for _, e := range l {
+		addrs, ok := []netip.Addr(nil), false
+		if e.Host != "" && d.DNS != nil {
+			addrs, ok = d.DNS.Addrs(e.Host)
+		}
+		if !ok {
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+			continue
+		}
+		for _, a := range addrs {
+			x := e
+			x.AddrPort = netip.AddrPortFrom(a, e.Port())
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+// followed is an address list of TCP endpoints (static.servers,
+// pva.name_servers) with its host names expanded. entries is the list as
+// written (Load sets it); a Config built in code may set only the
+// addresses, which are then used as they are.
+func (d *Daemon) followed(addrs []netip.AddrPort, entries []config.Endpoint) []netip.AddrPort {
+	if len(entries) == 0 || !sameAddrs(addrs, entries) {
+		return addrs
+	}
+	var out []netip.AddrPort
+	for _, e := range d.expand(entries) {
+		if !slices.Contains(out, e.AddrPort) {
+			out = append(out, e.AddrPort)
+		}
+	}
+	return out
+}
+
+// sameAddrs reports whether entries, merged as the config merges them,
+// are addrs: the entries belong to the list.
+func sameAddrs(addrs []netip.AddrPort, entries []config.Endpoint) bool {
+	var seen []netip.AddrPort
+	for _, e := range entries {
+		if !slices.Contains(seen, e.AddrPort) {
+			seen = append(seen, e.AddrPort)
+		}
+	}
+	return slices.Equal(seen, addrs)
+}
+
+// staticServers are static.servers with host names expanded.
+func (d *Daemon) staticServers(c *config.Config) []netip.AddrPort {
+	return d.followed(c.Static.Servers, c.Static.ServerEntries)
+}
+
+// nameServers are pva.name_servers with host names expanded.
+func (d *Daemon) nameServers(c *config.Config) []netip.AddrPort {
+	return d.followed(c.PVA.NameServers, c.PVA.NameServerEntries)
+}
+
+// relayLimits are relay.* with relay.to's host names expanded.
+func (d *Daemon) relayLimits(c *config.Config) relay.Limits {
+	return relay.Limits{To: config.AddrPorts(d.expand(c.Relay.To)), PerSecond: c.Relay.PerSecond, Burst: c.Relay.Burst}
+}
+
+func dnsLimits(c *config.Config) dnswatch.Limits {
+	return dnswatch.Limits{Refresh: c.DNS.Refresh, Timeout: c.DNS.Timeout, Concurrency: c.DNS.Concurrency,
+		MaxNames: c.DNS.MaxNames, MaxAddresses: c.DNS.MaxAddresses}
+}
+
+// onDNSChanged applies new DNS answers to every list that holds a name:
+// added static servers are probed, removed ones are left like a static
+// server taken off the list (a listed server keeps its names until its
+// watch ends); search destinations, name servers and relay destinations
+// follow, and new search destinations get a discovery ping.
+func (d *Daemon) onDNSChanged() {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	d.mu.Lock()
+	up := d.started && !d.closed
+	d.mu.Unlock()
+	if !up {
+		return
+	}
+	c := d.conf()
+	d.Prober.SetStatic(d.allowedStatic(d.staticServers(c)))
+	d.Upstream.SetServers(d.nameServers(c), upstreamConnOptions(c))
+	d.Relay.SetLimits(d.relayLimits(c))
+	d.openRelay(c)
+	addrList, beaconList := d.destinations(c)
+	d.mu.Lock()
+	changed := !slices.Equal(d.addrList, addrList)
+	d.addrList = addrList
+	d.mu.Unlock()
+	d.UDP.SetDestinations(addrList, beaconList)
+	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "dns", Detail: "host names in the address lists resolve to new addresses"})
+	if changed && len(addrList) > 0 {
+		if err := d.discover(discoverDNS); err != nil {
+			d.log.Warn("discovery ping after a DNS change failed", zap.Error(err))
+		}
+	}
+}
+
+// openRelay opens the relay's sockets the first time relay.to is set.
+func (d *Daemon) openRelay(c *config.Config) {
+	if len(c.Relay.To) == 0 || d.relayOpen.Load() {
+		return
+	}
+	if err := d.Relay.Open(); err != nil {
+		d.log.Warn("relay sockets not opened; nothing is relayed", zap.Error(err))
+		return
+	}
+	d.relayOpen.Store(true)
+}
+
+// relayed hands an accepted sighting to the relay and reports whether it
+// goes no further (the relay profile lists nothing itself).
+func (d *Daemon) relayed(o beacon.Observation) bool {
+	d.Relay.Relay(o)
+	return d.boot.Relay.Only
+}

@@ -1,0 +1,187 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/testutil"
+)
+
+// tableDNS answers host names from a table the test edits.
+type tableDNS struct {
+	mu sync.Mutex
+	m  map[string][]netip.Addr
+}
+
+func (r *tableDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.m[host]), nil
+}
+
+func (r *tableDNS) set(host string, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[host] = nil
+	for _, a := range addrs {
+		r.m[host] = append(r.m[host], netip.MustParseAddr(a))
+	}
+}
+
+func startFake(t *testing.T, c *config.Config, dns *tableDNS) (*Daemon, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	o := Options{Logger: zaptest.NewLogger(t), Clock: clk}
+	if dns != nil {
+		o.Resolver = dns
+	}
+	d, err := New(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d, clk
+}
+
+// udpSink counts discovery pings arriving at a search destination.
+func udpSink(t *testing.T) (netip.AddrPort, func(time.Duration) int) {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	count := func(wait time.Duration) int {
+		n := 0
+		buf := make([]byte, 2048)
+		for {
+			c.SetReadDeadline(time.Now().Add(wait))
+			k, _, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return n
+			}
+			if h, p, _, err := pva.SplitMessage(buf[:k]); err == nil && h.Command == pva.CmdSearch {
+				var s pva.Search
+				if s.Decode(p, h.BigEndian()) == nil && len(s.Names) == 0 {
+					n++
+				}
+			}
+		}
+	}
+	return c.LocalAddr().(*net.UDPAddr).AddrPort(), count
+}
+
+// discovery.interval sends a discovery ping to every search destination
+// each interval, on the daemon's clock, counted by trigger; a reload to 0
+// stops them.
+func TestPeriodicDiscovery(t *testing.T) {
+	dest, pings := udpSink(t)
+	c := testConfig(t, dest)
+	c.Discovery.Interval = time.Minute
+	d, clk := startFake(t, c, nil)
+	if n := pings(300 * time.Millisecond); n != 1 {
+		t.Fatalf("%d pings at start, want 1", n)
+	}
+	clk.Advance(59 * time.Second)
+	if n := pings(200 * time.Millisecond); n != 0 {
+		t.Fatalf("%d pings before the interval", n)
+	}
+	for i := 0; i < 3; i++ {
+		clk.Advance(time.Minute)
+	}
+	if n := pings(300 * time.Millisecond); n != 3 {
+		t.Fatalf("%d pings over three intervals, want 3", n)
+	}
+	if p, s := d.discoveries[discoverPeriodic].Load(), d.discoveries[discoverStart].Load(); p != 3 || s != 1 {
+		t.Errorf("rounds: periodic %d, start %d", p, s)
+	}
+	next := *c
+	next.Discovery.Interval = 0
+	d.Reload(&next)
+	clk.Advance(10 * time.Minute)
+	if n := pings(200 * time.Millisecond); n != 0 {
+		t.Fatalf("%d pings after discovery.interval went to 0", n)
+	}
+}
+
+// Host names in static.servers, pva.addr_list, pva.name_servers and
+// relay.to are resolved again every dns.refresh with all their
+// addresses; the lists follow, and a name whose lookup has not answered
+// yet keeps its address from load.
+func TestListsFollowDNS(t *testing.T) {
+	dns := &tableDNS{m: map[string][]netip.Addr{}}
+	dns.set("ioc.test", "127.0.0.2", "127.0.0.3")
+	dns.set("sub.test", "127.0.0.9")
+	c := testConfig(t)
+	port := testutil.FreeTCPPort(t)
+	c.Static.ServerEntries = []config.Endpoint{{AddrPort: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port), TTL: config.NoTTL, Host: "ioc.test"}}
+	c.Static.Servers = config.AddrPorts(c.Static.ServerEntries)
+	c.PVA.AddrList = []config.Endpoint{{AddrPort: netip.MustParseAddrPort("127.0.0.9:5999"), TTL: config.NoTTL, Host: "sub.test"}}
+	c.DNS.Refresh = 30 * time.Second
+	d, clk := startFake(t, c, dns)
+
+	static := func() []netip.AddrPort {
+		var out []netip.AddrPort
+		for _, s := range d.Prober.Servers() {
+			if s.Static {
+				out = append(out, s.Endpoint)
+			}
+		}
+		slices.SortFunc(out, func(a, b netip.AddrPort) int { return a.Compare(b) })
+		return out
+	}
+	ep := func(a string) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr(a), port) }
+	testutil.WaitFor(t, 5*time.Second, "the first lookup round expands ioc.test to both addresses", func() bool {
+		return slices.Equal(static(), []netip.AddrPort{ep("127.0.0.2"), ep("127.0.0.3")})
+	})
+	// A pod restart: the name moves; the next round follows it.
+	dns.set("ioc.test", "127.0.0.4")
+	dns.set("sub.test", "127.0.0.10")
+	clk.Advance(30 * time.Second)
+	testutil.WaitFor(t, 5*time.Second, "the next round follows the new address", func() bool {
+		return slices.Equal(static(), []netip.AddrPort{ep("127.0.0.4")})
+	})
+	testutil.WaitFor(t, 5*time.Second, "the search destination follows", func() bool {
+		return slices.Equal(d.UDP.SearchDestinations(), []netip.AddrPort{netip.MustParseAddrPort("127.0.0.10:5999")})
+	})
+	if !d.earned(pva.GUID{}, ep("127.0.0.4")) {
+		t.Error("a static server known by its name's new address is not the operator's")
+	}
+	if d.discoveries[discoverDNS].Load() == 0 {
+		t.Error("no discovery ping to the new search destination")
+	}
+}
+
+// The relay profile hands accepted sightings only to the relay: nothing
+// is tracked or probed, and no TCP name server listens.
+func TestRelayOnly(t *testing.T) {
+	central, _ := udpSink(t)
+	c := testConfig(t)
+	c.Relay.To = []config.Endpoint{config.EndpointOf(central)}
+	c.Relay.Only = true
+	d, _ := startFake(t, c, nil)
+	if len(d.TCP.Addrs()) != 0 {
+		t.Errorf("relay profile listens on %v", d.TCP.Addrs())
+	}
+	beaconFilter{d}.Observe(beacon.Observation{GUID: pva.GUID{9}, Endpoint: netip.MustParseAddrPort("10.9.0.5:5075"), Protocol: "tcp", Via: beacon.ViaBeacon})
+	if _, ok := d.Tracker.Lookup(netip.MustParseAddrPort("10.9.0.5:5075"), "tcp"); ok {
+		t.Error("the relay profile tracked a sighting")
+	}
+	if st := d.Relay.Stats(); st.Relayed != 1 || st.Datagrams != 1 {
+		t.Errorf("relay stats %+v", st)
+	}
+}
