@@ -62,7 +62,6 @@ type harness struct {
 	dns     *fakeDNS
 	clk     *clock.Fake
 	changed chan struct{}
-	rounds  chan struct{}
 }
 
 func newHarness(t *testing.T, lim Limits) *harness {
