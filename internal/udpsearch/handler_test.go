@@ -571,13 +571,13 @@ func TestRelayedBeaconsSpendTheNamedServersBudget(t *testing.T) {
 	relay := netip.MustParseAddr("10.0.0.200")
 	for round := 0; round < 3; round++ {
 		for i := 1; i <= 10; i++ {
-			ioc := netip.AddrFrom4([4]byte{10, 0, 0, byte(i)})
+			ioc := netip.AddrFrom4([4]byte{10, 0, 0, byte(10 + i)}) // not this host's 10.0.0.5
 			b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AddressFrom(ioc), Port: 5075, Protocol: "tcp"})
 			h.handle(&datagram{b: b, src: netip.AddrPortFrom(relay, 5076), dst: ipEthBc, ifIndex: 2})
 		}
 	}
 	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AnyIPv4, Port: 5075, Protocol: "tcp"})
-	h.handle(&datagram{b: b, src: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), 5076), dst: ipEthBc, ifIndex: 2})
+	h.handle(&datagram{b: b, src: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.11"), 5076), dst: ipEthBc, ifIndex: 2})
 	if n := len(sink.all()); n != 30 || st.snapshot().HintRate != 1 {
 		t.Fatalf("%d sightings taken, %d rate limited; want 30 and 1", n, st.snapshot().HintRate)
 	}
