@@ -154,6 +154,14 @@ func (h *handler) handle(d *datagram) {
 		// owning the address, as it did when pvans answered the forwarded
 		// copy.
 		o, from, pin = originUnicast, d.dst, owner
+	} else if ok && h.allowed != nil && h.allowed[d.dst] && !h.allowed[from] {
+		// A weak-host arrival at a served address from an unserved leg:
+		// a gateway host serving its IOC leg, reached by a client on the
+		// other leg that names the served address (a pvAccessCPP client's
+		// EPICS_PVA_ADDR_LIST). A PVXS server bound to that address gets
+		// every unicast to it; answer from it, out of the arrival
+		// interface where the client is.
+		o, from = originUnicast, d.dst
 	}
 
 	hdr, payload, rest, err := pva.SplitMessage(d.b)

@@ -406,6 +406,29 @@ func TestWeakHostArrivalAnsweredFromArrivalInterface(t *testing.T) {
 	}
 }
 
+// A gateway host serving only its IOC leg (Interfaces eth0) is reached by
+// a pvAccessCPP client on its other leg with EPICS_PVA_ADDR_LIST naming the
+// served address: the unicast to eth0's address arrives on eth1 (weak
+// host). A PVXS server bound to eth0's address answers it (the kernel hands
+// the socket every unicast to its address), and so does pvans: from the
+// address the client sent to, out of the interface the client is on. A
+// broadcast on the unserved leg is still not answered.
+func TestWeakHostArrivalAtServedAddressFromUnservedLeg(t *testing.T) {
+	out := &recSender{}
+	h, st := testHandler(t, Options{AnswerNames: true, Resolver: captureRegistry(), Interfaces: []netip.Addr{ipEth}}, out)
+	msg := searchMsg(pva.SearchUnicast, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")
+	h.handle(&datagram{b: msg, src: netip.MustParseAddrPort("10.1.0.9:5555"), dst: ipEth, ifIndex: 3})
+	if len(out.replies) != 1 || out.replies[0].from != ipEth || out.replies[0].ifIndex != 3 {
+		t.Fatalf("replies %+v (not_our_interface %d), want one from %v out of eth1", out.replies, st.snapshot().DropNotOurInterface, ipEth)
+	}
+	out.reset()
+	bc := searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")
+	h.handle(&datagram{b: bc, src: netip.MustParseAddrPort("10.1.0.9:5555"), dst: netip.MustParseAddr("10.1.0.255"), ifIndex: 3})
+	if len(out.replies) != 0 {
+		t.Fatalf("a broadcast on the unserved leg was answered: %+v", out.replies)
+	}
+}
+
 // Hints (issue 13): a beacon or search response is believed only when the
 // server address it names is "any" (the sender's) or the sender's own, or
 // the sender is a trusted relay; the server allow list must admit sender
