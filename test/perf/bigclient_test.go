@@ -123,9 +123,12 @@ func TestBigClient(t *testing.T) {
 		}
 		// A regression shows as thousands: unpaced replies to a client
 		// that drains as fast as a PVXS one lose ~5,800 of ~4,100 sent
-		// (re-searches included) in its receive buffer. A loaded machine
-		// costs tens.
-		if limit := int64(r.udpSent / 10); r.clientDrops > limit || r.clientDrops < 0 {
+		// (re-searches included, 1.4 per datagram) in its receive buffer.
+		// An idle machine costs tens; one whose two cores are busy with
+		// other work starves the simulated client's drain and cost up to
+		// 1,346 (0.26 per datagram) in one run, so the bound is half a
+		// drop per datagram sent: well below the regression, above load.
+		if limit := int64(r.udpSent / 2); r.clientDrops > limit || r.clientDrops < 0 {
 			t.Errorf("%s: the client's receive buffer dropped %d replies (limit %d)", r.mode, r.clientDrops, limit)
 		}
 	}
