@@ -1,9 +1,9 @@
 // Package udpsearch owns pvans's part in PVAccess UDP name resolution on
-// the search port (5076): the shared wildcard socket, the classification
+// the search port (5076): the shared wildcard sockets, the classification
 // of every datagram by destination and arrival interface, the loopback
 // multicast forwarding of unicast searches (spec §5, wire-notes §5.5), the
-// answers to searches and discovery pings, pvans's own beacons, and a
-// separate client socket for discovery pings and search-through searches.
+// answers to searches and discovery pings, pvans's own beacons, and
+// separate client sockets for discovery pings and search-through searches.
 //
 // Beacons, discovery replies and search replies are hints about servers;
 // they are taken only from the interfaces pvans serves (Policy.LearnFrom),
@@ -16,15 +16,37 @@
 // the responses through a callback). It reads no configuration and no
 // environment: Options carries plain values.
 //
-// A unicast search is handled once: forwarded to the loopback group (only
-// while another socket on the host shares the search port, as sock_diag
-// tells) from a socket of its own, and answered from the original; pvans's
-// own copy coming back from the group is known by that socket's address and
-// dropped unread.
+// IPv4 is always served: the search port socket (0.0.0.0:5076) and a
+// client socket on an ephemeral port. With Options.IPv6 the same pair is
+// opened for IPv6 beside them ([::]:5076 with IPV6_V6ONLY, and a client
+// socket on the IPv4 client socket's port), as PVXS does; a host without
+// IPv6 runs on IPv4 alone, with a warning. pvans's own beacons go out from
+// a socket of their own per family, opened once beacons are on. The
+// sockets are Linux's (IP_PKTINFO, SO_REUSEPORT, recvmmsg); elsewhere
+// Listen fails and only the handler works.
 //
-// One goroutine receives on the search port and runs the per-datagram
-// handler; the handler keeps its scratch buffers between datagrams so a
-// search for names pvans does not hold costs a decode and one hash lookup
-// per name, and allocates nothing. Only IPv4 is handled, as PVXS forwards
-// only IPv4.
+// An IPv4 unicast search is handled once: forwarded to the loopback group
+// (only while another socket on the host shares the search port, as
+// sock_diag tells) from a socket of its own, and answered from the
+// original; pvans's own copy coming back from the group is known by that
+// socket's address and dropped unread. IPv6 searches are never forwarded
+// (PVXS forwards only IPv4 unicast searches): each is answered directly.
+//
+// Start launches one receive goroutine per receiving socket: two (the IPv4
+// search port and client sockets), four with the IPv6 pair. Each receives
+// datagrams in batches (recvmmsg) and runs its socket's own handler on
+// them; the IPv4 search port's replies go out in one sendmmsg after each
+// receive batch. With a BeaconSink, Start launches one more goroutine,
+// which drains the bounded queue of sightings into the tracker, so that no
+// receive loop waits on the registry's writer (a sighting that finds the
+// queue full is dropped and counted). Everything else runs from timers
+// (Options.Clock): the periodic interface refresh
+// (Options.InterfaceRefresh), pvans's own beacons while they are on, and,
+// with Options.ReplyRate set, the queue of paced replies, which sends held
+// replies when they are due. Close waits for the receive goroutines, not
+// for a delivery to the tracker in progress.
+//
+// Each handler keeps its scratch buffers between datagrams, so a search
+// for names pvans does not hold costs a decode and one hash lookup per
+// name, and allocates nothing.
 package udpsearch
