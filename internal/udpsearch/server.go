@@ -435,8 +435,6 @@ func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err er
 	return first
 }
 
-// SearchDestinations is where SendSearch sends now (Options.AddrList, or
-// the last SetDestinations).
 // maxExpected bounds the endpoints Expect remembers at once.
 const maxExpected = 256
 
@@ -502,6 +500,8 @@ func (s *Server) expected(a netip.Addr, port uint16) bool {
 	return false
 }
 
+// SearchDestinations is where SendSearch sends now (Options.AddrList, or
+// the last SetDestinations).
 func (s *Server) SearchDestinations() []netip.AddrPort {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -553,10 +553,9 @@ func (s *Server) sendBeacon(b []byte) {
 	}
 }
 
-// sendTo sends b to d from conn, with d's TTL and interface when d is a
-
 var errNoIPv6 = errors.New("udpsearch: IPv6 destination but no IPv6 socket (Options.IPv6 off, or no IPv6 on this host)")
 
+// sendTo sends b to d from conn, with d's TTL and interface when d is a
 // multicast group.
 func sendTo(conn, conn6 *net.UDPConn, b []byte, d *sendDest) error {
 	if !d.Addr.Addr().Is4() {
