@@ -395,10 +395,10 @@ func TestRingHurryUpOnFirstBeacon(t *testing.T) {
 	}
 }
 
-// Re-entry (spec §3.6): a name the ring resolved and pushed is searched
-// again as soon as its server is lost, so when the client comes back
-// (its connection to the dead endpoint failed) another server's answer is
-// already there.
+// Re-entry (docs/protocol.md, "Re-entry into search"): a name the ring
+// resolved and pushed is searched again as soon as its server is lost, so
+// when the client comes back (its connection to the dead endpoint failed)
+// another server's answer is already there.
 func TestReenteredWhenPushedServerIsLost(t *testing.T) {
 	u := newPeerUDP(t, udpRx(t, "127.0.0.1:0"))
 	u.start()

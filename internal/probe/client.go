@@ -18,7 +18,7 @@ import (
 )
 
 // ServerPV is the channel every PVXS and pvAccessCPP server serves for
-// pvxlist/pvlist (wire-notes §6).
+// pvxlist/pvlist (docs/protocol.md, "The server PV").
 const ServerPV = "server"
 
 // tlsSeq marks our TLS-endpoint query ("tlsq"); the discovery ping's

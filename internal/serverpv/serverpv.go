@@ -1,11 +1,11 @@
 // Package serverpv serves the `server` PV on pvans's TCP port, so `pvxlist
 // <pvans host>` and `pvlist` work against pvans as against any PVA server
-// (wire-notes §6): op=info says what pvans is; op=channels lists the PVs
-// pvans itself serves, which is none. It deliberately does not list the
-// names pvans resolves: another name server (or pvans) probing this one
-// would then register those names with pvans's endpoint and send clients
-// to a host that refuses to create them. Operators list those names with
-// `pvans list --names` or the HTTP API.
+// (docs/protocol.md, "The listing RPC"): op=info says what pvans is;
+// op=channels lists the PVs pvans itself serves, which is none. It
+// deliberately does not list the names pvans resolves: another name server
+// (or pvans) probing this one would then register those names with pvans's
+// endpoint and send clients to a host that refuses to create them.
+// Operators list those names with `pvans list --names` or the HTTP API.
 package serverpv
 
 import (

@@ -1,9 +1,10 @@
 // Package udpsearch owns pvans's part in PVAccess UDP name resolution on
-// the search port (5076): the shared wildcard socket, the classification
-// of every datagram by destination and arrival interface, the loopback
-// multicast forwarding of unicast searches (spec §5, wire-notes §5.5), the
-// answers to searches and discovery pings, pvans's own beacons, and a
-// separate client socket for discovery pings and search-through searches.
+// the search port (5076): the shared wildcard socket, the classification of
+// every datagram by destination and arrival interface, the loopback
+// multicast forwarding of unicast searches (docs/protocol.md, "Unicast
+// forwarding"), the answers to searches and discovery pings, pvans's own
+// beacons, and a separate client socket for discovery pings and
+// search-through searches.
 //
 // Beacons, discovery replies and search replies are hints about servers;
 // they are taken only from the interfaces pvans serves (Policy.LearnFrom),
@@ -25,6 +26,6 @@
 // One goroutine receives on the search port and runs the per-datagram
 // handler; the handler keeps its scratch buffers between datagrams so a
 // search for names pvans does not hold costs a decode and one hash lookup
-// per name, and allocates nothing. Only IPv4 is handled, as PVXS forwards
-// only IPv4.
+// per name, and allocates nothing. Only IPv4 searches are forwarded, as
+// PVXS forwards only IPv4; an IPv6 one is answered directly.
 package udpsearch

@@ -28,7 +28,7 @@ const (
 )
 
 // ForwardGroup is the loopback multicast group unicast searches are
-// forwarded to (spec §5).
+// forwarded to (docs/protocol.md, "Unicast forwarding").
 var ForwardGroup = netip.AddrFrom4([4]byte{224, 0, 0, 128})
 
 // Options configures a Server. Zero values mean the defaults noted.

@@ -16,12 +16,12 @@ import (
 var loopback4 = [4]byte{127, 0, 0, 1}
 
 // listenSearchPort opens the shared wildcard socket on port the way PVXS
-// does (wire-notes §5.3): SO_REUSEADDR and SO_REUSEPORT before bind so
-// pvans and PVXS servers share the port, IP_PKTINFO for the destination
-// and arrival interface, SO_RXQ_OVFL for the kernel's drop count, the
-// loopback group joined on 127.0.0.1 with multicast loop on, and multicast
-// sends leaving through 127.0.0.1 with TTL 1. The socket lives in the
-// network namespace of the calling thread.
+// does (docs/protocol.md, "The search port's socket"): SO_REUSEADDR and
+// SO_REUSEPORT before bind so pvans and PVXS servers share the port,
+// IP_PKTINFO for the destination and arrival interface, SO_RXQ_OVFL for the
+// kernel's drop count, the loopback group joined on 127.0.0.1 with
+// multicast loop on, and multicast sends leaving through 127.0.0.1 with TTL
+// 1. The socket lives in the network namespace of the calling thread.
 func listenSearchPort(port uint16, rcvbuf int) (*net.UDPConn, error) {
 	conn, err := listenUDP("udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port), func(f int) error {
 		if err := sharePort(f); err != nil {
