@@ -77,13 +77,12 @@ func hasName(t *testing.T, ds [][]byte, name string) bool {
 	return false
 }
 
-// The discovery ping and the search-through search pvans sends to a
-// unicast destination are byte for byte what pvxlist and pvxget sent in
-// the capture (blocks #39 and #3), but for the client's own reply port and
-// CIDs: flags 0x81 and 0x80, zero reply address, big endian, version 2.
-// The ping keeps PVXS's constant "find" sequence; the search-through
-// search uses the ring's own random sequence ID (issue 13: a reply must
-// echo it to count).
+// The discovery ping and the search-through search pvans sends to a unicast
+// destination are byte for byte what pvxlist and pvxget sent in the capture
+// (blocks #39 and #3), but for the client's own reply port and CIDs: flags
+// 0x81 and 0x80, zero reply address, big endian, version 2. The ping keeps
+// PVXS's constant "find" sequence; the search-through search uses the
+// ring's own random sequence ID (a reply must echo it to count).
 func TestClientDatagramsAsPVXSBuildsThem(t *testing.T) {
 	blocks := testutil.CaptureBlocks(t)
 	rx := udpRx(t, "127.0.0.1:0")

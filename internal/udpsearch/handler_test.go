@@ -430,7 +430,7 @@ func TestWeakHostArrivalAtServedAddressFromUnservedLeg(t *testing.T) {
 	}
 }
 
-// Hints (issue 13): a beacon or search response is believed only when the
+// Hints (the trust rule): a beacon or search response is believed only when the
 // server address it names is "any" (the sender's) or the sender's own, or
 // the sender is a trusted relay; the server allow list must admit sender
 // and named server; only "tcp"/"tls" count; beacons per sender are rate

@@ -210,7 +210,7 @@ type Policy struct {
 	RateSources       int
 	MaxNamesPerSearch int
 	AddressMap        addrmap.Map
-	// Hints (issue 13): see Options.ServerAllowed and the fields after it.
+	// Hints (the trust rule): see Options.ServerAllowed and the fields after it.
 	ServerAllowed func(netip.Addr) bool
 	TrustedRelays []netip.Prefix
 	BeaconRate    float64

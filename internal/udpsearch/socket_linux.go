@@ -210,14 +210,14 @@ func newRxBatch(n, size int) *rxBatch {
 	return r
 }
 
-// recvmmsg is called on the non-blocking socket, so it never waits in
-// the kernel: it goes in as a raw system call. A plain one (entersyscall)
-// wakes the runtime's sysmon thread whenever it is in its deep sleep,
-// which on an otherwise idle daemon is every datagram: a futex wake and a
-// 20 µs sleep cycle on another thread, about as much CPU as the datagram
-// itself at low rates (issue 20, docs/PERFORMANCE.md). It reports false
-// on EAGAIN; the headers the last call used are made ready first (the
-// kernel writes only those, so a quiet daemon touches one, not 64).
+// recvmmsg is called on the non-blocking socket, so it never waits in the
+// kernel: it goes in as a raw system call. A plain one (entersyscall) wakes
+// the runtime's sysmon thread whenever it is in its deep sleep, which on an
+// otherwise idle daemon is every datagram: a futex wake and a 20 µs sleep
+// cycle on another thread, about as much CPU as the datagram itself at low
+// rates (docs/PERFORMANCE.md, "One pass per datagram"). It reports false on
+// EAGAIN; the headers the last call used are made ready first (the kernel
+// writes only those, so a quiet daemon touches one, not 64).
 func (r *rxBatch) recvmmsg(fd uintptr) bool {
 	for i := range r.hdrs[:r.used] {
 		h := &r.hdrs[i].hdr
