@@ -23,12 +23,12 @@
 // An entry not refreshed for Options.Expiry (360 s, twice the 180 s slow
 // beacon period), or stamped more than 15 s in the future (a stepped wall
 // clock), is dropped with EventLost. The check runs every
-// Options.CheckInterval. The spec lists 180 s; PVXS also runs it every 10 s
-// from its channel-cache timer, and so does this tracker by default: a
-// name server that keeps answering for a dead server costs every client a
-// failed connect, and a 20 000-entry scan every 10 s is cheap. The check
-// interval is the detection granularity: an entry is lost at the first check
-// at or after LastSeen+Expiry, never before.
+// Options.CheckInterval. PVXS runs it every 180 s and also every 10 s from
+// its channel-cache timer, and so does this tracker by default: a name
+// server that keeps answering for a dead server costs every client a failed
+// connect, and a 20 000-entry scan every 10 s is cheap. The check interval
+// is the detection granularity: an entry is lost at the first check at or
+// after LastSeen+Expiry, never before.
 package beacon
 
 import (
@@ -43,7 +43,7 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// Defaults (spec §2 and the table of timers).
+// Defaults, a PVXS client's (docs/protocol.md, "Beacon tracking").
 const (
 	DefaultExpiry        = 360 * time.Second
 	DefaultCheckInterval = 10 * time.Second

@@ -91,7 +91,7 @@ func TestExpiryExactlyAtConfiguredTime(t *testing.T) {
 }
 
 func TestExpiryGranularityIsCheckInterval(t *testing.T) {
-	// With the spec's 180 s check, an entry seen at t0+10 expires at
+	// With only the 180 s check, an entry seen at t0+10 expires at
 	// t0+370 but is only noticed at the check at t0+540.
 	c := clock.NewFake(time.Time{})
 	tr, r := newTracker(t, c, 360*time.Second, 180*time.Second, 0)

@@ -33,7 +33,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if d.HTTP.Listen != "127.0.0.1:9076" || d.Registry.MaxServers != 20000 || d.Probe.Concurrency != 16 ||
 		d.Probe.ReprobeInterval != 5*time.Minute || d.Beacon.Expiry != 360*time.Second ||
 		!d.UDP.AnswerSearches || d.UDP.SendBeacons {
-		t.Errorf("daemon defaults differ from the issue: %+v", d)
+		t.Errorf("daemon defaults changed: %+v", d)
 	}
 	// Load with no sources is exactly the defaults.
 	c := mustLoad(t, LoadOptions{})

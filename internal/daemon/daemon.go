@@ -210,7 +210,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		BeaconAddrList:   beaconList,
 		Resolver:         d.Resolver,
 		Beacons:          beaconFilter{d},
-		BeaconQueue:      cfg.UDP.BeaconQueue, // issue 14: the receive path never waits for the registry
+		BeaconQueue:      cfg.UDP.BeaconQueue, // the receive path never waits for the registry
 		ReplyRate:        cfg.UDP.ClientReplyNamesPerSecond,
 		ReplyBurst:       cfg.UDP.ClientReplyNameBurst,
 		ReplyQueueBytes:  int(cfg.UDP.ReplyQueueBytes),

@@ -200,7 +200,7 @@ func TestRestartWithNewGUID(t *testing.T) {
 	})
 	t.Logf("new instance answered %s after its first beacon", took)
 	if el := time.Since(restarted); el > 2*time.Second {
-		t.Errorf("new GUID answered %s after the restart, want under 2 s (issue 13 target)", el)
+		t.Errorf("new GUID answered %s after the restart, want under 2 s", el)
 	}
 	if _, ok := d.Registry.Server(old); ok {
 		t.Fatal("old GUID still registered")
@@ -236,7 +236,7 @@ func TestLastSeenFollowsBeacons(t *testing.T) {
 
 // A missing beacon is no proof a server is gone: while its watch
 // connection answers, beacon expiry keeps it; without one, expiry removes
-// it (issue 13).
+// it.
 func TestBeaconExpiryKeepsWatchedServer(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false

@@ -43,7 +43,7 @@ func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
 		{"tcpsearch.DefaultMaxMessage", "tcp.max_message_bytes", int64(tcpsearch.DefaultMaxMessage), c.TCP.MaxMessageBytes},
 		{"tcpsearch.DefaultSendQueueBytes", "tcp.send_queue_bytes", int64(tcpsearch.DefaultSendQueueBytes), c.TCP.SendQueueBytes},
 		{"udpsearch.DefaultPort", "pva.broadcast_port", udpsearch.DefaultPort, int(c.PVA.BroadcastPort)},
-		// issue 14's bounds
+		// the bounds of docs/SECURITY.md, "Bounds"
 		{"httpapi.DefaultMaxConns", "http.max_connections", httpapi.DefaultMaxConns, c.HTTP.MaxConnections},
 		{"httpapi.DefaultMaxConnsPerSource", "http.max_connections_per_source", httpapi.DefaultMaxConnsPerSource, c.HTTP.MaxConnectionsPerSource},
 		{"httpapi.DefaultDiscoverInterval", "http.discover_interval", dur(httpapi.DefaultDiscoverInterval), c.HTTP.DiscoverInterval},

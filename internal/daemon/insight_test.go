@@ -175,7 +175,7 @@ func TestNotAllowedBeaconAnomaly(t *testing.T) {
 }
 
 // A server whose beacons stop while pvans's TCP watch on it still answers
-// is kept (issue 13) and reported as an "anomaly: beacons_stopped" event.
+// is kept (the trust rule) and reported as an "anomaly: beacons_stopped" event.
 func TestBeaconsStoppedAnomaly(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false

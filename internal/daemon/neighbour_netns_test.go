@@ -64,14 +64,15 @@ func sharedUDP(t *testing.T, ns *testutil.Netns, addr string, join bool) *net.UD
 	return c
 }
 
-// The pvAccessCPP situation of issue 15, with real sockets in a namespace
-// made by the test: two PVXS-like servers and a pvAccessCPP-like server
-// share UDP 5076 with pvans; the pvAccessCPP one binds 127.0.0.1:5076, so
-// every unicast datagram to 127.0.0.1:5076 (the PVXS servers' beacons,
-// pvans's discovery pings and search-through searches) reaches only it,
-// and it forwards a search to the others only when the search carries the
-// Unicast flag. pvans must still learn every server by discovery and
-// resolve the name of the one that cannot be listed by search-through.
+// A pvAccessCPP server on the host bound to 127.0.0.1, with real sockets in
+// a namespace made by the test: two PVXS-like servers and a
+// pvAccessCPP-like server share UDP 5076 with pvans; the pvAccessCPP one
+// binds 127.0.0.1:5076, so every unicast datagram to 127.0.0.1:5076 (the
+// PVXS servers' beacons, pvans's discovery pings and search-through
+// searches) reaches only it, and it forwards a search to the others only
+// when the search carries the Unicast flag. pvans must still learn every
+// server by discovery and resolve the name of the one that cannot be listed
+// by search-through.
 //
 // The servers' TCP listeners are on the host's loopback: the daemon's
 // prober dials from goroutines outside the namespace, and 127.0.0.1 is the

@@ -198,16 +198,17 @@ func (u *peerUDP) handle(b []byte, from netip.AddrPort) {
 	}
 }
 
-// cppNeighbour is the pvAccessCPP server of a shared host as wire-notes
-// §5.3/§5.5 describe it: one socket bound to 127.0.0.1:port, which the
-// kernel prefers to every wildcard socket for a unicast to 127.0.0.1, so it
-// takes every such datagram, beacons included, and forwards to the
-// loopback group only the searches flagged Unicast (0x80), in its own
-// format (the original header's first three bytes, CMD_ORIGIN_TAG with its
-// socket's bind address, the search with the flag cleared and the reply
-// address filled in); and one socket bound to the group, which answers
-// what was forwarded. Its own answers are little endian; discovery pings
-// are answered after 50-150 ms.
+// cppNeighbour is the pvAccessCPP server of a shared host as
+// docs/protocol.md, "The search port's socket" and "Unicast forwarding"
+// describe it: one socket bound to 127.0.0.1:port, which the kernel prefers
+// to every wildcard socket for a unicast to 127.0.0.1, so it takes every
+// such datagram, beacons included, and forwards to the loopback group only
+// the searches flagged Unicast (0x80), in its own format (the original
+// header's first three bytes, CMD_ORIGIN_TAG with its socket's bind
+// address, the search with the flag cleared and the reply address filled
+// in); and one socket bound to the group, which answers what was forwarded.
+// Its own answers are little endian; discovery pings are answered after
+// 50-150 ms.
 type cppNeighbour struct {
 	uni, group *peerUDP
 	beacons    atomic.Int64 // datagrams it swallowed that were not searches

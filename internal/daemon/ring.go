@@ -14,8 +14,9 @@ import (
 )
 
 // The search ring's links to the rest of the daemon that PVXS keeps inside
-// its client: hurry-up on an operator's request (Context::hurryUp), re-entry
-// when a claim proves broken (spec §3.6), and the datagrams' way out.
+// its client: hurry-up on an operator's request (Context::hurryUp),
+// re-entry when a claim proves broken (docs/protocol.md, "Re-entry into
+// search"), and the datagrams' way out.
 
 // operatorDiscover is POST /v1/discover: a discovery ping, and a hurry-up
 // of the search ring as Context::hurryUp() does — refused, like every poke,
@@ -28,10 +29,10 @@ func (d *Daemon) operatorDiscover() error {
 
 // serverGone is told that a registered server proved dead (its watch
 // connection ended, or its beacons stopped): names the ring resolved to it
-// and pushed to clients are searched again at the next tick (spec §3.6,
-// "lost while active"), so the clients, which search again themselves
-// when the endpoint fails them, are answered as soon as another server
-// claims the name.
+// and pushed to clients are searched again at the next tick, as a channel
+// lost while active is (docs/protocol.md, "Re-entry into search"), so the
+// clients, which search again themselves when the endpoint fails them, are
+// answered as soon as another server claims the name.
 func (d *Daemon) serverGone(guid pva.GUID) {
 	if n := d.Ring.ReenterServer(guid, searchring.ReenterLost); n > 0 {
 		d.log.Info("names resolved to a lost server searched again", zap.Stringer("guid", guid), zap.Int("names", n))

@@ -77,13 +77,12 @@ func hasName(t *testing.T, ds [][]byte, name string) bool {
 	return false
 }
 
-// The discovery ping and the search-through search pvans sends to a
-// unicast destination are byte for byte what pvxlist and pvxget sent in
-// the capture (blocks #39 and #3), but for the client's own reply port and
-// CIDs: flags 0x81 and 0x80, zero reply address, big endian, version 2.
-// The ping keeps PVXS's constant "find" sequence; the search-through
-// search uses the ring's own random sequence ID (issue 13: a reply must
-// echo it to count).
+// The discovery ping and the search-through search pvans sends to a unicast
+// destination are byte for byte what pvxlist and pvxget sent in the capture
+// (blocks #39 and #3), but for the client's own reply port and CIDs: flags
+// 0x81 and 0x80, zero reply address, big endian, version 2. The ping keeps
+// PVXS's constant "find" sequence; the search-through search uses the
+// ring's own random sequence ID (a reply must echo it to count).
 func TestClientDatagramsAsPVXSBuildsThem(t *testing.T) {
 	blocks := testutil.CaptureBlocks(t)
 	rx := udpRx(t, "127.0.0.1:0")
@@ -395,10 +394,10 @@ func TestRingHurryUpOnFirstBeacon(t *testing.T) {
 	}
 }
 
-// Re-entry (spec §3.6): a name the ring resolved and pushed is searched
-// again as soon as its server is lost, so when the client comes back
-// (its connection to the dead endpoint failed) another server's answer is
-// already there.
+// Re-entry (docs/protocol.md, "Re-entry into search"): a name the ring
+// resolved and pushed is searched again as soon as its server is lost, so
+// when the client comes back (its connection to the dead endpoint failed)
+// another server's answer is already there.
 func TestReenteredWhenPushedServerIsLost(t *testing.T) {
 	u := newPeerUDP(t, udpRx(t, "127.0.0.1:0"))
 	u.start()

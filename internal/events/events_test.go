@@ -49,7 +49,7 @@ func TestSinceFollowsInOrder(t *testing.T) {
 }
 
 // A detail can carry a server's status message of any length: the ring is
-// bounded in bytes too (issue 14).
+// bounded in bytes too.
 func TestDetailBounded(t *testing.T) {
 	l := New(2)
 	l.Add(Event{Kind: "lost", Detail: strings.Repeat("é", 40000)})

@@ -85,7 +85,7 @@ func TestConfirm(t *testing.T) {
 
 // A static server that goes away (its watch connection ends and it cannot
 // be reached) is reported lost like any other: its names do not stay for
-// ever just because it is configured (issue 13).
+// ever just because it is configured (the trust rule).
 func TestStaticServerGoneIsLost(t *testing.T) {
 	srv := startServer(t, sim.Options{}, "st:a")
 	k := newSink()

@@ -18,7 +18,7 @@ import (
 )
 
 // ServerPV is the channel every PVXS and pvAccessCPP server serves for
-// pvxlist/pvlist (wire-notes §6).
+// pvxlist/pvlist (docs/protocol.md, "The server PV").
 const ServerPV = "server"
 
 // tlsSeq marks our TLS-endpoint query ("tlsq"); the discovery ping's
@@ -112,7 +112,7 @@ type client struct {
 func newClient(p *Prober, s *server) *client {
 	return &client{p: p, s: s, log: p.log, waiters: make(map[waitKey]chan result), guid: make(chan pva.GUID, 1), udpGUID: make(chan pva.GUID, 1), tlsAns: make(chan tlsAnswer, 1),
 		// A listing reply's type is a few descriptors; a server may not
-		// make pvans keep more (issue 14).
+		// make pvans keep more (a bound: docs/SECURITY.md, "Bounds").
 		tc: pva.TypeCache{MaxEntries: probeMaxCachedTypes, MaxBytes: probeMaxCachedTypeBytes}}
 }
 

@@ -16,15 +16,15 @@ const confirmSeq = 0x636E666D // "cnfm"
 
 // Confirm asks the server at ep, over a TCP connection of its own, whether
 // it is guid and claims names: a CMD_SEARCH over TCP with MustReply, as a
-// PVXS client sends to a name server (wire-notes §4.2). A UDP search reply
-// (search-through) is only a hint; this is the TCP exchange that lets the
-// registry take it for everyone. done receives the names the endpoint
-// claimed under guid — none if it answered with another GUID or named
-// another endpoint than ep, did not
-// answer over TCP (pvAccessCPP answers TCP searches over UDP; its names
-// come from the listing instead) or could not be reached — exactly once,
-// from another goroutine. Confirmations share the probe pool (and its
-// per-host share) with probes.
+// PVXS client sends to a name server (docs/protocol.md, "Searches over TCP
+// at a server"). A UDP search reply (search-through) is only a hint; this
+// is the TCP exchange that lets the registry take it for everyone. done
+// receives the names the endpoint claimed under guid — none if it answered
+// with another GUID or named another endpoint than ep, did not answer over
+// TCP (pvAccessCPP answers TCP searches over UDP; its names come from the
+// listing instead) or could not be reached — exactly once, from another
+// goroutine. Confirmations share the probe pool (and its per-host share)
+// with probes.
 func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done func(confirmed []string)) {
 	p.mu.Lock()
 	if p.closed || len(names) == 0 {

@@ -326,7 +326,7 @@ func swapDial(cur *atomic.Pointer[testServer]) DialFunc {
 
 // A hint with a new GUID at a watched endpoint (a forged beacon) is checked
 // over a fresh TCP connection; the endpoint answers with the watched GUID,
-// so nothing is reported and the old watch stays (issue 13).
+// so nothing is reported and the old watch stays (the trust rule).
 func TestRestartClaimRefutedWhileWatched(t *testing.T) {
 	srv := startServer(t, sim.Options{}, "x")
 	k := newSink()
@@ -447,7 +447,7 @@ func TestFlappingGUIDOneProbePerStep(t *testing.T) {
 
 // A static server whose connection closes after its listing was read but
 // before the result is settled must not keep those names: nothing watches
-// them and no beacon would ever expire them (issue 13).
+// them and no beacon would ever expire them.
 func TestStaticServerClosedBeforeSettle(t *testing.T) {
 	srv := startServer(t, sim.Options{NoPing: true}, "gone")
 	k := newSink()

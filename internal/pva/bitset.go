@@ -18,9 +18,10 @@ func (b *BitSet) Set(i int) {
 // Has reports bit i.
 func (b BitSet) Has(i int) bool { return i >= 0 && i/64 < len(b) && b[i/64]&(1<<(i%64)) != 0 }
 
-// ReadBitSet reads a BitSet (wire-notes §2): Size in bytes, whole 64-bit
-// words in message order, then the trailing bytes LSB first. dst is reused.
-// The result is never nil (an empty set is not "unset": see AppendGetReply).
+// ReadBitSet reads a BitSet (docs/protocol.md, "Primitive encodings"): Size
+// in bytes, whole 64-bit words in message order, then the trailing bytes
+// LSB first. dst is reused. The result is never nil (an empty set is not
+// "unset": see AppendGetReply).
 func ReadBitSet(r *Reader, field string, dst BitSet) BitSet {
 	n := r.Size(field)
 	if !r.Failed() && n > r.Remaining() {

@@ -10,17 +10,17 @@
 // Decoders never panic, never allocate from an untrusted length, and return
 // a *DecodeError naming the message and field on short or malformed input.
 // Search decoding hands out views into the caller's buffer (names are not
-// copied), as the spec's server contract requires.
+// copied), as a PVXS server hands names to its sources.
 //
-// References. Comments across pvans cite two documents that live beside
-// the repository, not in it, in ../shared (the project's shared folder):
-//   - "spec §N" is ../shared/seeds/pva-name-resolution-spec.txt, the
-//     name-resolution specification, by its numbered sections;
-//   - "wire-notes §N" is ../shared/spec/wire-notes.md, the byte layouts,
-//     by its numbered headings.
+// References. Comments across pvans cite docs/protocol.md by section
+// (docs/protocol.md, "CMD_SEARCH"): the protocol facts the code relies
+// on, each with the PVXS or pvAccessCPP source it was read from, and the
+// rules pvans follows. Some name a PVXS source directly (src/client.cpp,
+// ContextImpl::tickSearch).
 //
 // "capture #N" is a numbered block of the repository's own capture,
 // testdata/captures/loopback.txt: real PVXS and pvAccessCPP traffic
 // recorded by scripts/record-captures.sh, its blocks listed in the README
-// beside it. The golden tests decode every block; no test reads ../shared.
+// beside it. The golden tests decode every block; no test reads anything
+// outside the repository.
 package pva

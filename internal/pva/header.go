@@ -9,7 +9,7 @@ const (
 	HeaderSize = 8
 )
 
-// Header flag bits (wire-notes §1).
+// Header flag bits (docs/protocol.md, "The header").
 const (
 	FlagControl   = 0x01
 	FlagSegMask   = 0x30

@@ -104,7 +104,8 @@ func TestDestroyChannelMessageEcho(t *testing.T) {
 			t.Fatalf("%+v %v", rr, err)
 		}
 	}
-	// server echo answer: same payload, server flag (wire-notes §3.4)
+	// server echo answer: same payload, server flag (docs/protocol.md,
+	// "ECHO and idle timeouts")
 	if got := AppendEcho(nil, FlagServer, nil); !bytes.Equal(got, []byte{0xCA, 2, 0x40, 2, 0, 0, 0, 0}) {
 		t.Fatalf("echo %x", got)
 	}

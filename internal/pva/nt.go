@@ -66,7 +66,8 @@ func NTURIOp(v *Value) (path, op string, err error) {
 }
 
 // NewChannelList builds PVXS's reply to op=channels: NTScalarArray with a
-// string[] value plus zero alarm and timeStamp (wire-notes §6.3).
+// string[] value plus zero alarm and timeStamp (docs/protocol.md, "The
+// listing RPC").
 func NewChannelList(names []string) *Value {
 	t := Struct(NTScalarArrayID, M("value", Scalar(TypeString|TypeArray)), M("alarm", alarmType()),
 		M("timeStamp", timeStampType()))

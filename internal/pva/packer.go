@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Search datagram limits (spec §3.3).
+// Search datagram limits (docs/protocol.md, "Packing search datagrams").
 const (
 	// MaxSearchDatagram keeps a search under a 1500-byte MTU with
 	// Ethernet/IP/UDP headers: IP fragmentation of broadcast traffic costs

@@ -5,8 +5,8 @@ import (
 	"strconv"
 )
 
-// TypeCode is a pvData type code (wire-notes §6.4). Scalar array codes are
-// the scalar code | 0x08.
+// TypeCode is a pvData type code (docs/protocol.md, "pvData types and
+// values"). Scalar array codes are the scalar code | 0x08.
 type TypeCode uint8
 
 // Type codes.

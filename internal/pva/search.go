@@ -36,7 +36,8 @@ func (s *Search) MustReply() bool { return s.Flags&SearchMustReply != 0 }
 // Unicast reports the Unicast flag.
 func (s *Search) Unicast() bool { return s.Flags&SearchUnicast != 0 }
 
-// IsDiscovery reports a discovery ping: no protocols, no names (spec §7).
+// IsDiscovery reports a discovery ping: no protocols, no names
+// (docs/protocol.md, "The discovery ping").
 func (s *Search) IsDiscovery() bool { return len(s.Protocols) == 0 && len(s.Names) == 0 }
 
 // HasProtocol reports whether p is in the protocol list.
@@ -275,11 +276,12 @@ func AppendOriginTag(dst []byte, flags uint8, origin Address) []byte {
 }
 
 // AppendForward appends the datagram a server sends to the loopback
-// multicast group for a unicast search it received (spec §5, capture #4):
-// CMD_ORIGIN_TAG with the original destination, then the original search
-// message with the Unicast flag cleared and the reply address replaced by
-// the resolved reply destination. msg is the whole original CMD_SEARCH
-// message (header included) and must be well formed.
+// multicast group for a unicast search it received
+// (docs/protocol.md, "Unicast forwarding"; capture #4): CMD_ORIGIN_TAG with
+// the original destination, then the original search message with the
+// Unicast flag cleared and the reply address replaced by the resolved reply
+// destination. msg is the whole original CMD_SEARCH message (header
+// included) and must be well formed.
 func AppendForward(dst []byte, origin Address, msg []byte, reply Address) ([]byte, error) {
 	h, payload, _, err := SplitMessage(msg)
 	if err != nil {

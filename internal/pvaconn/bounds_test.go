@@ -12,7 +12,7 @@ import (
 // TestControlMessagesDoNotExtendAMessage: a first segment that never gets
 // its last, kept company by control messages and middle segments, used to
 // hold a connection open past the message timeout because every completed
-// piece restarted it (issue 14). The timer runs from the first byte of a
+// piece restarted it. The timer runs from the first byte of a
 // message to its last segment.
 func TestControlMessagesDoNotExtendAMessage(t *testing.T) {
 	for _, tc := range []struct {
@@ -46,7 +46,7 @@ func TestControlMessagesDoNotExtendAMessage(t *testing.T) {
 
 // TestHeaderClaimDoesNotAllocate: an 8-byte header announcing a message of
 // the largest accepted size used to allocate the whole buffer at once —
-// 10,000 connections × 128 KiB from 80 KB sent (issue 14). The buffer grows
+// 10,000 connections × 128 KiB from 80 KB sent. The buffer grows
 // only as bytes arrive, and before the handshake no message may exceed
 // MaxPreHandshake.
 func TestHeaderClaimDoesNotAllocate(t *testing.T) {

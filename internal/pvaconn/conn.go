@@ -20,12 +20,12 @@
 //	(*Conn).Remote(), Local()               endpoints
 //	(*Counters).Stats() Stats               limit hits, shared across connections
 //
-// Server role (wire-notes §3): on start it sends SET_BYTE_ORDER and
-// CONNECTION_VALIDATION{0x10000, 0x7FFF, ["anonymous","ca"]} in one write,
-// answers the client's CONNECTION_VALIDATION (any method) with
-// CONNECTION_VALIDATED OK, answers ECHO with the same payload, and sets the
-// direction bit 0x40 on everything it sends. Messages with 0x40 set are a
-// protocol fault.
+// Server role (docs/protocol.md, "The TCP handshake"): on start it sends
+// SET_BYTE_ORDER and CONNECTION_VALIDATION{0x10000, 0x7FFF,
+// ["anonymous","ca"]} in one write, answers the client's
+// CONNECTION_VALIDATION (any method) with CONNECTION_VALIDATED OK, answers
+// ECHO with the same payload, and sets the direction bit 0x40 on everything
+// it sends. Messages with 0x40 set are a protocol fault.
 //
 // Client role: latches its transmit byte order from the server's
 // SET_BYTE_ORDER (pvAccessCPP reads one connection-wide order), answers the
@@ -696,8 +696,9 @@ func (c *Conn) throttle() error {
 	return nil
 }
 
-// message applies the segmentation rules (wire-notes §1.3), then handles
-// the handshake and ECHO, and passes everything else to the Handler.
+// message applies the segmentation rules
+// (docs/protocol.md, "Segmentation"), then handles the handshake and ECHO,
+// and passes everything else to the Handler.
 func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 	switch h.Segment() {
 	case 0:

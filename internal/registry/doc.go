@@ -113,7 +113,7 @@
 //
 // # Duplicate claims
 //
-// The first claim on a name stays (the spec's first-reply-wins). Every later
+// The first claim on a name stays (first reply wins, as in a PVXS client). Every later
 // claim by another server is a row in "conflicts" (both GUIDs, the claim
 // order); Duplicates lists them with both endpoints. When the holder stops
 // claiming the name (replace, removal, expiry) the earliest remaining

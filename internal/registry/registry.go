@@ -14,8 +14,8 @@ import (
 
 // Options configure a Registry. Zero values take the defaults.
 type Options struct {
-	// MaxServers bounds the servers table; default 20,000 (the spec's
-	// beacon tracking limit).
+	// MaxServers bounds the servers table; default 20,000 (a PVXS
+	// client's beacon tracking limit).
 	MaxServers int
 	// MaxNames bounds claims (server, name) pairs; default 5,000,000.
 	MaxNames int

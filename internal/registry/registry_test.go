@@ -133,7 +133,7 @@ func TestUpsertServer(t *testing.T) {
 
 // A hint (UpsertServer: a beacon, discovery or search-through reply) with a
 // new GUID at a held endpoint changes nothing: the old server keeps its
-// names and no row is made for the claimant (issue 13).
+// names and no row is made for the claimant (the trust rule).
 func TestHintNeverReplacesServer(t *testing.T) {
 	r, _ := newTest(t, Options{})
 	mustUpsert(t, r, 1)
@@ -604,7 +604,7 @@ func TestSnapshotRoundTripAndExpiry(t *testing.T) {
 	if c := r2.Counts(); c.Unverified != 3 {
 		t.Fatalf("counts %+v", c)
 	}
-	// A beacon (a hint) confirms nothing (issue 13). Confirm two servers
+	// A beacon (a hint) confirms nothing (the trust rule). Confirm two servers
 	// over TCP, one by a live probe connection and one by a listing; the
 	// third (holder of "dup") expires and the earliest claimant takes over.
 	fc2.Advance(30 * time.Second)

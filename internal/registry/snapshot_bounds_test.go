@@ -36,7 +36,7 @@ func allocated(f func()) uint64 {
 }
 
 // TestSnapshotCountsBoundedByFileSize: a 67-byte snapshot with a valid
-// checksum once made the loader allocate 1.7 GB from its counts (issue 14).
+// checksum once made the loader allocate 1.7 GB from its counts.
 // Counts that the remaining bytes cannot hold are refused before anything
 // is allocated for them.
 func TestSnapshotCountsBoundedByFileSize(t *testing.T) {

@@ -64,7 +64,8 @@ func (e Endpoint) For(tls bool) (ep Endpoint, ok bool) {
 // 127.0.0.1, which means nothing to a client elsewhere: such a client is
 // sent "any" instead, which a PVXS client reads as the address it reached
 // pvans on (the TCP peer, or the UDP reply's source) — this host — keeping
-// the real port (wire-notes §4.1, §5.2).
+// the real port (docs/protocol.md, "CMD_SEARCH_RESPONSE" and "Name
+// servers in PVXS clients").
 func (e Endpoint) Wire(client netip.Addr, m addrmap.Map) (pva.Address, uint16) {
 	ap, _ := m.Apply(e.Addr, client)
 	ip := ap.Addr().Unmap()

@@ -1,7 +1,8 @@
 // Package searchring is the client search ring used for search-through: it
 // decides WHAT names to search for and WHEN, exactly as a PVXS client does
-// (spec §3.2, §3.5, §3.6; wire-notes §4.1, §5.7), and hands the packed
-// CMD_SEARCH datagrams to a Transport.
+// (docs/protocol.md, "The client search ring", "Search replies at the
+// client", "Re-entry into search", "Name servers in PVXS clients"), and
+// hands the packed CMD_SEARCH datagrams to a Transport.
 //
 // It owns: one Channel (with its own CID) per distinct unresolved name, the
 // 30-bucket timer wheel with its 1 s tick, the 10 ms initial coalescing

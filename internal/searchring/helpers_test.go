@@ -14,7 +14,8 @@ import (
 )
 
 // capacity is how many names of length l fit one ["tcp"] search
-// datagram: floor((1400-41)/(5+l)), spec §8's C.
+// datagram: floor((1400-41)/(5+l)), the C of docs/protocol.md, "Search
+// traffic at scale".
 func capacity(l int) int {
 	return (pva.MaxSearchDatagram - pva.SearchOverhead([]string{"tcp"})) / pva.SearchNameCost(l)
 }

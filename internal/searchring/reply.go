@@ -35,15 +35,15 @@ const (
 	ViaServer
 )
 
-// OnReply processes one CMD_SEARCH_RESPONSE (spec §3.5), from a UDP
-// datagram or a TCP connection (from is then the connection's peer; via
-// says which). Unlike a PVXS client, which correlates by CID alone, the
-// ring takes a claim only when the reply echoes the sequence ID of one of
-// the last searches that carried that CID (CIDs and the first sequence ID
-// are random): a forged reply must have seen the search. That the reply
-// came from where the search went is the caller's check (udpsearch drops
-// UDP replies from hosts it did not search; TCP replies come on the
-// connection the search went out on).
+// OnReply processes one CMD_SEARCH_RESPONSE (docs/protocol.md, "Search
+// replies at the client"), from a UDP datagram or a TCP connection (from is
+// then the connection's peer; via says which). Unlike a PVXS client, which
+// correlates by CID alone, the ring takes a claim only when the reply
+// echoes the sequence ID of one of the last searches that carried that CID
+// (CIDs and the first sequence ID are random): a forged reply must have
+// seen the search. That the reply came from where the search went is the
+// caller's check (udpsearch drops UDP replies from hosts it did not search;
+// TCP replies come on the connection the search went out on).
 //
 // The endpoint is the reply's address, or from's IP when that is a
 // wildcard; over TCP a zero port means from's port. A reply over TCP from
@@ -158,13 +158,13 @@ func (r *Ring) acceptProtocol(overTLS bool) bool {
 }
 
 // Reenter puts a resolved name back into search because the claim proved
-// broken (spec §3.6): at the cursor (searched at the next tick) when the
-// channel was lost while active, cursor+10 (~10 s) when connecting failed,
-// cursor−1 (~30 s, searched last) when the server refused to create it.
-// The attempt count restarts, so backoff starts from the beginning. It
-// reports false when name is not a resolved Channel (unknown, already
-// searching, or swept; Want a swept name instead). Both the plain and the
-// TLS Channel of name re-enter.
+// broken (docs/protocol.md, "Re-entry into search"): at the cursor
+// (searched at the next tick) when the channel was lost while active,
+// cursor+10 (~10 s) when connecting failed, cursor−1 (~30 s, searched last)
+// when the server refused to create it. The attempt count restarts, so
+// backoff starts from the beginning. It reports false when name is not a
+// resolved Channel (unknown, already searching, or swept; Want a swept name
+// instead). Both the plain and the TLS Channel of name re-enter.
 func (r *Ring) Reenter(name string, why Reason) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -445,7 +445,7 @@ func TestReenterServer(t *testing.T) {
 	}
 }
 
-// Issue 13: a reply counts only when it echoes the sequence ID of a search
+// The trust rule: a reply counts only when it echoes the sequence ID of a search
 // that carried the CID; CIDs and the first sequence ID are random, so a
 // sender that never saw a search cannot forge a matching reply by counting
 // from 1 or using PVXS's constant "find".

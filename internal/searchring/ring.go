@@ -16,7 +16,7 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// Constants of the PVXS search schedule (spec §9).
+// Constants of the PVXS search schedule (docs/protocol.md, "Constants").
 const (
 	// Buckets is the ring size; it bounds the retry interval at
 	// Buckets × Tick.
@@ -88,13 +88,15 @@ type Options struct {
 	DatagramsPerSecond float64
 	// SweepPasses is how many sweeps a dropped Channel must survive
 	// unreferenced before it is discarded. The default, 1, is PVXS as built
-	// (wire-notes §9: searching stops 0–10 s after the last waiter goes);
-	// 2 is the spec text's mark-and-sweep (10–20 s).
+	// (docs/protocol.md, "The channel cache sweep": searching stops
+	// 0–10 s after the last waiter goes); 2 is the intended two-sweep
+	// behaviour (10–20 s).
 	SweepPasses int
 }
 
-// Reason says why a resolved name re-enters search (spec §3.6); it picks
-// where in the ring the Channel lands.
+// Reason says why a resolved name re-enters search
+// (docs/protocol.md, "Re-entry into search"); it picks where in the ring
+// the Channel lands.
 type Reason int
 
 const (
@@ -545,12 +547,12 @@ func (r *Ring) armTickLocked(d time.Duration) {
 	r.tickTimer = r.clk.AfterFunc(d, func() { r.tick(gen) })
 }
 
-// Poke hurries the search up (spec §3.2 / PVXS poke()): unless a fast
-// revolution is running or the last accepted poke was less than
-// PokeHoldoff ago, whatever its cause, the next tick fires at once and the
-// Buckets ticks from it run at FastTick without advancing attempt counts,
-// so every unresolved name is searched once in ~6 s. It reports whether
-// the poke was accepted.
+// Poke hurries the search up (docs/protocol.md, "Hurry-up"; PVXS
+// src/client.cpp ContextImpl::poke): unless a fast revolution is running or
+// the last accepted poke was less than PokeHoldoff ago, whatever its cause,
+// the next tick fires at once and the Buckets ticks from it run at FastTick
+// without advancing attempt counts, so every unresolved name is searched
+// once in ~6 s. It reports whether the poke was accepted.
 func (r *Ring) Poke(cause string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -714,9 +716,10 @@ func (r *Ring) sendNamesLocked(packer *pva.SearchPacker, names []pva.SearchName)
 			return
 		}
 		// The packer rewrites the whole fixed part for its next datagram,
-		// so editing this one in place for TCP is safe (wire-notes §4.1:
-		// TCP searches are always "unicast" and replies come back on the
-		// connection, so the reply port means nothing there).
+		// so editing this one in place for TCP is safe
+		// (docs/protocol.md, "Name servers in PVXS clients": TCP searches
+		// are always "unicast" and replies come back on the connection, so
+		// the reply port means nothing there).
 		d[pva.HeaderSize+pva.SearchOffFlags] |= pva.SearchUnicast
 		d[pva.HeaderSize+pva.SearchOffReplyPort] = 0
 		d[pva.HeaderSize+pva.SearchOffReplyPort+1] = 0

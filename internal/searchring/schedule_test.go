@@ -11,8 +11,9 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// The spec §3.2 table: attempt 1 after 10 ms, attempt 2 at the next tick
-// (0–1 s), then 1 s, 2 s, … 29 s, then 30 s for ever.
+// The PVXS schedule (docs/protocol.md, "The client search ring"): attempt 1
+// after 10 ms, attempt 2 at the next tick (0–1 s), then 1 s, 2 s, … 29 s,
+// then 30 s for ever.
 func TestAttemptDelaysMatchSpecTable(t *testing.T) {
 	for _, phase := range []time.Duration{0, ms(300), ms(985)} {
 		t.Run(fmt.Sprint("want_at_", phase), func(t *testing.T) {
@@ -64,7 +65,7 @@ func TestAttemptDelaysMatchSpecTable(t *testing.T) {
 				return n
 			}
 			if n := count(time.Minute); n != 12 {
-				t.Errorf("%d searches in the first minute, spec says ~12", n)
+				t.Errorf("%d searches in the first minute, PVXS sends ~12", n)
 			}
 			if n := count(438 * time.Second); n != 31 {
 				t.Errorf("%d searches in the first 7.3 minutes, spec says 31", n)

@@ -9,9 +9,9 @@ import "net/netip"
 type Transport interface {
 	// SendUDP sends one CMD_SEARCH datagram to every configured search
 	// destination, setting the Unicast flag per destination as PVXS does
-	// (wire-notes §5.6), and tells sent each destination's outcome. The
-	// slice is only valid during the call: send or copy it (it may be
-	// edited in place).
+	// (docs/protocol.md, "The Unicast flag"), and tells sent each
+	// destination's outcome. The slice is only valid during the call: send
+	// or copy it (it may be edited in place).
 	SendUDP(datagram []byte, sent func(to netip.AddrPort, err error))
 	// Upstreams lists the TCP name-server connections, ready or not. It is
 	// asked once per tick.

@@ -1,11 +1,11 @@
 // Package serverpv serves the `server` PV on pvans's TCP port, so `pvxlist
 // <pvans host>` and `pvlist` work against pvans as against any PVA server
-// (wire-notes §6): op=info says what pvans is; op=channels lists the PVs
-// pvans itself serves, which is none. It deliberately does not list the
-// names pvans resolves: another name server (or pvans) probing this one
-// would then register those names with pvans's endpoint and send clients
-// to a host that refuses to create them. Operators list those names with
-// `pvans list --names` or the HTTP API.
+// (docs/protocol.md, "The listing RPC"): op=info says what pvans is;
+// op=channels lists the PVs pvans itself serves, which is none. It
+// deliberately does not list the names pvans resolves: another name server
+// (or pvans) probing this one would then register those names with pvans's
+// endpoint and send clients to a host that refuses to create them.
+// Operators list those names with `pvans list --names` or the HTTP API.
 package serverpv
 
 import (
@@ -29,7 +29,7 @@ const maxChannelsPerConn = 16
 // Limits bound the descriptor caches clients fill (0xFD definitions in
 // their RPC pvRequests). pvlist and pvxlist define a handful of small
 // types; without a bound one connection could keep 65,536 types of up to
-// 16,384 descriptors each (issue 14: +2.8 GB from 115 MB sent).
+// 16,384 descriptors each (+2.8 GB from 115 MB sent, measured).
 type Limits struct {
 	// Logger gets one line per 10 s while definitions are refused.
 	Logger           *zap.Logger

@@ -12,8 +12,8 @@ import (
 // Each accepted connection is a pvaconn server-role connection (greeting,
 // validation, ECHO, framing, segments, bounded send queue) over a holdConn,
 // which lets the simulator go silent with the socket open. What a PVXS
-// server does per channel operation is here (wire-notes §6, PVXS
-// serverget.cpp, servermon.cpp, serverintrospect.cpp).
+// server does per channel operation is here (docs/protocol.md, "The
+// server PV"; PVXS src/serverget.cpp, servermon.cpp, serverintrospect.cpp).
 
 const serverPV = "server"
 
@@ -538,7 +538,8 @@ func (c *holdConn) Close() error {
 	return c.Conn.Close()
 }
 
-// onRPC serves the `server` PV as PVXS's ServerSource does (wire-notes §6.3).
+// onRPC serves the `server` PV as PVXS's ServerSource does
+// (docs/protocol.md, "The listing RPC").
 func (h *handler) onRPC(c *pvaconn.Conn, p []byte, be bool) bool {
 	var m pva.RPCRequest
 	// The INIT pvRequest is decoded too: it keeps the type cache in step

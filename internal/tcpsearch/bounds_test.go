@@ -92,7 +92,7 @@ func (l *failingListener) Accept() (net.Conn, error) {
 }
 
 // TestAcceptBacksOff: out of file descriptors, the accept loop once spun at
-// 88 % CPU writing 1.8M "accept failed" lines in 35 s (issue 14). It backs
+// 88 % CPU writing 1.8M "accept failed" lines in 35 s. It backs
 // off (5 ms doubling to 1 s) and logs once per interval.
 func TestAcceptBacksOff(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)

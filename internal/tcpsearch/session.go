@@ -221,8 +221,8 @@ func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq
 }
 
 // refuseChannels answers every CID of a CREATE_CHANNEL the way PVXS refuses
-// an unknown channel (wire-notes §6.2). A malformed request is ignored: the
-// client will time out that channel.
+// an unknown channel (docs/protocol.md, "Channel create and destroy"). A
+// malformed request is ignored: the client will time out that channel.
 func (ss *session) refuseChannels(c *pvaconn.Conn, h pva.Header, payload []byte) {
 	r := pva.NewReader(payload, h.BigEndian(), "CMD_CREATE_CHANNEL")
 	n := int(r.U16("count"))

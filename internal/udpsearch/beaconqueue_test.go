@@ -12,9 +12,9 @@ import (
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
-// stuckSink is a tracker whose every sighting waits for a lock someone
-// else holds — the registry's writer lock during a long listing, as in
-// issue 14 (a UDP search answered after 22.7 s).
+// stuckSink is a tracker whose every sighting waits for a lock someone else
+// holds — the registry's writer lock during a long listing, which once held
+// a UDP search's answer for 22.7 s.
 type stuckSink struct {
 	release chan struct{}
 	got     atomic.Int64

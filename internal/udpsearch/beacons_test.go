@@ -8,7 +8,8 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// The schedule of wire-notes §5.8: t = 0, 15, …, 150, then 330, 510, …
+// The schedule of docs/protocol.md, "The beacon schedule": t = 0, 15, …,
+// 150, then 330, 510, …
 func TestBeaconSchedule(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	start := clk.Now()

@@ -14,7 +14,8 @@ import (
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
-// benchName is a 30-character PV name, the spec's L=30 (38 per datagram).
+// benchName is a 30-character PV name, L=30 (38 per datagram:
+// docs/protocol.md, "Packing search datagrams").
 func benchName(prefix string, i int) string {
 	return fmt.Sprintf("%s:C%02d-XX:Dev%07d}Val-I", prefix, i%30, i)
 }

@@ -9,11 +9,11 @@ import (
 )
 
 // cppForward builds what a pvAccessCPP server sends to the loopback group
-// for a unicast search it received (wire-notes §5.5): the original
-// header's first three bytes (magic, version, flags with the client's
-// byte order), CMD_ORIGIN_TAG, a length of 16 in that byte order, its
-// socket's bind address, then the search with the Unicast flag cleared and
-// the reply address filled in.
+// for a unicast search it received (docs/protocol.md, "Unicast
+// forwarding"): the original header's first three bytes (magic, version,
+// flags with the client's byte order), CMD_ORIGIN_TAG, a length of 16 in
+// that byte order, its socket's bind address, then the search with the
+// Unicast flag cleared and the reply address filled in.
 func cppForward(bigEndian bool, bind, reply netip.Addr, port uint16, names ...string) []byte {
 	s := &pva.Search{Seq: 0x1234, ReplyAddr: pva.AddressFrom(reply), ReplyPort: port, Protocols: [][]byte{[]byte("tcp")}}
 	for i, n := range names {

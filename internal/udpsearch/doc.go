@@ -1,9 +1,10 @@
 // Package udpsearch owns pvans's part in PVAccess UDP name resolution on
 // the search port (5076): the shared wildcard sockets, the classification
 // of every datagram by destination and arrival interface, the loopback
-// multicast forwarding of unicast searches (spec §5, wire-notes §5.5), the
-// answers to searches and discovery pings, pvans's own beacons, and
-// separate client sockets for discovery pings and search-through searches.
+// multicast forwarding of unicast searches (docs/protocol.md, "Unicast
+// forwarding"), the answers to searches and discovery pings, pvans's own
+// beacons, and separate client sockets for discovery pings and
+// search-through searches.
 //
 // Beacons, discovery replies and search replies are hints about servers;
 // they are taken only from the interfaces pvans serves (Policy.LearnFrom),

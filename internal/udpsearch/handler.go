@@ -13,7 +13,8 @@ import (
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
-// origin is how a datagram reached the search port (wire-notes §5.4).
+// origin is how a datagram reached the search port (docs/protocol.md,
+// "Classifying a datagram").
 type origin uint8
 
 const (
@@ -246,8 +247,9 @@ func (h *handler) foreign(src netip.AddrPort) {
 	}
 }
 
-// onOriginTag applies the safety rules of spec §5 to a tagged datagram
-// and hands the search behind the tag on.
+// onOriginTag applies the forwarding safety rules (docs/protocol.md,
+// "Forwarding safety rules") to a tagged datagram and hands the search
+// behind the tag on.
 func (h *handler) onOriginTag(o origin, d *datagram, t *ifaceTable, hdr pva.Header, payload, rest []byte) {
 	if o != originForwarded {
 		h.st.dropTagNotForwarded.Add(1)

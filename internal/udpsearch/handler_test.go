@@ -259,8 +259,9 @@ func TestAnswerRules(t *testing.T) {
 	}
 }
 
-// The four safety rules of spec §5, plus the zero-reply rule, at the
-// handler: each offending datagram is neither forwarded nor answered.
+// The four forwarding safety rules, plus the zero-reply rule
+// (docs/protocol.md, "Forwarding safety rules"), at the handler: each
+// offending datagram is neither forwarded nor answered.
 func TestSafetyRules(t *testing.T) {
 	search := searchMsg(pva.SearchMustReply|pva.SearchUnicast, ipEth, 40000, []string{"tcp"}, "cap:a:mbox1")
 	tagged := func(tag netip.Addr, inner []byte) []byte {
@@ -429,7 +430,7 @@ func TestWeakHostArrivalAtServedAddressFromUnservedLeg(t *testing.T) {
 	}
 }
 
-// Hints (issue 13): a beacon or search response is believed only when the
+// Hints (the trust rule): a beacon or search response is believed only when the
 // server address it names is "any" (the sender's) or the sender's own, or
 // the sender is a trusted relay; the server allow list must admit sender
 // and named server; only "tcp"/"tls" count; beacons per sender are rate

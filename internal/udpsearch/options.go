@@ -28,7 +28,7 @@ const (
 )
 
 // ForwardGroup is the loopback multicast group unicast searches are
-// forwarded to (spec §5).
+// forwarded to (docs/protocol.md, "Unicast forwarding").
 var ForwardGroup = netip.AddrFrom4([4]byte{224, 0, 0, 128})
 
 // Options configures a Server. Zero values mean the defaults noted.
@@ -210,7 +210,7 @@ type Policy struct {
 	RateSources       int
 	MaxNamesPerSearch int
 	AddressMap        addrmap.Map
-	// Hints (issue 13): see Options.ServerAllowed and the fields after it.
+	// Hints (the trust rule): see Options.ServerAllowed and the fields after it.
 	ServerAllowed func(netip.Addr) bool
 	TrustedRelays []netip.Prefix
 	BeaconRate    float64

@@ -16,12 +16,12 @@ import (
 var loopback4 = [4]byte{127, 0, 0, 1}
 
 // listenSearchPort opens the shared wildcard socket on port the way PVXS
-// does (wire-notes §5.3): SO_REUSEADDR and SO_REUSEPORT before bind so
-// pvans and PVXS servers share the port, IP_PKTINFO for the destination
-// and arrival interface, SO_RXQ_OVFL for the kernel's drop count, the
-// loopback group joined on 127.0.0.1 with multicast loop on, and multicast
-// sends leaving through 127.0.0.1 with TTL 1. The socket lives in the
-// network namespace of the calling thread.
+// does (docs/protocol.md, "The search port's socket"): SO_REUSEADDR and
+// SO_REUSEPORT before bind so pvans and PVXS servers share the port,
+// IP_PKTINFO for the destination and arrival interface, SO_RXQ_OVFL for the
+// kernel's drop count, the loopback group joined on 127.0.0.1 with
+// multicast loop on, and multicast sends leaving through 127.0.0.1 with TTL
+// 1. The socket lives in the network namespace of the calling thread.
 func listenSearchPort(port uint16, rcvbuf int) (*net.UDPConn, error) {
 	conn, err := listenUDP("udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port), func(f int) error {
 		if err := sharePort(f); err != nil {
@@ -210,14 +210,14 @@ func newRxBatch(n, size int) *rxBatch {
 	return r
 }
 
-// recvmmsg is called on the non-blocking socket, so it never waits in
-// the kernel: it goes in as a raw system call. A plain one (entersyscall)
-// wakes the runtime's sysmon thread whenever it is in its deep sleep,
-// which on an otherwise idle daemon is every datagram: a futex wake and a
-// 20 µs sleep cycle on another thread, about as much CPU as the datagram
-// itself at low rates (issue 20, docs/PERFORMANCE.md). It reports false
-// on EAGAIN; the headers the last call used are made ready first (the
-// kernel writes only those, so a quiet daemon touches one, not 64).
+// recvmmsg is called on the non-blocking socket, so it never waits in the
+// kernel: it goes in as a raw system call. A plain one (entersyscall) wakes
+// the runtime's sysmon thread whenever it is in its deep sleep, which on an
+// otherwise idle daemon is every datagram: a futex wake and a 20 µs sleep
+// cycle on another thread, about as much CPU as the datagram itself at low
+// rates (docs/PERFORMANCE.md, "One pass per datagram"). It reports false on
+// EAGAIN; the headers the last call used are made ready first (the kernel
+// writes only those, so a quiet daemon touches one, not 64).
 func (r *rxBatch) recvmmsg(fd uintptr) bool {
 	for i := range r.hdrs[:r.used] {
 		h := &r.hdrs[i].hdr

@@ -360,7 +360,7 @@ func TestFloodOfMalformedDatagrams(t *testing.T) {
 	}
 }
 
-// Own beacons leave from an ephemeral port on the spec schedule, with the
+// Own beacons leave from an ephemeral port on the PVXS schedule, with the
 // change count moved by BumpChangeCount.
 func TestOwnBeaconsOnTheWire(t *testing.T) {
 	ns := newNetns(t)

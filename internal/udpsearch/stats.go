@@ -24,7 +24,7 @@ type Stats struct {
 	ClientKernelDrops uint64
 	InterfaceReload   uint64
 
-	DropMulticastSource  uint64 // source address is multicast (spec §5 rule 4)
+	DropMulticastSource  uint64 // source address is multicast (a forwarding safety rule)
 	DropUnknownInterface uint64 // arrival interface not in the interface table
 	DropTruncated        uint64 // datagram larger than the receive buffer
 	DropMalformed        uint64 // bad header or undecodable message

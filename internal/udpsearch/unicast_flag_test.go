@@ -18,7 +18,7 @@ import (
 // groups and the host's interface broadcast addresses), whatever flag the
 // caller built the datagram with. A pvAccessCPP server sharing the host
 // forwards a unicast search to the other local servers only when the flag
-// is set (issue 15).
+// is set.
 func TestSendSearchUnicastFlagPerDestination(t *testing.T) {
 	ns := newNetns(t)
 	peer := newNetns(t)

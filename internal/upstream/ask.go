@@ -13,14 +13,14 @@ import (
 )
 
 // Asking one server directly. Every PVXS server answers CMD_SEARCH on any
-// TCP connection (it is its own name server, wire-notes §4.2), so when a
-// new server cannot be listed, the names clients are waiting for can be
-// put to it at once instead of waiting for the search ring to come round
-// to them (up to 6 s even after a hurry-up). A pvAccessCPP server answers
-// a TCP search over UDP, to the body's reply port: the search carries the
-// client socket's port for it, and is written in the byte order the
-// server announced, since pvAccessCPP reads a whole connection in one
-// order (wire-notes §1.2).
+// TCP connection (it is its own name server: docs/protocol.md, "Searches
+// over TCP at a server"), so when a new server cannot be listed, the names
+// clients are waiting for can be put to it at once instead of waiting for
+// the search ring to come round to them (up to 6 s even after a hurry-up).
+// A pvAccessCPP server answers a TCP search over UDP, to the body's reply
+// port: the search carries the client socket's port for it, and is written
+// in the byte order the server announced, since pvAccessCPP reads a whole
+// connection in one order (docs/protocol.md, "Byte order").
 const (
 	// MaxAsks bounds the servers asked at once; more are refused.
 	MaxAsks = 16

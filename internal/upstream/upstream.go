@@ -1,9 +1,10 @@
 // Package upstream keeps pvans's connections to upstream TCP name servers
 // (EPICS_PVA_NAME_SERVERS), so pvans can chain to another name server the
-// way a PVXS client does (wire-notes §4.1): one persistent connection per
-// server, rebuilt by a 10 s check when it is down, searches appended only
-// while it is validated, replies handed to the search-through ring. It does
-// not build searches or decide what to search (internal/searchring does).
+// way a PVXS client does (docs/protocol.md, "Name servers in PVXS
+// clients"): one persistent connection per server, rebuilt by a 10 s check
+// when it is down, searches appended only while it is validated, replies
+// handed to the search-through ring. It does not build searches or decide
+// what to search (internal/searchring does).
 package upstream
 
 import (

@@ -359,8 +359,8 @@ func TestPvansKillRestartSnapshot(t *testing.T) {
 func TestBeaconStorm(t *testing.T) {
 	const limit, storm, rate = 1000, 50000, 20000 // beacons, beacons per second
 	tp := newTopo(t)
-	// One storm source: its per-sender beacon rate (issue 13) would stop it
-	// at the door, so it is lifted here to load the tracker's limit.
+	// One storm source: its per-sender beacon rate limit would stop it at
+	// the door, so it is lifted here to load the tracker's limit.
 	pv := tp.startPvans(t, append(echoArgs(), "--registry-max-servers", fmt.Sprint(limit), "--rate-limit-beacons-per-second", "0")...)
 	ioc := tp.startSim(t, "iocs", beaconingIOCs(iocA, "real", 3, 20))
 	tp.allHeld(t, 15*time.Second, ioc)

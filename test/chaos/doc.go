@@ -1,4 +1,4 @@
-// Package chaos holds pvans' chaos and soak tests (issue 9); it has no
+// Package chaos holds pvans' chaos and soak tests; it has no
 // non-test code.
 //
 // The chaos tests build their own network: three namespaces per test,

@@ -73,7 +73,7 @@ func (tg *target) fds() int {
 
 // goodClient searches for held names over UDP, one search every interval,
 // and records whether and how fast each was answered: the well-behaved
-// client of the "Must show".
+// client every row must keep serving.
 type goodClient struct {
 	conn     *net.UDPConn
 	to       netip.AddrPort
@@ -179,12 +179,11 @@ func (v verdict) String() string {
 }
 
 // row runs attack against tg for about d while the well-behaved client
-// searches, then asserts the three properties: the daemon's RSS
-// grew by at most rssBound, at least 95 % of the client's searches were
-// answered, and their 95th percentile answer time stayed under 100 ms.
-// A 2-core machine shared with other builds adds scheduling delay to any
-// measurement; the bounds are the issue's, the quantile absorbs a rare
-// preemption.
+// searches, then asserts the three properties: the daemon's RSS grew by at
+// most rssBound, at least 95 % of the client's searches were answered, and
+// their 95th percentile answer time stayed under 100 ms. A 2-core machine
+// shared with other builds adds scheduling delay to any measurement; the
+// bounds are the documented ones, the quantile absorbs a rare preemption.
 func (tg *target) row(name string, rssBound int64, d time.Duration, attack func(stop <-chan struct{})) {
 	t := tg.t
 	t.Helper()

@@ -1,10 +1,10 @@
-// Package hostile runs the attacks of issue 14's table against the real
-// pvans binary on loopback, one row per test, each bounded in time. Every
-// row asserts the issue's three properties while the attack runs: the
-// daemon's RSS stays within the row's documented bound (docs/SECURITY.md,
-// "Bounds"), a well-behaved client keeps getting ≥ 95 % of its UDP
-// searches answered, with a 95th percentile under 100 ms — and then the
-// row's own counter shows the bound was what held.
+// Package hostile runs the attacks of the bounds table (docs/SECURITY.md,
+// "Bounds") against the real pvans binary on loopback, one row per test,
+// each bounded in time. Every row asserts three properties while the
+// attack runs: the daemon's RSS stays within the row's documented bound, a
+// well-behaved client keeps getting ≥ 95 % of its UDP searches answered,
+// with a 95th percentile under 100 ms — and then the row's own counter
+// shows the bound was what held.
 //
 // Everything goes to 127.0.0.0/8 with the automatic address lists off.
 package hostile
@@ -206,7 +206,7 @@ func httpFrom(src string) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4}}
 }
 
-// Row 4, and the issue's "UDP search answered within 100 ms while GET
+// Row 4, and the target "UDP search answered within 100 ms while GET
 // /v1/names runs against 1M names": a 1 MB glob held the registry's writer
 // lock 23.7 s and a plain listing of 1M names ~1.5 s, delaying searches
 // behind a beacon's upsert.
@@ -466,14 +466,14 @@ func TestRowSnapshotCounts(t *testing.T) {
 	tg.row("after a hostile snapshot", 16<<20, 2*time.Second, func(stop <-chan struct{}) { <-stop })
 }
 
-// Row 11: beacons with 60 KB protocol strings (+132 MB for 2,000 before
-// issue 13's protocol-string bound): refused at decode, and the search
-// port keeps answering.
+// Row 11: beacons with 60 KB protocol strings (+132 MB for 2,000 before the
+// protocol-string bound): refused at decode, and the search port keeps
+// answering.
 func TestRowBeaconFlood(t *testing.T) {
 	skipShort(t)
-	// Without issue 13's protocol-string bound (pva.MaxProtocolLen) every
-	// tracked server kept its 60 KB string: +138 MiB measured here. Now the
-	// beacons are dropped before the string is copied
+	// Without the protocol-string bound (pva.MaxProtocolLen) every tracked
+	// server kept its 60 KB string: +138 MiB measured here. Now the beacons
+	// are dropped before the string is copied
 	// (pvans_hints_dropped_total{reason="protocol"}).
 	tg := start(t, 0)
 	tg.row("beacons with 60 KB protocol strings", 64<<20, 4*time.Second, func(stop <-chan struct{}) {

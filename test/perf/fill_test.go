@@ -12,9 +12,10 @@ import (
 	"github.com/pvans-project/pvans/test/harness"
 )
 
-// TestFill measures issue 8 (c): how long pvans takes to discover and
-// probe PERF_SERVERS × PERF_NAMES names (default 1000 × 1000, mean name
-// length 30) from scratch, and its memory once full.
+// TestFill measures end-to-end figure (c) of docs/PERFORMANCE.md: how long
+// pvans takes to discover and probe PERF_SERVERS × PERF_NAMES names
+// (default 1000 × 1000, mean name length 30) from scratch, and its memory
+// once full.
 //
 //   - site start: pvans is running and empty; every simulated server starts
 //     and sends its first beacon; t0 is just before the site starts.

@@ -54,10 +54,11 @@ func waitGone(p *pvans, name string, poll, timeout time.Duration) (time.Time, er
 	}
 }
 
-// TestLossClean measures issue 8 (e), clean close: PERF_LOSS_N servers
-// (default 20) of 1000 names; each in turn closes its sockets (the probe
-// connection sees FIN) and the time until its names leave the registry is
-// measured by polling the HTTP API every millisecond.
+// TestLossClean measures end-to-end figure (e) of docs/PERFORMANCE.md,
+// clean close: PERF_LOSS_N servers (default 20) of 1000 names; each in turn
+// closes its sockets (the probe connection sees FIN) and the time until its
+// names leave the registry is measured by polling the HTTP API every
+// millisecond.
 func TestLossClean(t *testing.T) {
 	requirePerf(t)
 	n := envInt(t, "PERF_LOSS_N", 20)
@@ -85,16 +86,16 @@ func TestLossClean(t *testing.T) {
 	fmt.Printf("LOSS clean %v load=%q\n", s, loadAvg())
 }
 
-// TestLossSilent measures issue 8 (e), silent death: PERF_LOSS_N servers
-// (default 10) of 1000 names, started PERF_LOSS_STAGGER apart (default
-// 1.5 s, so their probe connections' echo phases spread over one 15 s
-// interval), all go silent at once with their sockets open (sim Kill: no
-// replies, no echo answers, no beacons); each server's time until its names
-// leave the registry is measured by polling every 20 ms. pvans runs with
-// its defaults: probe echo every 15 s, and a watch connection on which
-// nothing arrives for echo + min(echo, 10 s) = 25 s is closed, so every
-// time should fall in 10–25 s plus scheduling slack (the last echo reply
-// arrives up to one interval before the kill).
+// TestLossSilent measures end-to-end figure (e) of docs/PERFORMANCE.md,
+// silent death: PERF_LOSS_N servers (default 10) of 1000 names, started
+// PERF_LOSS_STAGGER apart (default 1.5 s, so their probe connections' echo
+// phases spread over one 15 s interval), all go silent at once with their
+// sockets open (sim Kill: no replies, no echo answers, no beacons); each
+// server's time until its names leave the registry is measured by polling
+// every 20 ms. pvans runs with its defaults: probe echo every 15 s, and a
+// watch connection on which nothing arrives for echo + min(echo, 10 s) =
+// 25 s is closed, so every time should fall in 10–25 s plus scheduling
+// slack (the last echo reply arrives up to one interval before the kill).
 func TestLossSilent(t *testing.T) {
 	requirePerf(t)
 	n := envInt(t, "PERF_LOSS_N", 10)

@@ -12,14 +12,15 @@ import (
 	"github.com/pvans-project/pvans/internal/sim"
 )
 
-// TestPushLatency measures issue 8 (d): the time from a new server's
-// first beacon to a waiting TCP client's pushed answer. Each of PERF_PUSH_N
-// rounds (default 50): the client (one connection for the whole run, as a
-// PVXS client keeps its name-server connection) searches a name nobody
-// holds; once pvans counts the waiter, a simulated server holding that name
-// among PERF_PUSH_NAMES (default 1000) starts, sending its first beacon at
-// once; the round's time runs from just before the server starts to the
-// client holding the answer. The server then closes cleanly.
+// TestPushLatency measures end-to-end figure (d) of docs/PERFORMANCE.md:
+// the time from a new server's first beacon to a waiting TCP client's
+// pushed answer. Each of PERF_PUSH_N rounds (default 50): the client (one
+// connection for the whole run, as a PVXS client keeps its name-server
+// connection) searches a name nobody holds; once pvans counts the waiter, a
+// simulated server holding that name among PERF_PUSH_NAMES (default 1000)
+// starts, sending its first beacon at once; the round's time runs from just
+// before the server starts to the client holding the answer. The server
+// then closes cleanly.
 //
 // What the time contains: the beacon reaching pvans, the tracker's "new",
 // the probe (connect, handshake, `server` RPC op=channels listing every

@@ -185,13 +185,14 @@ func readNameFile(t *testing.T, path string) []string {
 	return out
 }
 
-// TestThroughput measures issue 8 (a) and (b) against a pvans process
-// holding PERF_SERVERS × PERF_NAMES names (default 1 × 1000; 1000 × 1000
-// for the 1M figure), and, when PERF_CMP_UDP / PERF_CMP_TCP / PERF_CMP_PID
-// name another PVA server (e.g. a PVXS mailbox holding the names in
-// PERF_CMP_NAMES, which pvans then holds too), the same load against it,
-// alternating target within each of PERF_REPEAT rounds (default 3) so each
-// ratio comes from back-to-back runs. Each run lasts PERF_DUR (default 5 s).
+// TestThroughput measures end-to-end figures (a) and (b) of
+// docs/PERFORMANCE.md against a pvans process holding PERF_SERVERS ×
+// PERF_NAMES names (default 1 × 1000; 1000 × 1000 for the 1M figure), and,
+// when PERF_CMP_UDP / PERF_CMP_TCP / PERF_CMP_PID name another PVA server
+// (e.g. a PVXS mailbox holding the names in PERF_CMP_NAMES, which pvans
+// then holds too), the same load against it, alternating target within each
+// of PERF_REPEAT rounds (default 3) so each ratio comes from back-to-back
+// runs. Each run lasts PERF_DUR (default 5 s).
 //
 // Run the test binary pinned to one CPU and set PERF_SERVER_CPU to the
 // other (pvans is started under taskset); pin the comparison server there

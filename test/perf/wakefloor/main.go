@@ -2,9 +2,9 @@
 // binds a UDP port and reads every datagram with a raw recvfrom through the
 // netpoller, and does nothing else. At a low datagram rate its CPU per
 // datagram is what the Go runtime's wake-up costs on the machine, a floor
-// under any Go daemon's figure (docs/PERFORMANCE.md, issue 20); floor.c
-// beside it is the same loop in C on epoll, the floor under PVXS's.
-// TestThroughput runs both with PERF_FLOORS=1.
+// under any Go daemon's figure (docs/PERFORMANCE.md, "One pass per
+// datagram"); floor.c beside it is the same loop in C on epoll, the floor
+// under PVXS's. TestThroughput runs both with PERF_FLOORS=1.
 package main
 
 import (
