@@ -190,6 +190,10 @@ type Tracker struct {
 
 	mu         sync.Mutex
 	table      map[key]*Entry
+	// perHost counts entries by server address, so an eviction takes from
+	// the host with the most: a host's one server is never what a flood
+	// of many endpoints from a few addresses pushes out.
+	perHost map[netip.Addr]int
 	stats      Stats
 	timer      clock.Timer
 	closed     bool
@@ -214,7 +218,7 @@ func New(opt Options) *Tracker {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
-	return &Tracker{opt: opt, log: opt.Logger, table: make(map[key]*Entry)}
+	return &Tracker{opt: opt, log: opt.Logger, table: make(map[key]*Entry), perHost: make(map[netip.Addr]int)}
 }
 
 // Observe records one beacon or discovery reply.
@@ -243,6 +247,7 @@ func (t *Tracker) Observe(o Observation) {
 			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
 		}
 		t.table[k] = e
+		t.perHost[k.ep.Addr()]++
 		t.stats.New++
 		t.events.Push(t.event(EventNew, e, pva.GUID{}, now))
 	case e.GUID != o.GUID || e.Version != o.Version:
@@ -270,31 +275,48 @@ func (t *Tracker) Observe(o Observation) {
 	t.deliver()
 }
 
-// evictSample is how many entries an eviction looks at: the oldest
-// unproven of a few taken at random (map order), as caches sample, so a
-// flood costs a few lookups per new endpoint, not a scan of the table.
+// evictSample is how many entries an eviction looks at, taken at random
+// (map order) as caches sample, so a flood costs a few lookups per new
+// endpoint, not a scan of the table.
 const evictSample = 8
 
-// evictLocked drops the least recently seen unproven entry of a random
-// sample and reports whether it made room.
+// drop removes an entry from the table.
+func (t *Tracker) drop(k key) {
+	delete(t.table, k)
+	a := k.ep.Addr()
+	if t.perHost[a]--; t.perHost[a] <= 0 {
+		delete(t.perHost, a)
+	}
+}
+
+// evictLocked drops one unproven entry of a random sample, and reports
+// whether it made room: the one whose host has the most entries, of
+// those the least recently seen. A flood of forged beacons then pushes
+// out its own entries first, and a real server on a host of its own goes
+// only when every entry sampled is alone on its host (a flood from as
+// many addresses as the table holds).
 func (t *Tracker) evictLocked(now time.Time) bool {
 	if t.opt.Proven == nil {
 		return false
 	}
 	var victim *Entry
-	seen := 0
+	vn, seen := 0, 0
 	for _, e := range t.table {
 		if seen++; seen > evictSample {
 			break
 		}
-		if (victim == nil || e.LastSeen.Before(victim.LastSeen)) && !t.opt.Proven(*e) {
-			victim = e
+		n := t.perHost[e.Endpoint.Addr()]
+		if victim != nil && (n < vn || (n == vn && !e.LastSeen.Before(victim.LastSeen))) {
+			continue
+		}
+		if !t.opt.Proven(*e) {
+			victim, vn = e, n
 		}
 	}
 	if victim == nil {
 		return false
 	}
-	delete(t.table, key{victim.Endpoint, victim.Protocol})
+	t.drop(key{victim.Endpoint, victim.Protocol})
 	t.stats.Evicted++
 	t.events.Push(t.event(EventEvicted, victim, pva.GUID{}, now))
 	return true
@@ -418,7 +440,7 @@ func (t *Tracker) Expire() int {
 	for k, e := range t.table {
 		age := now.Sub(e.LastSeen)
 		if age >= t.opt.Expiry || age < -FutureSlack {
-			delete(t.table, k)
+			t.drop(k)
 			t.stats.Lost++
 			t.events.Push(t.event(EventLost, e, pva.GUID{}, now))
 			n++

@@ -336,3 +336,28 @@ func TestEvictionAtLimitSparesProven(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// An eviction takes from the host with the most entries: a flood of
+// endpoints from a few addresses pushes out its own entries, not a host's
+// one server, even one seen before the flood began.
+func TestEvictionTakesFromTheBusiestHost(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	r := &recorder{}
+	tr := New(Options{Clock: c, Expiry: time.Hour, CheckInterval: time.Hour, Limit: 6, OnEvent: r.on,
+		Proven: func(Entry) bool { return false }})
+	tr.Start()
+	t.Cleanup(tr.Close)
+	real := netip.MustParseAddrPort("10.0.0.2:5075")
+	tr.Observe(beaconObs(guid(99), real, 0)) // first seen, so the oldest
+	for i := range 20 {
+		c.Advance(time.Second)
+		ep := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(20000+i))
+		tr.Observe(beaconObs(guid(byte(i+1)), ep, 0))
+		if _, ok := tr.Lookup(real, "tcp"); !ok {
+			t.Fatalf("after %d forged endpoints the real server's entry was evicted", i+1)
+		}
+	}
+	if s := tr.Stats(); s.Evicted != 15 || s.Tracked != 6 {
+		t.Fatalf("stats %+v, want 15 evicted, 6 tracked", s)
+	}
+}

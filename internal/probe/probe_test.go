@@ -805,3 +805,40 @@ func TestObserveWithoutSink(t *testing.T) {
 		t.Fatal("no observation without a Sink")
 	}
 }
+
+// Forgetting a server ends its probe whether it waits for a slot or is
+// dialling: an endpoint evicted at the tracker's limit (or removed by a
+// reload) leaves no goroutine and no connection attempt behind. Forged
+// beacons churning evictions piled up one waiting goroutine per beacon.
+func TestForgetEndsWaitingAndDialingProbes(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	var dialing atomic.Int32
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: newSink(), Concurrency: 2, PerHostConcurrency: 2,
+		Dial: func(ctx context.Context, _ netip.AddrPort, _ pvaconn.Options, _ pvaconn.Handler) (*pvaconn.Conn, error) {
+			dialing.Add(1)
+			defer dialing.Add(-1)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-block:
+				return nil, errors.New("no")
+			}
+		}})
+	const n = 200
+	var eps []netip.AddrPort
+	for i := range n {
+		ep := netip.AddrPortFrom(netip.MustParseAddr("10.9.9.9"), uint16(1000+i))
+		eps = append(eps, ep)
+		p.Probe(pva.GUID{byte(i), byte(i >> 8), 1}, ep, ReasonNew)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the pool full and the rest waiting", func() bool {
+		return dialing.Load() == 2 && p.sched.stats().waiting == n-2
+	})
+	for _, ep := range eps {
+		p.Forget(ep)
+	}
+	testutil.WaitFor(t, 5*time.Second, "no probe waiting or dialling", func() bool {
+		return dialing.Load() == 0 && p.sched.stats().waiting == 0
+	})
+}

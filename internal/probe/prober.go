@@ -310,6 +310,11 @@ type server struct {
 	// must not make a dead server's late confirmation count (Gone).
 	unanswered bool
 	forgotten  bool
+	// ctx ends when the server is forgotten: a probe waiting for a slot
+	// or dialling gives up then, so forgetting (an eviction, a reload)
+	// leaves no goroutine or connection attempt behind.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// through: known only from search replies (no beacon, static list or
 	// operator named it), so forgotten after its retry budget.
 	through bool
@@ -547,6 +552,7 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 			return
 		}
 		s = &server{ep: ep, guid: guid, through: through}
+		s.ctx, s.cancel = context.WithCancel(p.ctx)
 		if through {
 			p.through++
 		}
@@ -624,11 +630,23 @@ func (p *Prober) Forget(ep netip.AddrPort) {
 	p.mu.Unlock()
 }
 
+// context is the server's own context, or parent for a server made
+// without one (tests).
+func (s *server) context(parent context.Context) context.Context {
+	if s.ctx == nil {
+		return parent
+	}
+	return s.ctx
+}
+
 func (p *Prober) forgetLocked(s *server) {
 	if s.forgotten {
 		return
 	}
 	s.forgotten = true
+	if s.cancel != nil {
+		s.cancel()
+	}
 	if s.through {
 		p.through--
 	}
@@ -911,7 +929,7 @@ func (p *Prober) run(s *server) {
 		p.mu.Lock()
 		retry := s.retryClass()
 		p.mu.Unlock()
-		release, ok := p.sched.acquire(p.ctx, s.ep.Addr(), retry)
+		release, ok := p.sched.acquire(s.context(p.ctx), s.ep.Addr(), retry)
 		if !ok {
 			return
 		}
@@ -951,7 +969,7 @@ func (p *Prober) attempt(s *server) outcome {
 		// back soon, and its retry (behind fresh probes) gets the full one.
 		timeout = min(timeout, tm.firstTimeout)
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, timeout)
+	ctx, cancel := context.WithTimeout(s.context(p.ctx), timeout)
 	defer cancel()
 	pinged := false
 	if cl == nil {
