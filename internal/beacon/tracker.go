@@ -188,12 +188,12 @@ type Tracker struct {
 	opt Options
 	log *zap.Logger
 
-	mu         sync.Mutex
-	table      map[key]*Entry
+	mu    sync.Mutex
+	table map[key]*Entry
 	// perHost counts entries by server address, so an eviction takes from
 	// the host with the most: a host's one server is never what a flood
 	// of many endpoints from a few addresses pushes out.
-	perHost map[netip.Addr]int
+	perHost    map[netip.Addr]int
 	stats      Stats
 	timer      clock.Timer
 	closed     bool
