@@ -110,7 +110,7 @@ for arch in $arches; do
 	cp "$a/pvans" LICENSE README.md CHANGELOG.md "$t/"
 	cp configs/*.yaml "$t/configs/"
 	cp deploy/systemd/pvans.service deploy/systemd/pvans.env "$t/deploy/systemd/"
-	cp docs/operations.md docs/configuration.md docs/upgrading.md docs/SECURITY.md docs/api.md "$t/docs/"
+	cp docs/operations.md docs/configuration.md docs/upgrading.md docs/SECURITY.md docs/api.md docs/protocol.md "$t/docs/"
 	gzip -dc "$a/pvans.1.gz" >"$t/man/man1/pvans.1"
 	gzip -dc "$a/pvans.yaml.5.gz" >"$t/man/man5/pvans.yaml.5"
 	cp "$a/pvans.bash" "$t/completions/pvans.bash"

@@ -181,3 +181,51 @@ func TestTableCatchesAForbiddenImport(t *testing.T) {
 		t.Fatalf("imports = %v; pva may import %v", got, rules["internal/pva"])
 	}
 }
+
+// suitesIn returns the `test/NAME` suites a Markdown table lists.
+func suitesIn(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "| `test/"); ok {
+			if name, _, ok := strings.Cut(rest, "`"); ok && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSuiteTablesComplete: README.md and ARCHITECTURE.md each list every
+// suite under test/ (a directory with Go files), and nothing else.
+func TestSuiteTablesComplete(t *testing.T) {
+	root := rootDir(t)
+	entries, err := os.ReadDir(filepath.Join(root, "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range entries {
+		if gos, _ := filepath.Glob(filepath.Join(root, "test", e.Name(), "*.go")); e.IsDir() && len(gos) > 0 {
+			want = append(want, e.Name())
+		}
+	}
+	slices.Sort(want)
+	for _, doc := range []string{"README.md", "ARCHITECTURE.md"} {
+		got := suitesIn(t, filepath.Join(root, doc))
+		if doc == "README.md" {
+			// README leaves out the harness, which has no tests.
+			got = append(got, "harness")
+			slices.Sort(got)
+			got = slices.Compact(got)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists the suites %v; test/ has %v", doc, got, want)
+		}
+	}
+}

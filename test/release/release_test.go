@@ -115,6 +115,7 @@ func TestRelease(t *testing.T) {
 		"/usr/share/doc/pvans/configuration.md",
 		"/usr/share/doc/pvans/upgrading.md",
 		"/usr/share/doc/pvans/SECURITY.md",
+		"/usr/share/doc/pvans/protocol.md", // the other docs cite it
 	}
 	debRoot := t.TempDir()
 	t.Run("deb", func(t *testing.T) {
