@@ -4,7 +4,6 @@ package trust
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -24,19 +23,6 @@ func TestEvictionChurnBounded(t *testing.T) {
 	const senders, limit, ports, rounds, realAt = 40, 100, 400, 200, 60
 	tp := newTopo(t)
 	tp.start(t, "--log-level", "info", "--registry-max-servers", fmt.Sprint(limit))
-	var ifname string
-	tp.s.Do(func() error {
-		ifs, _ := net.Interfaces()
-		for _, i := range ifs {
-			if i.Name != "lo" {
-				ifname = i.Name
-			}
-		}
-		return nil
-	})
-	for i := 0; i < senders; i++ {
-		tp.s.IP(t, fmt.Sprintf("addr add 10.213.0.%d/24 dev %s", ip4(i), ifname))
-	}
 	for _, args := range [][]string{
 		{"add", "table", "inet", "churn"},
 		{"add", "chain", "inet", "churn", "in", "{ type filter hook input priority 0; }"},
@@ -46,18 +32,7 @@ func TestEvictionChurnBounded(t *testing.T) {
 			t.Skipf("nft %v: %v %s", args, err, out)
 		}
 	}
-	conns := make([]*net.UDPConn, senders)
-	for i := range conns {
-		src := netip.AddrFrom4([4]byte{10, 213, 0, byte(ip4(i))})
-		if err := tp.s.Do(func() error {
-			c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
-			conns[i] = c
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		defer conns[i].Close()
-	}
+	conns := tp.spoofedSenders(t, senders)
 	var realG pva.GUID
 	var realStart time.Time
 	listed := time.Duration(-1)

@@ -23,41 +23,16 @@ func TestBeaconFloodDoesNotHideNewServer(t *testing.T) {
 	const senders, perSender, limit = 20, 60, 1000
 	tp := newTopo(t)
 	tp.start(t, "--log-level", "info", "--registry-max-servers", fmt.Sprint(limit))
-	// find the veth in s
-	var ifname string
-	tp.s.Do(func() error {
-		ifs, _ := net.Interfaces()
-		for _, i := range ifs {
-			if i.Name != "lo" {
-				ifname = i.Name
-			}
-		}
-		return nil
-	})
-	for i := 0; i < senders; i++ {
-		tp.s.IP(t, fmt.Sprintf("addr add 10.213.0.%d/24 dev %s", ip4(i), ifname))
-	}
+	conns := tp.spoofedSenders(t, senders)
 	start := time.Now()
 	sent := 0
-	for i := 0; i < senders; i++ {
-		src := netip.AddrFrom4([4]byte{10, 213, 0, byte(ip4(i))})
-		err := tp.s.Do(func() error {
-			c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
-			if err != nil {
-				return err
+	for i, c := range conns {
+		for j := 0; j < perSender; j++ {
+			g := pva.GUID{0xF1, byte(i), byte(j), 0, 1, 2, 3, 4, 5, 6, 7, 8}
+			if _, err := c.WriteToUDPAddrPort(beaconMsg(g, pva.AnyIPv4, uint16(20000+j), "tcp"), pvansUDP); err != nil {
+				t.Fatal(err)
 			}
-			defer c.Close()
-			for j := 0; j < perSender; j++ {
-				g := pva.GUID{0xF1, byte(i), byte(j), 0, 1, 2, 3, 4, 5, 6, 7, 8}
-				if _, err := c.WriteToUDPAddrPort(beaconMsg(g, pva.AnyIPv4, uint16(20000+j), "tcp"), pvansUDP); err != nil {
-					return err
-				}
-				sent++
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+			sent++
 		}
 		time.Sleep(80 * time.Millisecond)
 	}
@@ -96,4 +71,36 @@ func ip4(i int) int {
 		return i + 11
 	}
 	return i + 10
+}
+
+// spoofedSenders gives the attacker's namespace n more addresses on its
+// veth (10.213.0.10 on, skipping the attacker's own .66) and a UDP socket
+// bound to each, closed when the test ends: the many senders a flood
+// inside access.server_allow needs.
+func (tp *topo) spoofedSenders(t *testing.T, n int) []*net.UDPConn {
+	t.Helper()
+	var ifname string
+	tp.s.Do(func() error {
+		ifs, _ := net.Interfaces()
+		for _, i := range ifs {
+			if i.Name != "lo" {
+				ifname = i.Name
+			}
+		}
+		return nil
+	})
+	conns := make([]*net.UDPConn, n)
+	for i := range conns {
+		src := netip.AddrFrom4([4]byte{10, 213, 0, byte(ip4(i))})
+		tp.s.IP(t, fmt.Sprintf("addr add %s/24 dev %s", src, ifname))
+		if err := tp.s.Do(func() error {
+			c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
+			conns[i] = c
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conns[i].Close() })
+	}
+	return conns
 }
