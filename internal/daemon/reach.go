@@ -173,18 +173,8 @@ func (d *Daemon) onDNSChanged() {
 	d.Upstream.SetServers(d.nameServers(c), upstreamConnOptions(c))
 	d.Relay.SetLimits(d.relayLimits(c))
 	d.openRelay(c)
-	addrList, beaconList := d.destinations(c)
-	d.mu.Lock()
-	changed := !slices.Equal(d.addrList, addrList)
-	d.addrList = addrList
-	d.mu.Unlock()
-	d.UDP.SetDestinations(addrList, beaconList)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "dns", Detail: "host names in the address lists resolve to new addresses"})
-	if changed && len(addrList) > 0 {
-		if err := d.discover(discoverDNS); err != nil {
-			d.log.Warn("discovery ping after a DNS change failed", zap.Error(err))
-		}
-	}
+	d.setDestinations(c, discoverDNS)
 }
 
 // openRelay opens the relay's sockets the first time relay.to is set.
@@ -204,4 +194,22 @@ func (d *Daemon) openRelay(c *config.Config) {
 func (d *Daemon) relayed(o beacon.Observation) bool {
 	d.Relay.Relay(o)
 	return d.boot.Relay.Only
+}
+
+// setDestinations hands c's search and beacon destinations to the UDP
+// side and, when the search destinations changed, asks them at once which
+// servers they have (a discovery ping counted under trigger) rather than
+// waiting for their next beacon.
+func (d *Daemon) setDestinations(c *config.Config, trigger string) {
+	addrList, beaconList := d.destinations(c)
+	d.mu.Lock()
+	changed := !slices.Equal(d.addrList, addrList)
+	d.addrList = addrList
+	d.mu.Unlock()
+	d.UDP.SetDestinations(addrList, beaconList)
+	if changed && len(addrList) > 0 {
+		if err := d.discover(trigger); err != nil {
+			d.log.Warn("discovery ping to new destinations failed", zap.String("trigger", trigger), zap.Error(err))
+		}
+	}
 }

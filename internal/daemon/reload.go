@@ -250,22 +250,10 @@ func (d *Daemon) apply(prev, next *config.Config) {
 	if prev.Snapshot.Interval != next.Snapshot.Interval {
 		d.armSnapshot()
 	}
-	addrList, beaconList := d.destinations(next)
-	d.mu.Lock()
-	changed := !slices.Equal(d.addrList, addrList)
-	d.addrList = addrList
-	d.mu.Unlock()
-	d.UDP.SetDestinations(addrList, beaconList)
+	d.setDestinations(next, discoverReload)
 	if prev.UDP.SendBeacons != next.UDP.SendBeacons {
 		if err := d.UDP.SetSendBeacons(next.UDP.SendBeacons); err != nil {
 			d.log.Warn("beacons not switched", zap.Error(err))
-		}
-	}
-	if changed && len(addrList) > 0 {
-		// New destinations are asked at once which servers they have,
-		// rather than at the next beacon.
-		if err := d.discover(discoverReload); err != nil {
-			d.log.Warn("discovery ping after reload failed", zap.Error(err))
 		}
 	}
 }
