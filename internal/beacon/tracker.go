@@ -144,6 +144,9 @@ type Entry struct {
 	// PrevGUID is the GUID this one replaced at the endpoint (the
 	// EventChanged's OldGUID); zero for an endpoint new to the table.
 	PrevGUID pva.GUID
+	// sender is the address the entry was first heard from: whose share
+	// of the table it counts in (perSender) for as long as it is there.
+	sender netip.Addr
 }
 
 // Stats are the tracker's counters since New.
@@ -190,10 +193,11 @@ type Tracker struct {
 
 	mu    sync.Mutex
 	table map[key]*Entry
-	// perHost counts entries by server address, so an eviction takes from
+	// perSender counts entries by the address they were first heard from
+	// (a relay's sightings count as the relay's), so an eviction takes from
 	// the host with the most: a host's one server is never what a flood
 	// of many endpoints from a few addresses pushes out.
-	perHost    map[netip.Addr]int
+	perSender  map[netip.Addr]int
 	stats      Stats
 	timer      clock.Timer
 	closed     bool
@@ -218,7 +222,7 @@ func New(opt Options) *Tracker {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
-	return &Tracker{opt: opt, log: opt.Logger, table: make(map[key]*Entry), perHost: make(map[netip.Addr]int)}
+	return &Tracker{opt: opt, log: opt.Logger, table: make(map[key]*Entry), perSender: make(map[netip.Addr]int)}
 }
 
 // Observe records one beacon or discovery reply.
@@ -242,18 +246,18 @@ func (t *Tracker) Observe(o Observation) {
 			return
 		}
 		e = &Entry{GUID: o.GUID, Endpoint: o.Endpoint, Protocol: o.Protocol, Version: o.Version,
-			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via}
+			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via, sender: o.From.Addr().Unmap()}
 		if o.Via == ViaBeacon {
 			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
 		}
 		t.table[k] = e
-		t.perHost[k.ep.Addr()]++
+		t.perSender[e.sender]++
 		t.stats.New++
 		t.events.Push(t.event(EventNew, e, pva.GUID{}, now))
 	case e.GUID != o.GUID || e.Version != o.Version:
-		old := e.GUID
+		old, counted := e.GUID, e.sender
 		*e = Entry{GUID: o.GUID, Endpoint: o.Endpoint, Protocol: o.Protocol, Version: o.Version,
-			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via, PrevGUID: old}
+			FirstSeen: now, LastSeen: now, Sender: o.From, Via: o.Via, PrevGUID: old, sender: counted}
 		if o.Via == ViaBeacon {
 			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
 		}
@@ -282,19 +286,20 @@ const evictSample = 8
 
 // drop removes an entry from the table.
 func (t *Tracker) drop(k key) {
+	a := t.table[k].sender
 	delete(t.table, k)
-	a := k.ep.Addr()
-	if t.perHost[a]--; t.perHost[a] <= 0 {
-		delete(t.perHost, a)
+	if t.perSender[a]--; t.perSender[a] <= 0 {
+		delete(t.perSender, a)
 	}
 }
 
 // evictLocked drops one unproven entry of a random sample, and reports
-// whether it made room: the one whose host has the most entries, of
+// whether it made room: the one whose sender has the most entries, of
 // those the least recently seen. A flood of forged beacons then pushes
-// out its own entries first, and a real server on a host of its own goes
-// only when every entry sampled is alone on its host (a flood from as
-// many addresses as the table holds).
+// out its own entries first, whether it names many ports of a few hosts
+// or, through a (spoofed) trusted relay, many hosts; a real server heard
+// from its own address goes only when every entry sampled is alone on its
+// sender (a flood from as many source addresses as the table holds).
 func (t *Tracker) evictLocked(now time.Time) bool {
 	if t.opt.Proven == nil {
 		return false
@@ -305,7 +310,7 @@ func (t *Tracker) evictLocked(now time.Time) bool {
 		if seen++; seen > evictSample {
 			break
 		}
-		n := t.perHost[e.Endpoint.Addr()]
+		n := t.perSender[e.sender]
 		if victim != nil && (n < vn || (n == vn && !e.LastSeen.Before(victim.LastSeen))) {
 			continue
 		}

@@ -337,27 +337,51 @@ func TestEvictionAtLimitSparesProven(t *testing.T) {
 	}
 }
 
-// An eviction takes from the host with the most entries: a flood of
-// endpoints from a few addresses pushes out its own entries, not a host's
-// one server, even one seen before the flood began.
-func TestEvictionTakesFromTheBusiestHost(t *testing.T) {
-	c := clock.NewFake(time.Time{})
-	r := &recorder{}
-	tr := New(Options{Clock: c, Expiry: time.Hour, CheckInterval: time.Hour, Limit: 6, OnEvent: r.on,
-		Proven: func(Entry) bool { return false }})
-	tr.Start()
-	t.Cleanup(tr.Close)
-	real := netip.MustParseAddrPort("10.0.0.2:5075")
-	tr.Observe(beaconObs(guid(99), real, 0)) // first seen, so the oldest
-	for i := range 20 {
-		c.Advance(time.Second)
-		ep := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(20000+i))
-		tr.Observe(beaconObs(guid(byte(i+1)), ep, 0))
-		if _, ok := tr.Lookup(real, "tcp"); !ok {
-			t.Fatalf("after %d forged endpoints the real server's entry was evicted", i+1)
-		}
-	}
-	if s := tr.Stats(); s.Evicted != 15 || s.Tracked != 6 {
-		t.Fatalf("stats %+v, want 15 evicted, 6 tracked", s)
+// direct is a beacon heard from the server's own address.
+func direct(g pva.GUID, ep netip.AddrPort) Observation {
+	o := beaconObs(g, ep, 0)
+	o.From = netip.AddrPortFrom(ep.Addr(), 40000)
+	return o
+}
+
+// An eviction takes from the sender with the most entries: a flood of
+// endpoints from a few addresses, or of hosts named through one (spoofed)
+// trusted relay, pushes out its own entries, not a host's one server,
+// even one seen before the flood began.
+func TestEvictionTakesFromTheBusiestSender(t *testing.T) {
+	relay := netip.MustParseAddrPort("10.0.0.200:5076")
+	for _, c := range []struct {
+		name  string
+		flood func(i int) Observation
+	}{
+		{"many ports of one host", func(i int) Observation {
+			return direct(guid(byte(i+1)), netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(20000+i)))
+		}},
+		{"many hosts through one relay", func(i int) Observation {
+			o := beaconObs(guid(byte(i+1)), netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 5075), 0)
+			o.From = relay
+			return o
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Time{})
+			r := &recorder{}
+			tr := New(Options{Clock: clk, Expiry: time.Hour, CheckInterval: time.Hour, Limit: 6, OnEvent: r.on,
+				Proven: func(Entry) bool { return false }})
+			tr.Start()
+			t.Cleanup(tr.Close)
+			real := netip.MustParseAddrPort("10.0.0.2:5075")
+			tr.Observe(direct(guid(99), real)) // first seen, so the oldest
+			for i := range 20 {
+				clk.Advance(time.Second)
+				tr.Observe(c.flood(i))
+				if _, ok := tr.Lookup(real, "tcp"); !ok {
+					t.Fatalf("after %d forged endpoints the real server's entry was evicted", i+1)
+				}
+			}
+			if s := tr.Stats(); s.Evicted != 15 || s.Tracked != 6 {
+				t.Fatalf("stats %+v, want 15 evicted, 6 tracked", s)
+			}
+		})
 	}
 }
