@@ -526,7 +526,7 @@ func (h *handler) onBeacon(d *datagram, hdr pva.Header, payload []byte) {
 	if !ok {
 		return
 	}
-	if !h.p.beacons.Allow(beaconKey(d.src, ep)) {
+	if !h.allowSighting(d.src, ep) {
 		h.st.hintRate.Add(1)
 		return
 	}
@@ -619,17 +619,18 @@ func relayable(t *ifaceTable, a netip.Addr) bool {
 	return !local && !t.bcast[a]
 }
 
-// beaconKey is whose beacon budget (rate_limit.beacons_per_second) a
-// believed sighting spends: its sender's, or for a trusted relay speaking
-// for another host, the named server's, so one relay announcing a subnet
-// of IOCs has each of them the budget a directly heard IOC has. The
-// relay's sightings are bounded on its side (relay.max_per_second) and by
-// the tracker's limit here.
-func beaconKey(src, named netip.AddrPort) netip.Addr {
+// allowSighting spends a believed sighting's beacon budget
+// (rate_limit.beacons_per_second): its sender's, or for a trusted relay
+// speaking for another host, the named server's relayed budget, so one
+// relay announcing a subnet of IOCs gives each of them the budget a
+// directly heard IOC has, and a datagram forged from the relay's address
+// cannot spend an IOC's own. The relay's sightings are bounded on its
+// side (relay.max_per_second) and by the tracker's limit here.
+func (h *handler) allowSighting(src, named netip.AddrPort) bool {
 	if a := named.Addr(); a != src.Addr().Unmap() {
-		return a
+		return h.p.relayed.Allow(a)
 	}
-	return src.Addr()
+	return h.p.beacons.Allow(src.Addr())
 }
 
 func (h *handler) trustedRelay(a netip.Addr) bool {
@@ -675,7 +676,7 @@ func (h *handler) onResponse(src netip.AddrPort, hdr pva.Header, payload []byte,
 			return
 		}
 		if ep, ok := h.hint(m.Addr, m.Port, pva.KnownProtocol(m.Protocol), src); ok {
-			if !h.p.beacons.Allow(beaconKey(src, ep)) {
+			if !h.allowSighting(src, ep) {
 				h.st.hintRate.Add(1)
 				return
 			}

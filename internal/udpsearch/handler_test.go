@@ -468,14 +468,16 @@ func TestHintRules(t *testing.T) {
 	beaconFrom(relay, netip.MustParseAddr("192.0.2.9"), "tcp")                // named server not allowed
 	beaconFrom(ioc, netip.Addr{}, string(make([]byte, pva.MaxProtocolLen+1))) // over the bound
 	for range 3 {
-		beaconFrom(ioc, netip.Addr{}, "tcp") // ioc's burst (3) is spent by now
+		// ioc's own burst (3) ends with the first of these: the relay's
+		// sighting spent the relayed budget, not ioc's.
+		beaconFrom(ioc, netip.Addr{}, "tcp")
 	}
 	iocEP := netip.AddrPortFrom(ioc, 5075)
 	var got []netip.AddrPort
 	for _, ob := range sink.all() {
 		got = append(got, ob.Endpoint)
 	}
-	if !slices.Equal(got, []netip.AddrPort{iocEP, iocEP, iocEP}) {
+	if !slices.Equal(got, []netip.AddrPort{iocEP, iocEP, iocEP, iocEP}) {
 		t.Fatalf("observed %v", got)
 	}
 	hit := func(from netip.Addr, named pva.Address) {
@@ -488,7 +490,7 @@ func TestHintRules(t *testing.T) {
 		t.Fatalf("responses %v", responses)
 	}
 	s := st.snapshot()
-	if s.HintAddressMismatch != 2 || s.HintProtocol != 2 || s.HintNotAllowed != 2 || s.HintRate != 3 {
+	if s.HintAddressMismatch != 2 || s.HintProtocol != 2 || s.HintNotAllowed != 2 || s.HintRate != 2 {
 		t.Fatalf("hint drops %+v", s)
 	}
 }
@@ -581,10 +583,11 @@ func TestRelayMayNotNameLoopback(t *testing.T) {
 	}
 }
 
-// A trusted relay speaking for a subnet of IOCs spends each IOC's beacon
-// budget, not its own: the relay's 30 beacons for 10 IOCs are all taken
-// with a burst of 3 per sender, and an IOC's own beacon after them finds
-// its budget spent.
+// A trusted relay speaking for a subnet of IOCs spends each IOC's relayed
+// beacon budget, not its own: the relay's 30 beacons for 10 IOCs are all
+// taken with a burst of 3 per sender, its 31st for one of them is refused,
+// and that IOC's own beacon after them is still taken: a datagram forged
+// from the relay's address cannot spend an IOC's own budget.
 func TestRelayedBeaconsSpendTheNamedServersBudget(t *testing.T) {
 	sink := &obsSink{}
 	o := Options{GUID: ownGUID, Beacons: sink,
@@ -600,9 +603,15 @@ func TestRelayedBeaconsSpendTheNamedServersBudget(t *testing.T) {
 			h.handle(&datagram{b: b, src: netip.AddrPortFrom(relay, 5076), dst: ipEthBc, ifIndex: 2})
 		}
 	}
-	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AnyIPv4, Port: 5075, Protocol: "tcp"})
-	h.handle(&datagram{b: b, src: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.11"), 5076), dst: ipEthBc, ifIndex: 2})
+	ioc := netip.MustParseAddr("10.0.0.11")
+	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AddressFrom(ioc), Port: 5075, Protocol: "tcp"})
+	h.handle(&datagram{b: b, src: netip.AddrPortFrom(relay, 5076), dst: ipEthBc, ifIndex: 2})
 	if n := len(sink.all()); n != 30 || st.snapshot().HintRate != 1 {
-		t.Fatalf("%d sightings taken, %d rate limited; want 30 and 1", n, st.snapshot().HintRate)
+		t.Fatalf("%d sightings taken, %d rate limited; want 30 and the relay's 31st", n, st.snapshot().HintRate)
+	}
+	b = pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AnyIPv4, Port: 5075, Protocol: "tcp"})
+	h.handle(&datagram{b: b, src: netip.AddrPortFrom(ioc, 5076), dst: ipEthBc, ifIndex: 2})
+	if n := len(sink.all()); n != 31 || st.snapshot().HintRate != 1 {
+		t.Fatalf("the IOC's own beacon after the relay's: %d sightings taken, %d rate limited; want 31 and 1", n, st.snapshot().HintRate)
 	}
 }

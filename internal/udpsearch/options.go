@@ -234,6 +234,11 @@ type policy struct {
 	names   *ratelimit.Limiter    // names searched per client; nil: unlimited
 	refl    *ratelimit.Reflection // reply bytes per destination; nil: no cap
 	beacons *ratelimit.Limiter    // beacons and discovery replies per sender; nil: unlimited
+	// relayed is the same budget for a trusted relay's sightings, per
+	// server named: a table of its own, so a datagram forged from a
+	// relay's address spends only the relayed budget of the host it
+	// names, never the budget of that host's own beacons.
+	relayed *ratelimit.Limiter
 	// learn is LearnFrom as a set (nil: every interface); learnLoopback
 	// says it holds a loopback address.
 	learn         map[netip.Addr]bool
@@ -270,9 +275,11 @@ func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
 			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
 	}
 	if sameSources && cur.BeaconRate == p.BeaconRate && cur.BeaconBurst == p.BeaconBurst {
-		n.beacons = cur.beacons
+		n.beacons, n.relayed = cur.beacons, cur.relayed
 	} else {
 		n.beacons = ratelimit.New(ratelimit.Options{Rate: p.BeaconRate, Burst: p.BeaconBurst,
+			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
+		n.relayed = ratelimit.New(ratelimit.Options{Rate: p.BeaconRate, Burst: p.BeaconBurst,
 			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
 	}
 	if sameSources && cur.ReflectionRatio == p.ReflectionRatio && cur.ReflectionWindow == p.ReflectionWindow {
