@@ -86,9 +86,12 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		d.Prober.Probe(ev.GUID, ev.Endpoint, probe.ReasonSourcesChanged)
 	case beacon.EventEvicted:
 		// A full table made room for a new endpoint: this one was never
-		// proven over TCP (beaconProven), so it holds no name; forget its
-		// probe and its empty row. Its next beacon starts over.
-		d.Prober.Forget(ev.Endpoint)
+		// proven over TCP (beaconProven). Its probe and empty row go,
+		// unless the prober proved it meanwhile or holds it for another
+		// reason (static, another GUID): that is decided under its lock.
+		if !d.Prober.ForgetUnproven(ev.Endpoint, ev.GUID) {
+			return
+		}
 		if s, ok := d.Registry.Server(ev.GUID); ok && s.Addr == ev.Endpoint && s.Names == 0 &&
 			s.ProbeState != registry.ProbeListed && s.ListedHow != registry.SourceStatic {
 			_ = d.Registry.RemoveServer(ev.GUID)
@@ -149,15 +152,15 @@ func (d *Daemon) logLost(g pva.GUID, ep netip.AddrPort, reason string) {
 }
 
 // beaconProven is the tracker's Proven: a server listed over TCP (or
-// from a static name file) or watched now. Only entries that beacons
+// from a static name file), or one the prober holds as static, listed or
+// watched. Only entries that beacons
 // alone put in the table may be evicted at its limit.
 func (d *Daemon) beaconProven(e beacon.Entry) bool {
 	if s, ok := d.Registry.Server(e.GUID); ok && s.Addr == e.Endpoint &&
 		(s.Names > 0 || s.ProbeState == registry.ProbeListed || s.ListedHow == registry.SourceStatic) {
 		return true
 	}
-	_, watched := d.Prober.Watching(e.Endpoint)
-	return watched
+	return d.Prober.Proven(e.Endpoint)
 }
 
 // removeAt removes g if it is registered at ep with names of its own (a

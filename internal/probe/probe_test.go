@@ -482,9 +482,28 @@ func TestStaticServers(t *testing.T) {
 	if got[silent.Addr()].guid != StaticGUID(silent.Addr()) {
 		t.Fatalf("GUID %v, want synthetic", got[silent.Addr()].guid)
 	}
+	// The silent one (nothing else announced it) goes, and is reported
+	// lost, so its names go too: forgetting it closed the watch that would
+	// have reported it (a DNS change dropping its address left its names
+	// registered for good).
 	p.SetStatic([]netip.AddrPort{pinged.Addr()})
 	if n := len(p.Servers()); n != 1 {
 		t.Fatalf("%d servers after removing one static", n)
+	}
+	if r := k.next(t, "lost", 2*time.Second); r.ep != silent.Addr() || r.guid != StaticGUID(silent.Addr()) {
+		t.Fatalf("lost %+v, want the server taken off the list", r)
+	}
+	// A static server is never forgotten as unproven (an eviction of its
+	// tracker entry).
+	if p.ForgetUnproven(pinged.Addr(), pinged.GUID()) || !p.Proven(pinged.Addr()) {
+		t.Fatal("a static, listed server was forgotten as unproven")
+	}
+	// Off the list, it stays while its watch answers (it proved its own
+	// GUID, as a server a beacon announced does): neither a forged GUID's
+	// eviction nor its own forgets it.
+	p.SetStatic(nil)
+	if p.ForgetUnproven(pinged.Addr(), pva.GUID{0xEE}) || p.ForgetUnproven(pinged.Addr(), pinged.GUID()) {
+		t.Fatal("a watched server was forgotten as unproven")
 	}
 }
 

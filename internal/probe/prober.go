@@ -661,6 +661,34 @@ func (p *Prober) forgetLocked(s *server) {
 	delete(p.servers, s.ep)
 }
 
+// ForgetUnproven forgets ep's server only if nothing proved it over TCP:
+// it is not static, has no listing outstanding and no live watch, and is
+// known under guid (or under no GUID yet). Checked under the prober's
+// lock, so a listing that lands meanwhile is never forgotten. It reports
+// whether ep is now unknown to the prober.
+func (p *Prober) ForgetUnproven(ep netip.AddrPort, guid pva.GUID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.servers[ep]
+	if s == nil {
+		return true
+	}
+	if s.static || s.reported || (s.cl != nil && !s.cl.dead.Load()) || (!s.guid.IsZero() && s.guid != guid) {
+		return false
+	}
+	p.forgetLocked(s)
+	return true
+}
+
+// Proven reports whether the prober holds ep as proven: static, listed
+// (a listing outstanding) or watched.
+func (p *Prober) Proven(ep netip.AddrPort) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.servers[ep]
+	return s != nil && (s.static || s.reported || (s.cl != nil && !s.cl.dead.Load()))
+}
+
 // SetStatic replaces the list of static servers: endpoints probed (and
 // watched, and reconnected) even if they never beacon. Endpoints no longer
 // listed are forgotten unless a beacon also announced them.
@@ -674,6 +702,10 @@ func (p *Prober) SetStatic(eps []netip.AddrPort) {
 		if s.static && !want[ep] {
 			s.static = false
 			if s.guid.IsZero() || s.guid == StaticGUID(ep) {
+				// Nothing else announced it: it goes, and its names with
+				// it (a Lost is owed for a listing; forgetting alone would
+				// close the watch that removes them).
+				p.lostLocked(s, "taken off the static list")
 				p.forgetLocked(s)
 			}
 		}
@@ -685,6 +717,7 @@ func (p *Prober) SetStatic(eps []netip.AddrPort) {
 		}
 	}
 	p.mu.Unlock()
+	p.deliver()
 	for _, ep := range add {
 		p.Probe(pva.GUID{}, ep, ReasonStatic)
 	}
