@@ -661,9 +661,17 @@ func (p *Prober) forgetLocked(s *server) {
 	delete(p.servers, s.ep)
 }
 
-// ForgetUnproven forgets ep's server only if nothing proved it over TCP:
-// it is not static, has no listing outstanding and no live watch, and is
-// known under guid (or under no GUID yet). Checked under the prober's
+// proven: the server is static, or showed itself over TCP and has not
+// been lost since (listed, or a live connection that refused the
+// listing, or a watch up now). A probe that only failed to connect is no
+// proof. p.mu held.
+func (s *server) proven() bool {
+	return s.static || (s.cl != nil && !s.cl.dead.Load()) || s.names > 0 ||
+		s.state == StateListed || s.state == StateUnlistable
+}
+
+// ForgetUnproven forgets ep's server only if nothing proved it over TCP
+// (proven) and it is known under guid (or under no GUID yet). Checked under the prober's
 // lock, so a listing that lands meanwhile is never forgotten. It reports
 // whether ep is now unknown to the prober.
 func (p *Prober) ForgetUnproven(ep netip.AddrPort, guid pva.GUID) bool {
@@ -673,20 +681,20 @@ func (p *Prober) ForgetUnproven(ep netip.AddrPort, guid pva.GUID) bool {
 	if s == nil {
 		return true
 	}
-	if s.static || s.reported || (s.cl != nil && !s.cl.dead.Load()) || (!s.guid.IsZero() && s.guid != guid) {
+	if s.proven() || (!s.guid.IsZero() && s.guid != guid) {
 		return false
 	}
 	p.forgetLocked(s)
 	return true
 }
 
-// Proven reports whether the prober holds ep as proven: static, listed
-// (a listing outstanding) or watched.
+// Proven reports whether the prober holds ep as proven (static, listed,
+// or shown over TCP and not lost since).
 func (p *Prober) Proven(ep netip.AddrPort) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.servers[ep]
-	return s != nil && (s.static || s.reported || (s.cl != nil && !s.cl.dead.Load()))
+	return s != nil && s.proven()
 }
 
 // SetStatic replaces the list of static servers: endpoints probed (and
