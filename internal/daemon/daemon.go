@@ -82,6 +82,10 @@ type Daemon struct {
 	// sends accepted sightings on to relay.to.
 	DNS   *dnswatch.Watcher
 	Relay *relay.Relay
+	// lists are static.servers and pva.name_servers as DNS answers them
+	// now, expanded once per reload or DNS change (refreshLists) for the
+	// paths that read them often: every lost watch, every scrape.
+	lists atomic.Pointer[followedLists]
 
 	nameFiles *probe.NameFiles
 	httpSrv   *httpapi.Service
@@ -424,7 +428,6 @@ func (d *Daemon) Ready() (bool, string) {
 func (d *Daemon) Discover() error {
 	ping := pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchMustReply, ReplyPort: d.UDP.ClientAddr().Port()}
 	msg := pva.AppendSearch(nil, pva.FlagBigEndian, &ping)
-	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "discovery", Detail: "discovery ping sent"})
 	return d.UDP.SendSearch(msg, nil)
 }
 

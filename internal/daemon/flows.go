@@ -320,7 +320,7 @@ func (d *Daemon) earned(guid pva.GUID, ep netip.AddrPort) bool {
 	if sv, ok := d.Registry.Server(guid); ok && sv.Addr == ep {
 		return true
 	}
-	return slices.Contains(d.staticServers(d.conf()), ep)
+	return slices.Contains(d.lists.Load().static, ep)
 }
 
 func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {

@@ -15,7 +15,7 @@ func (d *Daemon) registerMetrics() {
 	d.Ring.RegisterMetrics(m)
 	d.httpSrv.RegisterMetrics(m)
 	d.Ring.RegisterDestinationMetrics(m, func() (udp, upstream []netip.AddrPort) {
-		return d.UDP.SearchDestinations(), d.nameServers(d.conf())
+		return d.UDP.SearchDestinations(), d.lists.Load().nameServers
 	})
 	d.DNS.RegisterMetrics(m)
 	d.Relay.RegisterMetrics(m)

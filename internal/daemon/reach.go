@@ -46,6 +46,11 @@ func newDiscoveryRounds() discoveryRounds {
 // counts the round under trigger.
 func (d *Daemon) discover(trigger string) error {
 	d.discoveries[trigger].Add(1)
+	// Periodic rounds are counted, not listed: at a short interval they
+	// would push everything else out of the bounded event list.
+	if trigger != discoverPeriodic {
+		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "discovery", Detail: "discovery ping sent (" + trigger + ")"})
+	}
 	return d.Discover()
 }
 
@@ -83,26 +88,39 @@ func (d *Daemon) periodicDiscover() {
 // followed, the address it had at load stays.
 func (d *Daemon) expand(l []config.Endpoint) []config.Endpoint {
 	out := make([]config.Endpoint, 0, len(l))
+	seen := make(map[config.Endpoint]bool, len(l))
+	add := func(e config.Endpoint) {
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
 	for _, e := range l {
 		addrs, ok := []netip.Addr(nil), false
 		if e.Host != "" && d.DNS != nil {
 			addrs, ok = d.DNS.Addrs(e.Host)
 		}
 		if !ok {
-			if !slices.Contains(out, e) {
-				out = append(out, e)
-			}
+			add(e)
 			continue
 		}
 		for _, a := range addrs {
 			x := e
 			x.AddrPort = netip.AddrPortFrom(a, e.Port())
-			if !slices.Contains(out, x) {
-				out = append(out, x)
-			}
+			add(x)
 		}
 	}
 	return out
+}
+
+// followedLists are the TCP endpoint lists as DNS answers them now.
+type followedLists struct {
+	static, nameServers []netip.AddrPort
+}
+
+// refreshLists expands c's static servers and name servers again.
+func (d *Daemon) refreshLists(c *config.Config) {
+	d.lists.Store(&followedLists{static: d.staticServers(c), nameServers: d.nameServers(c)})
 }
 
 // followed is an address list of TCP endpoints (static.servers,
@@ -114,8 +132,10 @@ func (d *Daemon) followed(addrs []netip.AddrPort, entries []config.Endpoint) []n
 		return addrs
 	}
 	var out []netip.AddrPort
+	seen := map[netip.AddrPort]bool{}
 	for _, e := range d.expand(entries) {
-		if !slices.Contains(out, e.AddrPort) {
+		if !seen[e.AddrPort] {
+			seen[e.AddrPort] = true
 			out = append(out, e.AddrPort)
 		}
 	}
@@ -169,6 +189,7 @@ func (d *Daemon) onDNSChanged() {
 		return
 	}
 	c := d.conf()
+	d.refreshLists(c)
 	d.Prober.SetStatic(d.allowedStatic(d.staticServers(c)))
 	d.Upstream.SetServers(d.nameServers(c), upstreamConnOptions(c))
 	d.Relay.SetLimits(d.relayLimits(c))

@@ -181,6 +181,7 @@ func joinKeys(k []string) string { return strings.Join(k, ", ") }
 // apply gives every part its reloadable settings from next. prev is the
 // configuration in force before (nil in New, before anything started).
 func (d *Daemon) apply(prev, next *config.Config) {
+	d.refreshLists(next)
 	d.Registry.SetLimits(registry.Limits{
 		MaxServers:    next.Registry.MaxServers,
 		MaxNames:      next.Registry.MaxNames,
