@@ -351,6 +351,7 @@ func udpPolicy(c *config.Config) udpsearch.Policy {
 		ClientAllowed:    udpClientFilter(&c.Access),
 		IgnoreAddrs:      c.PVA.IgnoreAddrList,
 		AnswerNames:      c.UDP.AnswerSearches && !c.Relay.Only, // a relay has no name server to answer for
+		Silent:           c.Relay.Only,
 		SearchRate:       c.RateLimit.UDPSearchesPerSecond,
 		SearchBurst:      c.RateLimit.UDPSearchBurst,
 		NameRate:         c.RateLimit.UDPNamesPerSecond,

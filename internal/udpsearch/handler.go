@@ -354,6 +354,9 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		h.st.namesDropped.Add(uint64(len(s.Names) - m))
 		s.Names = s.Names[:m]
 	}
+	if h.p.Silent {
+		return
+	}
 	dest := netip.AddrPortFrom(to, s.ReplyPort)
 	if s.IsDiscovery() {
 		if s.MustReply() {

@@ -615,3 +615,23 @@ func TestRelayedBeaconsSpendTheNamedServersBudget(t *testing.T) {
 		t.Fatalf("the IOC's own beacon after the relay's: %d sightings taken, %d rate limited; want 31 and 1", n, st.snapshot().HintRate)
 	}
 }
+
+// The relay profile (Policy.Silent) answers no search, not even a
+// discovery ping, which would name a TCP port where it has no name server;
+// a unicast search is still forwarded to the host's other servers.
+func TestSilentAnswersNothingButForwards(t *testing.T) {
+	out := &recSender{}
+	o := Options{AnswerNames: true, Resolver: captureRegistry()}
+	h, _ := testHandler(t, o, out)
+	o.setDefaults()
+	pol := o.policy()
+	pol.Silent = true
+	h.pol.Store(newPolicy(pol, nil, o.Clock))
+	ping := searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, 40000, nil)
+	h.handle(&datagram{b: ping, src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEth, ifIndex: 2})
+	miss := searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, 40000, []string{"tcp"}, "nobody:here")
+	h.handle(&datagram{b: miss, src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEth, ifIndex: 2})
+	if len(out.replies) != 0 || len(out.forwards) != 2 {
+		t.Fatalf("replies %+v, forwards %d; want none and 2", out.replies, len(out.forwards))
+	}
+}

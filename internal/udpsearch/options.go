@@ -197,9 +197,13 @@ type Options struct {
 // Policy is the part of the Options a running server can change (a
 // configuration reload): who is answered, how much, and with what.
 type Policy struct {
-	ClientAllowed     func(netip.Addr) bool
-	IgnoreAddrs       []netip.AddrPort
-	AnswerNames       bool
+	ClientAllowed func(netip.Addr) bool
+	IgnoreAddrs   []netip.AddrPort
+	AnswerNames   bool
+	// Silent answers no search at all, discovery pings included (the
+	// relay profile: it has no name server whose port an answer would
+	// name); unicast searches are still forwarded to the host's others.
+	Silent            bool
 	SearchRate        float64
 	SearchBurst       int
 	NameRate          float64
