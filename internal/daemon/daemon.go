@@ -41,6 +41,7 @@ import (
 	"github.com/pvans-project/pvans/internal/searchring"
 	"github.com/pvans-project/pvans/internal/serverpv"
 	"github.com/pvans-project/pvans/internal/tcpsearch"
+	"github.com/pvans-project/pvans/internal/twin"
 	"github.com/pvans-project/pvans/internal/udpsearch"
 	"github.com/pvans-project/pvans/internal/upstream"
 )
@@ -73,6 +74,9 @@ type Daemon struct {
 	Ring     *searchring.Ring
 	UDP      *udpsearch.Server
 	TCP      *tcpsearch.Server
+	// Twins pairs a client's UDP search socket with its TCP name-server
+	// connection, so that its UDP searches are answered over TCP.
+	Twins    *twin.Table
 	ServerPV *serverpv.Provider // the `server` PV on the TCP port
 	Upstream *upstream.Pool
 	Events   *events.Log
@@ -182,6 +186,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
 		Logger:           d.log.Named("serverpv"),
 	})
+	d.Twins = twin.New(d.clk)
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:    d.tcpListen(),
 		TLSListen: tlsOpt.TLSListen,
@@ -191,6 +196,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Logger:    d.log.Named("tcp"),
 		Clock:     d.clk,
 		Insight:   d.Insight,
+		Twins:     d.Twins,
 	}, tcpsearch.FromResolver(d.Resolver))
 
 	var ifaces []netip.Addr
@@ -221,6 +227,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		OnSearchResponse: d.onUDPSearchResponse,
 		OnPingAnswer:     d.Prober.PingAnswer,
 		Insight:          d.Insight,
+		Twins:            d.Twins,
 		Clock:            d.clk,
 		Logger:           d.log.Named("udp"),
 	})

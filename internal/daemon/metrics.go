@@ -9,6 +9,7 @@ func (d *Daemon) registerMetrics() {
 	d.TCP.RegisterMetrics(m)
 	d.ServerPV.RegisterMetrics(m)
 	d.UDP.RegisterMetrics(m)
+	d.Twins.RegisterMetrics(m)
 	d.Resolver.RegisterMetrics(m)
 	d.Registry.RegisterMetrics(m)
 	d.Tracker.RegisterMetrics(m)

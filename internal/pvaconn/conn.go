@@ -406,6 +406,29 @@ func (c *Conn) Send(msg []byte) error {
 		c.fail(ErrBudget)
 		return ErrBudget
 	}
+	c.enqueueLocked(msg)
+	return nil
+}
+
+// Offer enqueues msg as Send does when it fits in half the send queue and
+// the budget, and otherwise reports false and leaves the connection as it
+// is: for messages the peer did not ask for on this connection (answers
+// to its UDP searches), which have another way to go, so the half the
+// peer's own requests may use stays free for them.
+func (c *Conn) Offer(msg []byte) bool {
+	c.mu.Lock()
+	if c.closed || c.queued+len(msg) > c.opt.SendQueueBytes/2 ||
+		!c.opt.Budget.take(overFree(c.queued+len(msg))-overFree(c.queued)) {
+		c.mu.Unlock()
+		return false
+	}
+	c.enqueueLocked(msg)
+	return true
+}
+
+// enqueueLocked appends msg to the queue, wakes the writer and unlocks
+// c.mu.
+func (c *Conn) enqueueLocked(msg []byte) {
 	c.pending = append(c.pending, msg...)
 	c.queued += len(msg)
 	c.backlog.Store(int64(c.queued))
@@ -414,7 +437,6 @@ func (c *Conn) Send(msg []byte) error {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // fail records the first cause and tears the socket down; the goroutines

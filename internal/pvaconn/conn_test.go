@@ -441,6 +441,41 @@ func TestSendQueueBound(t *testing.T) {
 	}
 }
 
+// Offer to a peer that never reads fills half the queue, then refuses,
+// and the connection stays open for the peer's own replies (Send).
+func TestOfferRefusesWithoutClosing(t *testing.T) {
+	testutil.CheckGoroutines(t)
+	sc, cc := loopPair(t)
+	_ = cc
+	cnt := new(Counters)
+	c := Serve(sc, Options{Counters: cnt, SendQueueBytes: 256 << 10}, newRecorder())
+	chunk := pva.AppendMessage(nil, c.Flags(), pva.CmdMessage, make([]byte, 32<<10))
+	refused := false
+	for range 1000 {
+		if !c.Offer(chunk) {
+			refused = true
+			break
+		}
+		if c.Backlog() > 128<<10 {
+			t.Fatalf("backlog %d above half the bound", c.Backlog())
+		}
+	}
+	if !refused {
+		t.Fatal("Offer never refused a peer that does not read")
+	}
+	if c.Err() != nil || cnt.SendQueueFull.Load() != 0 {
+		t.Fatalf("Offer closed the connection: %v %+v", c.Err(), cnt.Stats())
+	}
+	if err := c.Send(chunk); err != nil {
+		t.Fatalf("Send after a refused Offer: %v", err)
+	}
+	c.Close()
+	waitDone(t, c)
+	if c.Offer(chunk) {
+		t.Fatal("Offer after close succeeded")
+	}
+}
+
 // Data arriving together with the peer's close is still delivered.
 func TestClosedMidMessage(t *testing.T) {
 	sc, cc := loopPair(t)

@@ -31,6 +31,7 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/ratelimit"
+	"github.com/pvans-project/pvans/internal/twin"
 )
 
 // DefaultPort is EPICS_PVAS_SERVER_PORT's default.
@@ -120,6 +121,10 @@ type Options struct {
 	Clock clock.Clock
 	// Insight sees every search answered from the resolver (nil: none).
 	Insight SearchObserver
+	// Twins pairs each connection with its client's UDP search socket, so
+	// the answers to that socket's searches can come over the connection
+	// (nil: none).
+	Twins *twin.Table
 }
 
 // SearchObserver is told about every search the resolver answered
@@ -516,7 +521,13 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 		}
 		// Serve under mu: Closed (which deletes) cannot run before the add.
 		ss := &session{s: s, src: src, overTLS: tc != nil}
+		if tw := s.opt.Twins; tw != nil {
+			// From the connection's start: UDP replies to its host are
+			// kept for a pair from then on (udpsearch's stash).
+			ss.twin = tw.Join(src, ss.offer)
+		}
 		c := pvaconn.Serve(nc, pol.Conn, ss)
+		ss.conn.Store(c)
 		s.conns[c] = tc != nil
 		s.mu.Unlock()
 	}

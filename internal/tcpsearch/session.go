@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/twin"
 )
 
 var (
@@ -26,6 +27,10 @@ type session struct {
 	resp   pva.SearchResponse
 	out    []byte
 	waiter Waiter // created on the first unresolved name (read goroutine)
+	// twin pairs this connection with its client's UDP socket (nil
+	// without Options.Twins); conn is set once Serve returned.
+	twin *twin.Conn
+	conn atomic.Pointer[pvaconn.Conn]
 
 	lastSeq atomic.Uint32 // echoed in pushed replies: PVXS correlates by CID only
 	// src is the client's address (per-source connection accounting, and
@@ -76,6 +81,9 @@ func (ss *session) Closed(c *pvaconn.Conn, err error) {
 	if ss.waiter != nil {
 		ss.waiter.Close()
 	}
+	if ss.twin != nil {
+		ss.twin.Leave()
+	}
 	if p := ss.s.opt.Channels; p != nil {
 		p.Closed(c)
 	}
@@ -99,6 +107,7 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 	cnt.searches.Add(1)
 	cnt.names.Add(uint64(len(q.Names)))
 	ss.lastSeq.Store(q.Seq)
+	ss.noteTwin(payload)
 	out := ss.answer(ss.out[:0], q, payload, c.Flags(), c.Local().Port())
 	if len(out) > 0 && c.Send(out) != nil {
 		cnt.sendErrors.Add(1)
@@ -110,6 +119,23 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		}
 		ss.waiter.Wait(q.Names, ss.batch.Missing, q.HasProtocol("tls"))
 	}
+}
+
+// noteTwin tells the pairing about this search.
+func (ss *session) noteTwin(payload []byte) {
+	if ss.twin == nil {
+		return
+	}
+	if fp, ok := ss.s.opt.Twins.Fingerprint(payload); ok {
+		ss.twin.TCPSearch(fp)
+	}
+}
+
+// offer queues an answer to the client's UDP search, if the connection
+// has room (pvaconn.Conn.Offer).
+func (ss *session) offer(b []byte) bool {
+	c := ss.conn.Load()
+	return c != nil && c.Offer(b)
 }
 
 // answer is the lookup+encode path: one resolver lookup for the whole

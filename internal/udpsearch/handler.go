@@ -11,6 +11,7 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/relay"
 	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/twin"
 )
 
 // origin is how a datagram reached the search port (docs/protocol.md,
@@ -100,6 +101,11 @@ type handler struct {
 	batch  resolver.Batch
 	buf    []byte
 	cids   []uint32 // scratch of pacing.unheld
+
+	// twin is the client's own TCP connection for the search being
+	// answered (Options.Twins); candidate: none yet, but its host has one.
+	twin      *twin.Conn
+	candidate bool
 }
 
 func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out sender) *handler {
@@ -366,6 +372,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		return
 	}
 	answered := false
+	h.pairing(o, d, dest, payload)
 	if len(s.Names) > 0 && h.p.AnswerNames && h.o.Resolver != nil {
 		if !s.HasProtocol(protoTCP) && !s.HasProtocol("tls") {
 			h.st.dropNoTCP.Add(1)
@@ -408,6 +415,21 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	}
 	if !answered && s.MustReply() {
 		h.sendNegative(dest, from, pin)
+	}
+}
+
+// pairing finds the client's own TCP name-server connection for this
+// search (h.twin), or whether one may yet be found (h.candidate). Only a
+// search that came straight from the host its replies go to is compared:
+// a forwarded copy's reply address is the client's word alone.
+func (h *handler) pairing(o origin, d *datagram, dest netip.AddrPort, payload []byte) {
+	h.twin, h.candidate = nil, false
+	tw := h.o.Twins
+	if tw == nil || (o != originUnicast && o != originBroadcast) || d.src.Addr().Unmap() != dest.Addr() {
+		return
+	}
+	if fp, ok := tw.Fingerprint(payload); ok {
+		h.twin, h.candidate = tw.UDPSearch(dest, fp)
 	}
 }
 
@@ -472,13 +494,20 @@ func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin int) {
 }
 
 // sendCIDs sends h.buf, a reply naming the channels cids (their number
-// is its weight for the client's pace).
+// is its weight for the client's pace). A search paired with the client's
+// TCP connection is answered over it, unpaced (TCP paces itself) and not
+// charged to the reflection bound (the host opened that connection); the
+// socket takes what the connection's queue has no room for.
 func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids []uint32) {
+	if len(cids) > 0 && h.twin != nil && h.twin.Send(h.buf) {
+		h.st.repliesOverTCP.Add(1)
+		return
+	}
 	if !h.p.refl.Reply(dest.Addr(), len(h.buf)) {
 		h.st.reflectionCapped.Add(1)
 		return
 	}
-	if h.pace.send(h.out, h.buf, dest, from, pin, cids) {
+	if h.pace.send(h.out, h.buf, dest, from, pin, cids, h.candidate && len(cids) > 0) {
 		h.st.responses.Add(1)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/ratelimit"
+	"github.com/pvans-project/pvans/internal/twin"
 )
 
 // Defaults.
@@ -103,6 +104,10 @@ type Options struct {
 	OnPingAnswer func(from netip.AddrPort, m *pva.SearchResponse) bool
 	// Insight sees every search answered from the resolver (nil: none).
 	Insight SearchObserver
+	// Twins pairs a client's UDP search socket with its own TCP
+	// name-server connection (the TCP server's table); a paired client's
+	// searches are answered over the connection (nil: never).
+	Twins *twin.Table
 
 	// Clock drives beacons and interface refreshes; nil = the wall clock.
 	Clock clock.Clock

@@ -1,13 +1,16 @@
 package udpsearch
 
 import (
+	"cmp"
 	"container/heap"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/ratelimit"
+	"github.com/pvans-project/pvans/internal/twin"
 )
 
 // Replies to one client are paced (Options.ReplyRate), in the names they
@@ -20,6 +23,16 @@ import (
 // would wait beyond maxReplyHold is dropped instead (the client searches
 // again by then).
 const maxReplyHold = time.Second
+
+// stashFor is how long a reply that would wait beyond maxReplyHold is
+// kept, not sent, for a client whose host has a TCP name-server
+// connection to pvans: when that connection turns out to be the client's
+// own (package twin) the reply goes over it; otherwise it is dropped as it
+// would have been. A PVXS client searches again only a whole revolution of
+// its ring (6 s) after its name-server connection comes up, so a reply
+// lost then costs it 6 s; its connection's copies of the same searches
+// follow its UDP datagrams within a tick.
+const stashFor = 2 * time.Second
 
 // pacing is the search port handlers' reply pacer and its queue.
 type pacing struct {
@@ -38,14 +51,17 @@ func newPacing(o *Options, st *counters) *pacing {
 
 // send sends b, a reply naming the channels cids, to to now, or holds it
 // until the destination's pace allows; it reports false when the reply
-// was dropped.
-func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr, pin int, cids []uint32) bool {
+// was dropped. A reply beyond the pace to a pairing candidate (stashFor)
+// is stashed rather than dropped.
+func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr, pin int, cids []uint32, candidate bool) bool {
 	if pc == nil {
 		out.reply(b, to, from, pin)
 		return true
 	}
 	wait, ok := pc.p.Delay(to, len(cids))
 	switch {
+	case !ok && candidate:
+		return pc.q.stash(b, to)
 	case !ok:
 		pc.q.st.dropReplyHold.Add(1)
 		return false
@@ -54,6 +70,16 @@ func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr,
 		return true
 	}
 	return pc.q.push(b, to, from, pin, wait, cids)
+}
+
+// divert sends the replies held and stashed for to through send instead
+// of the socket, in the order they were booked; those send refuses stay.
+// It returns how many went.
+func (pc *pacing) divert(to netip.AddrPort, send func([]byte) bool) int {
+	if pc == nil {
+		return 0
+	}
+	return pc.q.divert(to, send)
 }
 
 // unheld returns the cids that no reply held for to names yet (cids
@@ -77,6 +103,10 @@ func (pc *pacing) unheld(to netip.AddrPort, cids []uint32, scratch *[]uint32) []
 	*scratch = out
 	return out
 }
+
+// onPair is the pairing's callback (twin.Table.OnPair): what waits for
+// to goes over c.
+func (pc *pacing) onPair(to netip.AddrPort, c *twin.Conn) { pc.divert(to, c.Send) }
 
 func (pc *pacing) close() {
 	if pc != nil {
@@ -123,6 +153,8 @@ type heldReply struct {
 	to   netip.AddrPort
 	from netip.Addr
 	pin  int
+	// stash: never sent over UDP; dropped at at unless diverted first.
+	stash bool
 }
 
 type heldHeap []heldReply
@@ -148,15 +180,33 @@ func (q *replyQueue) setSender(out sender) {
 }
 
 func (q *replyQueue) push(b []byte, to netip.AddrPort, from netip.Addr, pin int, wait time.Duration, cids []uint32) bool {
+	return q.add(heldReply{b: b, to: to, from: from, pin: pin}, wait, cids)
+}
+
+// stash keeps b for a pair that may come (stashFor). Its CIDs are not
+// marked held: a client that turns out not to pair is answered again
+// when it searches again, as if the reply had been dropped.
+func (q *replyQueue) stash(b []byte, to netip.AddrPort) bool {
+	if !q.add(heldReply{b: b, to: to, stash: true}, stashFor, nil) {
+		return false
+	}
+	q.st.repliesStashed.Add(1)
+	return true
+}
+
+// add books r (b not yet copied) to leave after wait.
+func (q *replyQueue) add(r heldReply, wait time.Duration, cids []uint32) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	b := r.b
 	if q.closed || q.bytes+len(b) > q.max {
 		q.st.dropReplyQueue.Add(1)
 		return false
 	}
 	at := q.clk.Now().Add(wait)
 	q.seq++
-	r := heldReply{at: at, seq: q.seq, b: append([]byte(nil), b...), to: to, from: from, pin: pin}
+	r.at, r.seq, r.b = at, q.seq, append([]byte(nil), b...)
+	to := r.to
 	if q.cids == nil {
 		q.cids, q.perDest = map[heldCID]struct{}{}, map[netip.AddrPort]int{}
 	}
@@ -169,9 +219,45 @@ func (q *replyQueue) push(b []byte, to netip.AddrPort, from netip.Addr, pin int,
 	q.perDest[to]++
 	heap.Push(&q.h, r)
 	q.bytes += len(b)
-	q.st.repliesHeld.Add(1)
+	if !r.stash {
+		q.st.repliesHeld.Add(1)
+	}
 	q.arm(at)
 	return true
+}
+
+func (q *replyQueue) divert(to netip.AddrPort, send func([]byte) bool) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.perDest[to] == 0 {
+		return 0
+	}
+	var mine []heldReply
+	kept := q.h[:0]
+	for _, r := range q.h {
+		if r.to == to {
+			mine = append(mine, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	slices.SortFunc(mine, func(a, b heldReply) int { return cmp.Compare(a.seq, b.seq) })
+	n := 0
+	for i := range mine {
+		r := &mine[i]
+		if !send(r.b) {
+			kept = append(kept, *r)
+			continue
+		}
+		q.bytes -= len(r.b)
+		q.forget(r)
+		n++
+	}
+	clear(q.h[len(kept):])
+	q.h = kept
+	heap.Init(&q.h)
+	q.st.repliesDiverted.Add(uint64(n))
+	return n
 }
 
 // arm makes the timer fire by at; q.mu held.
@@ -205,7 +291,9 @@ func (q *replyQueue) fire() {
 	out := q.out
 	q.mu.Unlock()
 	for i := range q.due {
-		if r := &q.due[i]; out != nil {
+		if r := &q.due[i]; r.stash {
+			q.st.dropReplyHold.Add(1)
+		} else if out != nil {
 			out.reply(r.b, r.to, r.from, r.pin)
 		}
 		q.due[i] = heldReply{}

@@ -81,6 +81,11 @@ func New(o Options) *Server {
 	s.pace = newPacing(&s.o, &s.st)
 	s.h.pace, s.h6.pace = s.pace, s.pace
 	s.ch.dests, s.ch.expected = s.SearchDestinations, s.expected
+	if o.Twins != nil {
+		// What waits in the pacer for a client found to have its own TCP
+		// connection goes over it now.
+		o.Twins.OnPair(s.pace.onPair)
+	}
 	return s
 }
 

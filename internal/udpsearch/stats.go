@@ -49,7 +49,15 @@ type Stats struct {
 	RepliesHeld    uint64
 	DropReplyQueue uint64
 	DropReplyHold  uint64
-	NamesDropped   uint64 // names beyond MaxNamesPerSearch
+	// RepliesOverTCP are answers to UDP searches sent over the client's
+	// own TCP name-server connection (Options.Twins) instead;
+	// RepliesDiverted, held or stashed replies moved there when the pair
+	// was made; RepliesStashed, replies beyond the pace kept for a pair
+	// that might come (those that found none count in DropReplyHold).
+	RepliesOverTCP  uint64
+	RepliesDiverted uint64
+	RepliesStashed  uint64
+	NamesDropped    uint64 // names beyond MaxNamesPerSearch
 	// DropBeaconQueue: sightings (beacons, discovery answers) dropped
 	// because the queue to the tracker was full.
 	DropBeaconQueue uint64
@@ -78,6 +86,7 @@ type counters struct {
 	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
 	dropBeaconQueue                                                                      atomic.Uint64
 	repliesHeld, dropReplyQueue, dropReplyHold                                           atomic.Uint64
+	repliesOverTCP, repliesDiverted, repliesStashed                                      atomic.Uint64
 
 	hintAddress, hintNotAllowed, hintProtocol, hintRate, hintUnsolicited atomic.Uint64
 	hintInterface                                                        atomic.Uint64
@@ -104,6 +113,7 @@ func (c *counters) snapshot() Stats {
 		ReflectionCapped: c.reflectionCapped.Load(), NamesDropped: c.namesDropped.Load(),
 		DropBeaconQueue: c.dropBeaconQueue.Load(),
 		RepliesHeld:     c.repliesHeld.Load(), DropReplyQueue: c.dropReplyQueue.Load(), DropReplyHold: c.dropReplyHold.Load(),
+		RepliesOverTCP: c.repliesOverTCP.Load(), RepliesDiverted: c.repliesDiverted.Load(), RepliesStashed: c.repliesStashed.Load(),
 
 		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
 		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),

@@ -79,6 +79,7 @@ func TestBigClient(t *testing.T) {
 		udpSent, tcpSent, tcpSkipped   int64
 		research, viaTCP, clientDrops  int64
 		rateLimited, paced, replyDrops float64
+		pairs, overTCP                 float64
 	}
 	run := func(mode string, p *pvans, names []string, udpDests []netip.AddrPort, tcp bool) result {
 		t.Helper()
@@ -106,11 +107,14 @@ func TestBigClient(t *testing.T) {
 			r.rateLimited = d(`pvans_udp_drops_total{reason="rate_limited"}`) + d(`pvans_tcp_limit_hits_total{limit="rate_limited"}`)
 			r.paced = d("pvans_udp_replies_paced_total")
 			r.replyDrops = d(`pvans_udp_drops_total{reason="reply_queue"}`) + d(`pvans_udp_drops_total{reason="reply_hold"}`)
+			r.pairs = d("pvans_twin_pairs_made_total")
+			r.overTCP = d("pvans_udp_replies_over_tcp_total") + d("pvans_udp_replies_diverted_total")
 		}
 		t.Logf("%-12s %6d names: last answer %6.2f s; datagrams %d, TCP searches %d (%d skipped by the 64 KiB rule); "+
-			"names searched again %d, first answered over TCP %d; client receive drops %d; pvans rate-limited %.0f, replies paced %.0f, dropped %.0f",
+			"names searched again %d, first answered over TCP %d; client receive drops %d; pvans rate-limited %.0f, replies paced %.0f, dropped %.0f; "+
+			"pairs %.0f, UDP searches answered over TCP %.0f",
 			mode, r.names, r.last.Seconds(), r.udpSent, r.tcpSent, r.tcpSkipped, r.research, r.viaTCP, r.clientDrops,
-			r.rateLimited, r.paced, r.replyDrops)
+			r.rateLimited, r.paced, r.replyDrops, r.pairs, r.overTCP)
 		if !ok {
 			t.Errorf("%s: %d of %d names answered in 90 s", mode, r.names-int(c.left.Load()), r.names)
 		}
@@ -134,7 +138,17 @@ func TestBigClient(t *testing.T) {
 	}
 
 	check(run("udp", p, names, []netip.AddrPort{p.UDP}, false))
-	check(run("udp+tcp", p, names, []netip.AddrPort{p.UDP}, true))
+	both := run("udp+tcp", p, names, []netip.AddrPort{p.UDP}, true)
+	check(both)
+	// With a name server the client hurries up, and a reply lost in its
+	// first 0.2 s costs it a ring revolution (6 s). pvans pairs its UDP
+	// socket with its connection and answers over TCP: no reply lost.
+	if both.pairs < 1 || both.overTCP == 0 {
+		t.Errorf("udp+tcp: the client's socket was not paired with its connection (%.0f pairs, %.0f replies over TCP)", both.pairs, both.overTCP)
+	}
+	if both.replyDrops != 0 {
+		t.Errorf("udp+tcp: pvans dropped %.0f replies to a client it could answer over TCP", both.replyDrops)
+	}
 	p.Stop()
 	p = start()
 	check(run("udp restart", p, names, []netip.AddrPort{p.UDP}, false))

@@ -31,6 +31,9 @@ import (
 //     connection only while that connection's output buffer holds
 //     ≤ 64 KiB (the buffer is not drained during the tick: PVXS runs the
 //     tick on the thread that writes the connection);
+//   - with a name server, the client hurries up as its connection comes
+//     up (30 ticks of 0.2 s that search names again only a revolution,
+//     6 s, later; see run);
 //   - a reply datagram is read for its first message only, and the
 //     channels it names cost the client drain per name (PVXS opens each
 //     channel before it reads the next datagram), so a burst beyond the
@@ -126,8 +129,24 @@ func (c *ringClient) run(ctx context.Context) bool {
 	for i := range all {
 		all[i] = int32(i)
 	}
-	c.tick(all, true)
-	tk := time.NewTicker(time.Second)
+	c.tick(all, true, false)
+	// A PVXS client whose name-server connection has come up hurries up
+	// (ContextImpl::poke): its next 30 ticks come every 0.2 s, and each
+	// files the names it searches back into the bucket it took them from,
+	// so a name still unanswered is searched again only a revolution
+	// later, at 6 s. Its connection is up before its first search here,
+	// as it is for a client that starts its channels once its context is.
+	poked := 0
+	if len(c.ns) > 0 {
+		poked = nBuckets
+	}
+	interval := func() time.Duration {
+		if poked > 0 {
+			return 200 * time.Millisecond
+		}
+		return time.Second
+	}
+	tk := time.NewTimer(interval())
 	defer tk.Stop()
 	ok := false
 loop:
@@ -145,7 +164,9 @@ loop:
 			b := c.buckets[idx]
 			c.buckets[idx] = nil
 			c.mu.Unlock()
-			c.tick(b, false)
+			c.tick(b, false, poked > 0)
+			poked = max(0, poked-1)
+			tk.Reset(interval())
 		}
 	}
 	c.drops = c.kernelDrops()
@@ -155,8 +176,9 @@ loop:
 }
 
 // tick sends one tick's searches for bucket (initial: the first search of
-// every name) and files each name into the bucket it is searched in next.
-func (c *ringClient) tick(bucket []int32, initial bool) {
+// every name) and files each name into the bucket it is searched in next
+// (poked: the bucket it came from, as PVXS does while it hurries up).
+func (c *ringClient) tick(bucket []int32, initial, poked bool) {
 	c.loop.Lock()
 	defer c.loop.Unlock()
 	for _, n := range c.ns {
@@ -190,9 +212,11 @@ func (c *ringClient) tick(bucket []int32, initial bool) {
 			bucket = bucket[1:]
 			ninc := 0
 			if !initial {
+				c.research.Add(1)
+			}
+			if !initial && !poked {
 				c.nSearch[i] = min(nBuckets, c.nSearch[i]+1)
 				ninc = int(c.nSearch[i])
-				c.research.Add(1)
 			}
 			next := (idx + ninc) % nBuckets
 			nextnext := (next + 1) % nBuckets

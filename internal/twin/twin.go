@@ -1,0 +1,406 @@
+// Package twin pairs a client's UDP search socket with the same client's
+// TCP name-server connection, so that the answers to its UDP searches can
+// go over the connection, where none is lost.
+//
+// A PVXS client with EPICS_PVA_NAME_SERVERS builds each search message
+// once and sends the same bytes to its UDP destinations and to every name
+// server connection whose output holds at most 64 KiB (tickSearch); only
+// the flags byte (the unicast bit) and the response port (zeroed over TCP)
+// differ. When that client starts a large channel set, its answers over
+// UDP can be lost (its receive buffer, pvans's reply pacing), and when its
+// name-server connection has just come up it searches again only a whole
+// revolution of its ring later (6 s, docs/protocol.md "Client search
+// ring"). Over its own connection nothing is lost.
+//
+// Two messages with the same fingerprint (Fingerprint: the search payload
+// without those two fields, hashed with this process's random seed), one
+// from a UDP socket whose replies go to host:port and one over a TCP
+// connection from the same host, pair that socket with that connection.
+// Whichever copy arrives second makes the pair; a fingerprint seen from
+// two sockets or over two connections of one host pairs nothing, and a
+// socket shown on two connections is unpaired and not paired again for
+// contestedFor. A pair ends with its connection.
+//
+// Trust: a pair is made only from a connection the host opened itself,
+// and only with a socket on that host whose search came from that host's
+// address (not a forwarded copy); answers sent over it name only what the
+// resolver would have answered over UDP. A host that can forge its
+// neighbour's source address and predict its next TCP search can pair a
+// port of its choosing with the neighbour's connection, and then have
+// answers for CIDs of its choosing sent there; it can already send that
+// client forged UDP search responses naming any address, which is more.
+// docs/SECURITY.md says this.
+//
+// Bounds: at most maxRecent fingerprints per host and maxRecentTotal in
+// all, each kept at most recentFor; at most maxPortsPerConn sockets per
+// connection. A host with no TCP connection costs nothing.
+package twin
+
+import (
+	"hash/maphash"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/clock"
+)
+
+const (
+	// maxRecent bounds the fingerprints kept per host and side: a PVXS
+	// client's TCP copies are the first ~47 messages of its tick (64 KiB of
+	// 1,400-byte messages), so the first of them is among these.
+	maxRecent = 128
+	// maxRecentTotal bounds them over all hosts (~100 bytes each).
+	maxRecentTotal = 32 << 10
+	// recentFor is how long a fingerprint waits for its twin: the TCP
+	// copies leave the client right after its tick's UDP datagrams.
+	recentFor = 2 * time.Second
+	// contestedFor keeps a socket shown on two connections unpaired.
+	contestedFor = 30 * time.Second
+	// maxPortsPerConn: a PVXS client answers on one port per address
+	// family.
+	maxPortsPerConn = 2
+)
+
+// Table is the pairing of one daemon: its TCP name server's connections
+// and its UDP search port's clients. Safe for concurrent use.
+type Table struct {
+	seed maphash.Seed
+	clk  clock.Clock
+
+	conns atomic.Int64 // live connections: none, nothing to do
+
+	mu        sync.Mutex
+	hosts     map[netip.Addr]*host
+	bound     map[netip.AddrPort]*Conn
+	contested map[netip.AddrPort]time.Time
+	total     int // fingerprints kept, all hosts
+	onPair    func(to netip.AddrPort, c *Conn)
+
+	cnt counters
+}
+
+type counters struct {
+	Paired, Unpaired, Contested, Ambiguous, RecentFull atomic.Uint64
+}
+
+type host struct {
+	conns int
+	udp   recent[netip.AddrPort]
+	tcp   recent[*Conn]
+}
+
+// recent is a bounded set of fingerprints seen from one side, each with
+// who sent it; the earliest are kept (a later burst's twins are looked
+// for among the first messages of its tick).
+type recent[T comparable] struct {
+	m     map[uint64]seen[T]
+	order []uint64
+}
+
+type seen[T comparable] struct {
+	from      T
+	at        time.Time
+	ambiguous bool
+}
+
+// Conn is one TCP name-server connection of a client host.
+type Conn struct {
+	t     *Table
+	host  netip.Addr
+	offer func([]byte) bool
+	ports []netip.AddrPort // under t.mu
+	gone  bool             // under t.mu
+}
+
+// New returns an empty table; clk nil means the wall clock.
+func New(clk clock.Clock) *Table {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &Table{seed: maphash.MakeSeed(), clk: clk, hosts: map[netip.Addr]*host{},
+		bound: map[netip.AddrPort]*Conn{}, contested: map[netip.AddrPort]time.Time{}}
+}
+
+// OnPair sets f, called (outside the table's lock) when the socket whose
+// replies go to to is paired with c: replies held for to can go over c.
+func (t *Table) OnPair(f func(to netip.AddrPort, c *Conn)) {
+	t.mu.Lock()
+	t.onPair = f
+	t.mu.Unlock()
+}
+
+// Fingerprint hashes a CMD_SEARCH payload without its flags byte and its
+// response port, the two fields a PVXS client's TCP copy changes; ok is
+// false for a payload too short to be a search.
+func (t *Table) Fingerprint(payload []byte) (fp uint64, ok bool) {
+	// searchSequenceID(4) flags(1) reserved(3) address(16) port(2) …
+	if len(payload) < 26 {
+		return 0, false
+	}
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	h.Write(payload[:4])
+	h.Write(payload[5:24])
+	h.Write(payload[26:])
+	return h.Sum64(), true
+}
+
+// Join registers a TCP name-server connection from the address from; offer queues a
+// message on it without ever closing it, reporting false when it would not
+// fit. Call Leave when the connection ends.
+func (t *Table) Join(from netip.Addr, offer func([]byte) bool) *Conn {
+	c := &Conn{t: t, host: from.Unmap(), offer: offer}
+	t.mu.Lock()
+	h := t.hosts[c.host]
+	if h == nil {
+		h = &host{}
+		t.hosts[c.host] = h
+	}
+	h.conns++
+	t.mu.Unlock()
+	t.conns.Add(1)
+	return c
+}
+
+// Leave ends c's pairs and forgets it.
+func (c *Conn) Leave() {
+	t := c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.gone {
+		return
+	}
+	c.gone = true
+	t.conns.Add(-1)
+	for _, p := range c.ports {
+		if t.bound[p] == c {
+			delete(t.bound, p)
+			t.cnt.Unpaired.Add(1)
+		}
+	}
+	c.ports = nil
+	h := t.hosts[c.host]
+	if h == nil {
+		return
+	}
+	h.tcp.drop(func(from *Conn) bool { return from == c }, &t.total)
+	if h.conns--; h.conns <= 0 {
+		t.total -= len(h.udp.order) + len(h.tcp.order)
+		delete(t.hosts, c.host)
+		for p := range t.contested {
+			if p.Addr() == c.host {
+				delete(t.contested, p)
+			}
+		}
+	}
+}
+
+// Send offers b to the connection (false: it would not fit, or is gone).
+func (c *Conn) Send(b []byte) bool { return c.offer(b) }
+
+// TCPSearch notes a search message with fingerprint fp sent over c.
+func (c *Conn) TCPSearch(fp uint64) {
+	t := c.t
+	t.mu.Lock()
+	h := t.hosts[c.host]
+	if h == nil || c.gone {
+		t.mu.Unlock()
+		return
+	}
+	now := t.clk.Now()
+	pairTo, found := other(&h.udp, fp, now, &t.cnt)
+	if !found {
+		t.noteTCP(h, fp, c, now)
+	}
+	f := t.pairLocked(pairTo, c, now)
+	t.mu.Unlock()
+	if f != nil {
+		f(pairTo, c)
+	}
+}
+
+// UDPSearch notes a search with fingerprint fp from the UDP socket whose
+// replies go to to (a search that came from to's own address, not a
+// forwarded copy), and returns the connection to is paired with, or nil
+// and whether it may yet be paired (its host has a connection and it is
+// not contested).
+func (t *Table) UDPSearch(to netip.AddrPort, fp uint64) (c *Conn, candidate bool) {
+	if t == nil || t.conns.Load() == 0 {
+		return nil, false
+	}
+	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+	t.mu.Lock()
+	h := t.hosts[to.Addr()]
+	if h == nil {
+		t.mu.Unlock()
+		return nil, false
+	}
+	// A paired socket's searches are still compared: its messages
+	// showing up on another connection end the pair.
+	now := t.clk.Now()
+	c, found := other(&h.tcp, fp, now, &t.cnt)
+	if !found {
+		t.noteUDP(h, fp, to, now)
+	}
+	f := t.pairLocked(to, c, now)
+	cur := t.bound[to]
+	until, contested := t.contested[to]
+	candidate = cur == nil && (!contested || !now.Before(until))
+	t.mu.Unlock()
+	if f != nil {
+		f(to, cur)
+	}
+	return cur, candidate
+}
+
+// pairLocked pairs to with c when both are set and nothing contests it;
+// it returns the OnPair callback to run after unlocking (nil: no new pair).
+func (t *Table) pairLocked(to netip.AddrPort, c *Conn, now time.Time) func(netip.AddrPort, *Conn) {
+	if c == nil || !to.IsValid() || c.gone || to.Addr() != c.host {
+		return nil
+	}
+	if until, ok := t.contested[to]; ok {
+		if now.Before(until) {
+			return nil
+		}
+		delete(t.contested, to)
+	}
+	switch cur := t.bound[to]; {
+	case cur == c:
+		return nil
+	case cur != nil:
+		// One socket's searches over two connections: two processes
+		// sending the same bytes, or a forgery. Pair neither.
+		cur.unport(to)
+		delete(t.bound, to)
+		t.contested[to] = now.Add(contestedFor)
+		t.cnt.Contested.Add(1)
+		t.cnt.Unpaired.Add(1)
+		return nil
+	}
+	if len(c.ports) >= maxPortsPerConn {
+		t.cnt.Contested.Add(1)
+		return nil
+	}
+	c.ports = append(c.ports, to)
+	t.bound[to] = c
+	t.cnt.Paired.Add(1)
+	return t.onPair
+}
+
+func (c *Conn) unport(to netip.AddrPort) {
+	for i, p := range c.ports {
+		if p == to {
+			c.ports = append(c.ports[:i], c.ports[i+1:]...)
+			return
+		}
+	}
+}
+
+func (t *Table) noteUDP(h *host, fp uint64, to netip.AddrPort, now time.Time) {
+	if !h.udp.add(fp, to, now, &t.total) {
+		t.cnt.RecentFull.Add(1)
+	}
+}
+
+func (t *Table) noteTCP(h *host, fp uint64, c *Conn, now time.Time) {
+	if !h.tcp.add(fp, c, now, &t.total) {
+		t.cnt.RecentFull.Add(1)
+	}
+}
+
+// other returns who sent fp on the other side when one sender did
+// (zero when several did: ambiguous, counted); found: fp was seen there.
+func other[T comparable](r *recent[T], fp uint64, now time.Time, cnt *counters) (from T, found bool) {
+	s, ok := r.get(fp, now)
+	if !ok {
+		return from, false
+	}
+	if s.ambiguous {
+		cnt.Ambiguous.Add(1)
+		return from, true
+	}
+	return s.from, true
+}
+
+// get returns the live entry for fp.
+func (r *recent[T]) get(fp uint64, now time.Time) (seen[T], bool) {
+	s, ok := r.m[fp]
+	if !ok || now.Sub(s.at) > recentFor {
+		return seen[T]{}, false
+	}
+	return s, true
+}
+
+// add records fp from from; the same fingerprint from another sender
+// marks it ambiguous. It reports false when there was no room. Entries
+// are added in time order and never refreshed, so expiry takes from the
+// front.
+func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) bool {
+	r.expire(now, total)
+	if s, ok := r.m[fp]; ok {
+		if s.from != from && !s.ambiguous {
+			s.ambiguous = true
+			r.m[fp] = s
+		}
+		return true
+	}
+	if len(r.order) >= maxRecent || *total >= maxRecentTotal {
+		return false
+	}
+	if r.m == nil {
+		r.m = map[uint64]seen[T]{}
+	}
+	r.order = append(r.order, fp)
+	*total++
+	r.m[fp] = seen[T]{from: from, at: now}
+	return true
+}
+
+// expire drops the entries older than recentFor (the oldest come first).
+func (r *recent[T]) expire(now time.Time, total *int) {
+	n := 0
+	for n < len(r.order) {
+		if s, ok := r.m[r.order[n]]; ok && now.Sub(s.at) <= recentFor {
+			break
+		}
+		delete(r.m, r.order[n])
+		n++
+	}
+	if n > 0 {
+		r.order = append(r.order[:0], r.order[n:]...)
+		*total -= n
+	}
+}
+
+// drop removes the entries whose sender matches.
+func (r *recent[T]) drop(match func(T) bool, total *int) {
+	kept := r.order[:0]
+	for _, fp := range r.order {
+		if s := r.m[fp]; match(s.from) {
+			delete(r.m, fp)
+			*total--
+			continue
+		}
+		kept = append(kept, fp)
+	}
+	r.order = kept
+}
+
+// Stats are the table's counts and sizes.
+type Stats struct {
+	Conns, Paired                                           int
+	PairsMade, PairsEnded, Contested, Ambiguous, RecentFull uint64
+}
+
+// Stats returns the counts now.
+func (t *Table) Stats() Stats {
+	t.mu.Lock()
+	paired := len(t.bound)
+	t.mu.Unlock()
+	return Stats{Conns: int(t.conns.Load()), Paired: paired,
+		PairsMade: t.cnt.Paired.Load(), PairsEnded: t.cnt.Unpaired.Load(), Contested: t.cnt.Contested.Load(),
+		Ambiguous: t.cnt.Ambiguous.Load(), RecentFull: t.cnt.RecentFull.Load()}
+}

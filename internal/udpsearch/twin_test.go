@@ -1,0 +1,153 @@
+package udpsearch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/twin"
+)
+
+// tcpSink stands for a client's TCP name-server connection.
+type tcpSink struct {
+	got  [][]byte
+	full bool
+}
+
+func (s *tcpSink) offer(b []byte) bool {
+	if s.full {
+		return false
+	}
+	s.got = append(s.got, append([]byte(nil), b...))
+	return true
+}
+
+func (s *tcpSink) names(t *testing.T) int {
+	n := 0
+	for _, b := range s.got {
+		_, m := decodeResponse(t, b)
+		n += len(m.CIDs)
+	}
+	return n
+}
+
+// tcpCopy is the fingerprint of search37(i) as a PVXS client sends it to
+// its name server: the unicast flag set, the response port zeroed.
+func tcpCopy(t *testing.T, tw *twin.Table, i int) uint64 {
+	t.Helper()
+	_, udpPayload, _, _ := pva.SplitMessage(search37(i))
+	var s pva.Search
+	if err := s.Decode(udpPayload, true); err != nil {
+		t.Fatal(err)
+	}
+	s.ReplyPort, s.Flags = 0, pva.SearchUnicast
+	_, p, _, _ := pva.SplitMessage(pva.AppendSearch(nil, pva.FlagBigEndian, &s))
+	fp, ok := tw.Fingerprint(p)
+	if !ok {
+		t.Fatal("no fingerprint")
+	}
+	return fp
+}
+
+// A big client whose host has a TCP name-server connection: the replies
+// beyond its pace are stashed, not dropped, and once the connection shows
+// it is the client's own (the same search over it), everything held or
+// stashed goes over it, and later searches are answered over it alone.
+func TestPairedClientAnsweredOverTCP(t *testing.T) {
+	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw := twin.New(clk)
+	tw.OnPair(h.pace.onPair)
+	h.o.Twins = tw
+	var conn tcpSink
+	c := tw.Join(lanC1.Addr(), conn.offer)
+	for i := range 20 {
+		h.handle(broadcastFrom(search37(i), lanC1))
+	}
+	// 37 at once, ten replies held within the second, nine stashed
+	// instead of dropped.
+	if s := st.snapshot(); s.RepliesHeld != 10 || s.RepliesStashed != 9 || s.DropReplyHold != 0 || len(now.replies) != 1 {
+		t.Fatalf("before the pair: %+v, %d sent", s, len(now.replies))
+	}
+	clk.Advance(200 * time.Millisecond) // two held replies leave over UDP
+	c.TCPSearch(tcpCopy(t, tw, 0))
+	if n := conn.names(t); n != 17*37 {
+		t.Fatalf("%d names moved to the connection at the pair, want %d", n, 17*37)
+	}
+	clk.Advance(3 * time.Second)
+	if n := namesIn(t, now.replies) + namesIn(t, later.replies) + conn.names(t); n != 20*37 {
+		t.Fatalf("%d names answered in all, want %d (none twice, none lost)", n, 20*37)
+	}
+	sentUDP := len(now.replies) + len(later.replies)
+	h.handle(broadcastFrom(search37(3), lanC1))
+	if len(now.replies)+len(later.replies) != sentUDP || conn.names(t) != 18*37 {
+		t.Fatalf("a paired client's search was not answered over its connection alone: udp %d->%d, tcp names %d %+v", sentUDP, len(now.replies)+len(later.replies), conn.names(t), st.snapshot())
+	}
+	if s := st.snapshot(); s.RepliesOverTCP != 1 || s.RepliesDiverted != 17 || s.DropReplyHold != 0 {
+		t.Fatalf("after the pair: %+v", s)
+	}
+	// A full connection: the socket takes the reply.
+	conn.full = true
+	h.handle(broadcastFrom(search37(4), lanC1))
+	if len(now.replies)+len(later.replies) == sentUDP {
+		t.Fatal("a reply the connection had no room for was not sent over UDP")
+	}
+	// The connection ends: the client is answered over UDP again.
+	c.Leave()
+	sentUDP = len(now.replies) + len(later.replies)
+	clk.Advance(3 * time.Second)
+	h.handle(broadcastFrom(search37(5), lanC1))
+	if len(now.replies) == sentUDP-len(later.replies) {
+		t.Fatal("not answered over UDP after the connection ended")
+	}
+}
+
+// A stash that no pair claims is dropped when due, as the reply would
+// have been, never sent late over UDP; it does not stop a search again
+// from being answered.
+func TestStashWithoutPairDropped(t *testing.T) {
+	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw := twin.New(clk)
+	tw.OnPair(h.pace.onPair)
+	h.o.Twins = tw
+	tw.Join(lanC1.Addr(), (&tcpSink{}).offer) // another process's connection
+	for i := range 20 {
+		h.handle(broadcastFrom(search37(i), lanC1))
+	}
+	if s := st.snapshot(); s.RepliesStashed != 9 {
+		t.Fatalf("%+v", s)
+	}
+	clk.Advance(time.Second + 500*time.Millisecond)
+	h.handle(broadcastFrom(search37(19), lanC1)) // stashed, searched again
+	if s := st.snapshot(); s.Claims != 21*37 {
+		t.Fatalf("a stashed name was not answered again: %+v", s)
+	}
+	clk.Advance(3 * time.Second)
+	if n := namesIn(t, now.replies) + namesIn(t, later.replies); n != 12*37 {
+		t.Fatalf("%d names sent over UDP, want %d (stashed replies never sent)", n, 12*37)
+	}
+	if s := st.snapshot(); s.DropReplyHold != 9 {
+		t.Fatalf("stashed replies not counted as dropped: %+v", s)
+	}
+}
+
+// A forwarded copy (the datagram's source is the forwarder, not the
+// client) and a search from another host pair nothing.
+func TestPairOnlyFromTheClientsOwnAddress(t *testing.T) {
+	h, st, _, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw := twin.New(clk)
+	h.o.Twins = tw
+	var conn tcpSink
+	c := tw.Join(lanC1.Addr(), conn.offer)
+	// lanC2 names lanC1 as its reply address.
+	msg := searchMsg(0, lanC1.Addr(), lanC1.Port(), []string{"tcp"}, "p0001")
+	h.handle(broadcastFrom(msg, lanC2))
+	_, p, _, _ := pva.SplitMessage(msg)
+	fp, _ := tw.Fingerprint(p)
+	c.TCPSearch(fp)
+	if s := tw.Stats(); s.PairsMade != 0 {
+		t.Fatal("paired from a search another host sent in the client's name")
+	}
+	if s := st.snapshot(); s.RepliesOverTCP != 0 {
+		t.Fatalf("%+v", s)
+	}
+}
