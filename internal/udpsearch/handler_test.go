@@ -522,7 +522,7 @@ func TestExpectedHostAnswers(t *testing.T) {
 	s := New(Options{GUID: ownGUID, Clock: clk, OnSearchResponse: func(netip.AddrPort, *pva.SearchResponse) { n++ }})
 	asked := netip.MustParseAddrPort("10.7.7.7:5076")
 	reply := func(port uint16) {
-		s.ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, port, "tcp", []uint32{9}), src: asked})
+		s.fam[ip4].ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, port, "tcp", []uint32{9}), src: asked})
 	}
 	reply(5075)
 	s.Expect(netip.AddrPortFrom(asked.Addr(), 5075), 2*time.Second)
