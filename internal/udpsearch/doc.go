@@ -17,12 +17,15 @@
 // the responses through a callback). It reads no configuration and no
 // environment: Options carries plain values.
 //
-// IPv4 is always served: the search port socket (0.0.0.0:5076) and a
-// client socket on an ephemeral port. With Options.IPv6 the same pair is
+// The Server keeps one value per address family: its search port socket,
+// its client socket, its beacon socket and the handlers of the first two;
+// a datagram pvans sends leaves from the socket of its destination's
+// family. IPv4 is always served: the search port socket (0.0.0.0:5076) and
+// a client socket on an ephemeral port. With Options.IPv6 the same pair is
 // opened for IPv6 beside them ([::]:5076 with IPV6_V6ONLY, and a client
 // socket on the IPv4 client socket's port), as PVXS does; a host without
 // IPv6 runs on IPv4 alone, with a warning. pvans's own beacons go out from
-// a socket of their own per family, opened once beacons are on. The
+// the beacon socket of each open family, opened once beacons are on. The
 // sockets are Linux's (IP_PKTINFO, SO_REUSEPORT, recvmmsg); elsewhere
 // Listen fails and only the handler works.
 //
@@ -33,14 +36,17 @@
 // socket's address and dropped unread. IPv6 searches are never forwarded
 // (PVXS forwards only IPv4 unicast searches): each is answered directly.
 //
-// Start launches one receive goroutine per receiving socket: two (the IPv4
-// search port and client sockets), four with the IPv6 pair. Each receives
-// datagrams in batches (recvmmsg) and runs its socket's own handler on
-// them; the IPv4 search port's replies go out in one sendmmsg after each
-// receive batch. With a BeaconSink, Start launches one more goroutine,
-// which drains the bounded queue of sightings into the tracker, so that no
-// receive loop waits on the registry's writer (a sighting that finds the
-// queue full is dropped and counted). Everything else runs from timers
+// Start launches one receive goroutine per row of one table of receiving
+// sockets (Server.receivers): the search port and client sockets of each
+// open family, two rows with IPv4 alone, four with IPv6. A row names the
+// socket, its handler, its receive batch, its kernel drop counter, and
+// whether its replies are held for one sendmmsg after each receive batch
+// (only the IPv4 search port's are). Each goroutine receives datagrams in
+// batches (recvmmsg) and runs its row's handler on them. With a
+// BeaconSink, Start launches one more goroutine, which drains the bounded
+// queue of sightings into the tracker, so that no receive loop waits on
+// the registry's writer (a sighting that finds the queue full is dropped
+// and counted). Everything else runs from timers
 // (Options.Clock): the periodic interface refresh
 // (Options.InterfaceRefresh), pvans's own beacons while they are on, and,
 // with Options.ReplyRate set, the queue of paced replies, which sends held

@@ -161,9 +161,11 @@ func (c *fwdCounters) snapshot() ForwardStats {
 }
 
 // listenForward opens the forwarder socket, makes out forward through it,
-// teaches the handler its address (own copies) and sets up the port peer
-// check over the search port socket's inode.
+// teaches the IPv4 search port handler its address (own copies) and sets
+// up the port peer check over the search port sockets' inodes. Only IPv4
+// unicast searches are forwarded.
 func (s *Server) listenForward(out *sockSender) error {
+	v4, v6 := s.fam[ip4], s.fam[ip6]
 	fwd, err := listenForwarder(s.o.Port)
 	if err != nil {
 		return err
@@ -172,12 +174,12 @@ func (s *Server) listenForward(out *sockSender) error {
 	if w, err := newRawWriter(fwd); err == nil {
 		out.fw = w
 	}
-	s.h.ownSrc = fwd.LocalAddr().(*net.UDPAddr).AddrPort()
+	v4.h.ownSrc = fwd.LocalAddr().(*net.UDPAddr).AddrPort()
 	s.st.portPeers.Store(-1)
 	if s.o.PortPeerCheck < 0 {
 		return nil
 	}
-	own, err := socketInode(s.main)
+	own, err := socketInode(v4.search)
 	if err != nil {
 		fwd.Close()
 		return err
@@ -189,13 +191,13 @@ func (s *Server) listenForward(out *sockSender) error {
 		return err
 	}
 	owns := []uint64{own}
-	if s.main6 != nil { // pvans's own IPv6 search port socket is no peer
-		if own6, err := socketInode(s.main6); err == nil {
+	if v6.search != nil { // pvans's own IPv6 search port socket is no peer
+		if own6, err := socketInode(v6.search); err == nil {
 			owns = append(owns, own6)
 		}
 	}
 	port, diag := s.o.Port, s.diag
-	s.h.peers = &portPeers{count: func() (int, error) { return diag.otherSocketsOnPort(port, owns) },
+	v4.h.peers = &portPeers{count: func() (int, error) { return diag.otherSocketsOnPort(port, owns) },
 		clk: s.o.Clock, every: s.o.PortPeerCheck, st: &s.st.fwdCounters, log: s.o.Logger}
 	return nil
 }
@@ -209,22 +211,17 @@ func (s *Server) closeForward() error {
 	return s.diag.close()
 }
 
-// batchReplies gives the search port handler a sender of its own that
-// queues replies until the receive batch is handled (flushReplies); the
-// client socket's handler keeps out.
-func (s *Server) batchReplies(out *sockSender) {
-	tx, err := newTxBatch(s.main, &s.st)
+// batchReplies gives f's search port handler a sender of its own that
+// queues replies until the receive batch is handled (f.batch, flushed by
+// its receive loop); the client socket's handler keeps out. The queue
+// takes IPv4 replies only.
+func (s *Server) batchReplies(f *family, out *sockSender) {
+	tx, err := newTxBatch(f.search, &s.st)
 	if err != nil {
 		return
 	}
 	mo := *out
 	mo.tx = tx
-	s.mainOut = &mo
-	s.h.out = s.mainOut
-}
-
-func (s *Server) flushReplies() {
-	if s.mainOut != nil {
-		s.mainOut.flush()
-	}
+	f.batch = &mo
+	f.h.out = f.batch
 }

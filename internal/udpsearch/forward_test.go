@@ -164,7 +164,7 @@ func TestOwnIPv6SocketIsNoPortPeer(t *testing.T) {
 	ns := newNetns(t)
 	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true, IPv6: true,
 		Resolver: newMapResolver(map[string]resolver.Endpoint{"pvans:held": srvX})})
-	if s.main6 == nil {
+	if s.fam[ip6].search == nil {
 		t.Skip("no IPv6 in the namespace")
 	}
 	client := udpIn(t, ns, "127.0.0.1:0")

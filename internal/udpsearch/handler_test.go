@@ -522,7 +522,7 @@ func TestExpectedHostAnswers(t *testing.T) {
 	s := New(Options{GUID: ownGUID, Clock: clk, OnSearchResponse: func(netip.AddrPort, *pva.SearchResponse) { n++ }})
 	asked := netip.MustParseAddrPort("10.7.7.7:5076")
 	reply := func(port uint16) {
-		s.ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, port, "tcp", []uint32{9}), src: asked})
+		s.fam[ip4].ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, port, "tcp", []uint32{9}), src: asked})
 	}
 	reply(5075)
 	s.Expect(netip.AddrPortFrom(asked.Addr(), 5075), 2*time.Second)
@@ -532,6 +532,28 @@ func TestExpectedHostAnswers(t *testing.T) {
 	reply(5075)
 	if n != 1 || s.Stats().HintUnsolicited != 3 {
 		t.Fatalf("%d delivered, %d unsolicited; want 1 and 3", n, s.Stats().HintUnsolicited)
+	}
+}
+
+// The IPv6 client socket judges search replies as the IPv4 one does: by
+// the destinations now (SetDestinations after a reload or a DNS change)
+// and the servers asked directly, not by the start-up address list.
+func TestIPv6ClientRepliesFollowDestinations(t *testing.T) {
+	var n int
+	first, later := netip.MustParseAddrPort("[fd00::7]:5076"), netip.MustParseAddrPort("[fd00::8]:5076")
+	s := New(Options{GUID: ownGUID, AddrList: []Destination{{Addr: first}},
+		OnSearchResponse: func(netip.AddrPort, *pva.SearchResponse) { n++ }})
+	reply := func(src netip.AddrPort) {
+		s.fam[ip6].ch.handleClient(&datagram{b: appendResponse(nil, guidA, 1, pva.AnyIPv4, 5075, "tcp", []uint32{9}), src: src})
+	}
+	s.SetDestinations([]Destination{{Addr: later}}, nil)
+	reply(later)
+	reply(first)
+	asked := netip.MustParseAddrPort("[fd00::9]:5076")
+	s.Expect(netip.AddrPortFrom(asked.Addr(), 5075), time.Minute)
+	reply(asked)
+	if n != 2 || s.Stats().HintUnsolicited != 1 {
+		t.Fatalf("%d delivered, %d unsolicited; want 2 and 1", n, s.Stats().HintUnsolicited)
 	}
 }
 

@@ -16,11 +16,11 @@ func TestSetPolicyAppliesToNextDatagram(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	s := New(Options{AnswerNames: true, Resolver: captureRegistry(), Clock: clk})
 	s.ifs.Store(newIfaceTable(testInterfaces()))
-	s.h.out = out
+	s.fam[ip4].h.out = out
 	msg := searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")
 	answered := func() int {
 		out.reset()
-		s.h.handle(broadcastFrom(msg, lanC1))
+		s.fam[ip4].h.handle(broadcastFrom(msg, lanC1))
 		n, _ := repliesTo(out, lanC1.Addr())
 		return n
 	}
@@ -67,7 +67,7 @@ func TestSetPolicyAppliesToNextDatagram(t *testing.T) {
 	quiet.AnswerNames = false
 	s.SetPolicy(quiet)
 	out.reset()
-	s.h.handle(broadcastFrom(msg, lanC1))
+	s.fam[ip4].h.handle(broadcastFrom(msg, lanC1))
 	for _, r := range out.replies {
 		if _, m := decodeResponse(t, r.b); m.Found {
 			t.Fatal("names answered after answer_searches was turned off")

@@ -33,17 +33,17 @@ func TestSetReceiveBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	before := rcvbuf(t, s.main)
+	before := rcvbuf(t, s.fam[ip4].search)
 	if err := s.SetReceiveBuffer(3 << 20); err != nil {
 		t.Fatal(err)
 	}
-	after, client := rcvbuf(t, s.main), rcvbuf(t, s.client)
+	after, client := rcvbuf(t, s.fam[ip4].search), rcvbuf(t, s.fam[ip4].client)
 	// Linux reports twice what was set (bookkeeping overhead); without
 	// privilege it is capped at rmem_max, which still differs from 256 KiB.
 	if after == before || client != after {
 		t.Fatalf("SO_RCVBUF %d → %d (client socket %d)", before, after, client)
 	}
-	if err := s.SetReceiveBuffer(0); err != nil || rcvbuf(t, s.main) != after {
+	if err := s.SetReceiveBuffer(0); err != nil || rcvbuf(t, s.fam[ip4].search) != after {
 		t.Fatalf("0 changed the buffer: %v", err)
 	}
 }

@@ -17,25 +17,20 @@ import (
 	"github.com/pvans-project/pvans/internal/ratelimit"
 )
 
-// Server is pvans on the search port: one shared wildcard socket, a client
-// socket for its own searches, and (optionally) a beacon socket; with
-// Options.IPv6 the same again for IPv6 beside them, as PVXS binds [::]
-// beside 0.0.0.0.
+// Server is pvans on the search port: per address family one shared
+// wildcard socket, a client socket for its own searches, and (optionally)
+// a beacon socket. IPv4 is always served; with Options.IPv6 IPv6 is
+// served beside it, as PVXS binds [::] beside 0.0.0.0.
 type Server struct {
 	o   Options // the Policy fields are read from pol instead
 	pol atomic.Pointer[policy]
 	st  counters
 	ifs atomic.Pointer[ifaceTable]
 
-	main, client, beaconConn *net.UDPConn // beaconConn: sendMu
-	fwd                      *net.UDPConn // forwarder (forward.go)
-	diag                     *sockDiag
-	mainOut                  *sockSender // the search port handler's, batching replies
-	h, ch                    *handler
-	pace                     *pacing // the search port handlers' (nil: no pacing)
-	// IPv6 (Options.IPv6): nil when not open. beaconConn6: sendMu.
-	main6, client6, beaconConn6 *net.UDPConn
-	h6, ch6                     *handler
+	fam  [2]*family   // by ip4, ip6
+	fwd  *net.UDPConn // forwarder (forward.go)
+	diag *sockDiag
+	pace *pacing // the search port handlers' (nil: no pacing)
 	// beacons exists from Start on; it beacons while SendBeacons is on
 	// (SetSendBeacons switches it).
 	beacons atomic.Pointer[beaconer]
@@ -60,6 +55,81 @@ type Server struct {
 	wg         sync.WaitGroup
 }
 
+// The families, as indexes of Server.fam.
+const (
+	ip4 = iota
+	ip6
+)
+
+// family is the search port in one address family: its sockets and the
+// handlers that read them.
+type family struct {
+	// search is the search port's wildcard socket, client the socket
+	// pvans searches from (discovery pings, search-through); nil until
+	// Listen, and for IPv6 while it is off or the host has none.
+	search, client *net.UDPConn
+	// beacon sends pvans's own beacons; nil until they are first on.
+	// Guarded by sendMu.
+	beacon *net.UDPConn
+	// listenClient opens a socket like client (a beacon socket too):
+	// listenEphemeral or listenEphemeral6.
+	listenClient func(port uint16, rcvbuf int) (*net.UDPConn, error)
+
+	h, ch *handler // the search port's and the client socket's
+	// batch is h's sender when it queues the replies to one receive batch
+	// for one sendmmsg after it (batchReplies); nil: h sends each at once.
+	batch *sockSender
+	// searchDrops and clientDrops take the sockets' SO_RXQ_OVFL counts.
+	searchDrops, clientDrops *atomic.Uint64
+}
+
+// famOf is the family that sends to and receives from a.
+func (s *Server) famOf(a netip.Addr) *family {
+	if a.Is4() {
+		return s.fam[ip4]
+	}
+	return s.fam[ip6]
+}
+
+// open is the families Listen opened: IPv4, with IPv6 after it when on.
+func (s *Server) open() []*family {
+	switch {
+	case s.fam[ip6].search != nil:
+		return s.fam[:]
+	case s.fam[ip4].search != nil:
+		return s.fam[:1]
+	}
+	return nil
+}
+
+// rx wires one receiving socket to its handler: a row of the table Start
+// runs a receive goroutine for (receivers).
+type rx struct {
+	conn   *net.UDPConn
+	batch  int // datagrams one receive call may return
+	handle func(*datagram)
+	// flush, when set, holds the handler's replies to each receive batch;
+	// they go out in one sendmmsg after it.
+	flush *sockSender
+	drops *atomic.Uint64 // where the socket's SO_RXQ_OVFL count goes
+}
+
+// clientBatch is the client socket's receive batch: replies to pvans's own
+// searches, far fewer than the searches the search port takes.
+const clientBatch = 4
+
+// receivers is the table of receiving sockets: the search port and client
+// sockets of each open family.
+func (s *Server) receivers() []rx {
+	var t []rx
+	for _, f := range s.open() {
+		t = append(t,
+			rx{conn: f.search, batch: s.o.Batch, handle: f.h.handle, flush: f.batch, drops: f.searchDrops},
+			rx{conn: f.client, batch: clientBatch, handle: f.ch.handleClient, drops: f.clientDrops})
+	}
+	return t
+}
+
 // New makes a server that opens no socket yet, so its owner can wire
 // every part before anything arrives.
 func New(o Options) *Server {
@@ -70,23 +140,30 @@ func New(o Options) *Server {
 		s.o.Beacons = s.bq
 	}
 	s.pol.Store(newPolicy(o.policy(), nil, o.Clock))
-	s.h = newHandler(&s.o, &s.st, &s.ifs, nil)
-	s.h.reload = s.reloadLimited
-	s.ch = newHandler(&s.o, &s.st, &s.ifs, nil)
-	s.h6 = newHandler(&s.o, &s.st, &s.ifs, nil)
-	s.h6.reload = s.reloadLimited
-	s.ch6 = newHandler(&s.o, &s.st, &s.ifs, nil)
-	s.ch.reload, s.ch6.reload = s.reloadLimited, s.reloadLimited
-	s.h.pol, s.ch.pol, s.h6.pol, s.ch6.pol = &s.pol, &s.pol, &s.pol, &s.pol
 	s.pace = newPacing(&s.o, &s.st)
-	s.h.pace, s.h6.pace = s.pace, s.pace
-	s.ch.dests, s.ch.expected = s.SearchDestinations, s.expected
+	s.fam = [2]*family{
+		{listenClient: listenEphemeral, searchDrops: &s.st.kernelDrops, clientDrops: &s.st.clientKernelDrops},
+		{listenClient: listenEphemeral6, searchDrops: &s.st.kernelDrops6, clientDrops: &s.st.clientKernelDrops6},
+	}
+	for _, f := range s.fam {
+		f.h, f.ch = s.newHandler(), s.newHandler()
+		f.h.pace = s.pace
+		f.ch.dests, f.ch.expected = s.SearchDestinations, s.expected
+	}
 	if o.Twins != nil {
 		// What waits in the pacer for a client found to have its own TCP
 		// connection goes over it now.
 		o.Twins.OnPair(s.pace.onPair)
 	}
 	return s
+}
+
+// newHandler makes a handler under the server's policy, which re-reads
+// the interface table through the server.
+func (s *Server) newHandler() *handler {
+	h := newHandler(&s.o, &s.st, &s.ifs, nil)
+	h.reload, h.pol = s.reloadLimited, &s.pol
+	return h
 }
 
 // SetPolicy applies a new policy from the next datagram on. A changed
@@ -108,13 +185,13 @@ func (s *Server) SetReceiveBuffer(n int) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.main == nil || s.closed {
+	if s.open() == nil || s.closed {
 		s.o.ReceiveBuffer = n
 		return nil
 	}
-	err := errors.Join(setReceiveBuffer(s.main, n), setReceiveBuffer(s.client, n))
-	if s.main6 != nil {
-		err = errors.Join(err, setReceiveBuffer(s.main6, n), setReceiveBuffer(s.client6, n))
+	var err error
+	for _, f := range s.open() {
+		err = errors.Join(err, setReceiveBuffer(f.search, n), setReceiveBuffer(f.client, n))
 	}
 	return err
 }
@@ -154,113 +231,109 @@ func (s *Server) Listen() (err error) {
 	s.beaconDests = resolveDests(o.BeaconAddrList, s.warnDest)
 	s.sendMu.Unlock()
 
-	if s.main, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
+	v4, v6 := s.fam[ip4], s.fam[ip6]
+	if v4.search, err = listenSearchPort(o.Port, o.ReceiveBuffer); err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			s.closeListened()
+			s.closeSockets()
 		}
 	}()
-	if s.client, err = listenEphemeral(o.ReceiveBuffer); err != nil {
+	if v4.client, err = listenEphemeral(0, o.ReceiveBuffer); err != nil {
 		return err
-	}
-	if o.SendBeacons {
-		s.sendMu.Lock()
-		s.beaconConn, err = listenEphemeral(0)
-		s.sendMu.Unlock()
-		if err != nil {
-			return err
-		}
 	}
 	if o.IPv6 {
 		if err = s.listen6(); err != nil {
 			return err
 		}
 	}
+	if o.SendBeacons {
+		if err = s.openBeacons(); err != nil {
+			return err
+		}
+	}
 	if err = s.joinGroups(); err != nil {
 		return err
 	}
-	out := newSockSender(s.main, s.main6, &s.st, o.Port)
+	out := s.newSender()
 	if err = s.listenForward(out); err != nil {
 		return err
 	}
-	s.h.out, s.ch.out = out, out
+	v4.h.out, v4.ch.out = out, out
 	// The IPv6 handlers run on goroutines of their own: their own sender
 	// (its control-message scratch is per sender). IPv6 is never forwarded.
-	out6 := newSockSender(s.main, s.main6, &s.st, o.Port)
-	s.h6.out, s.ch6.out = out6, out6
-	s.batchReplies(out)
+	out6 := s.newSender()
+	v6.h.out, v6.ch.out = out6, out6
+	s.batchReplies(v4, out)
 	if s.pace != nil {
 		// The queue sends from its timer: a sender of its own.
-		s.pace.q.setSender(newSockSender(s.main, s.main6, &s.st, o.Port))
+		s.pace.q.setSender(s.newSender())
 	}
 	return nil
 }
 
-// closeListened closes what a failed Listen opened (listen6 closes its
-// own sockets on failure; closing them again is harmless).
-func (s *Server) closeListened() {
-	s.main.Close()
-	if s.client != nil {
-		s.client.Close()
-	}
-	if s.beaconConn != nil {
-		s.beaconConn.Close()
-	}
-	s.close6()
+// newSender is a sender on the search port sockets: each reply leaves
+// from the one of its destination's family.
+func (s *Server) newSender() *sockSender {
+	return newSockSender(s.fam[ip4].search, s.fam[ip6].search, &s.st, s.o.Port)
 }
 
-// listen6 opens the IPv6 sockets. A host without IPv6 is not an error: it
-// is logged and pvans runs on IPv4 alone. On error nothing IPv6 stays
-// open.
+// listen6 opens the IPv6 search port and client sockets. A host without
+// IPv6 is not an error: it is logged and pvans runs on IPv4 alone. On
+// error the caller closes what is open.
 func (s *Server) listen6() (err error) {
 	o := &s.o
-	if s.main6, err = listenSearchPort6(o.Port, o.ReceiveBuffer); err != nil {
+	v4, v6 := s.fam[ip4], s.fam[ip6]
+	if v6.search, err = listenSearchPort6(o.Port, o.ReceiveBuffer); err != nil {
 		if errors.Is(err, syscall.EAFNOSUPPORT) || errors.Is(err, syscall.EADDRNOTAVAIL) {
 			o.Logger.Warn("no IPv6 on this host: the UDP participant runs on IPv4 only", zap.Error(err))
 			return nil
 		}
 		return err
 	}
-	defer func() {
-		if err != nil {
-			s.close6()
-		}
-	}()
 	// The client sockets share one port number, so the reply port in
 	// pvans's searches is right for both families. An ephemeral IPv4 port
 	// may be taken in IPv6: try another.
 	for try := 0; ; try++ {
-		port := s.client.LocalAddr().(*net.UDPAddr).AddrPort().Port()
-		if s.client6, err = listenEphemeral6(port, o.ReceiveBuffer); err == nil {
-			break
+		port := v4.client.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+		if v6.client, err = listenEphemeral6(port, o.ReceiveBuffer); err == nil {
+			return nil
 		}
 		if !errors.Is(err, syscall.EADDRINUSE) || try == 16 {
 			return err
 		}
-		s.client.Close()
-		if s.client, err = listenEphemeral(o.ReceiveBuffer); err != nil {
+		v4.client.Close()
+		if v4.client, err = listenEphemeral(0, o.ReceiveBuffer); err != nil {
 			return err
 		}
 	}
-	if o.SendBeacons {
-		// Opened even without IPv6 destinations: a reload may add some.
-		s.sendMu.Lock()
-		s.beaconConn6, err = listenEphemeral6(0, 0)
-		s.sendMu.Unlock()
+}
+
+// openBeacons opens a beacon socket for each open family that has none,
+// IPv6's even without IPv6 destinations (a reload may add some).
+func (s *Server) openBeacons() error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	for _, f := range s.open() {
+		if f.beacon != nil {
+			continue
+		}
+		c, err := f.listenClient(0, 0)
+		if err != nil {
+			return err
+		}
+		f.beacon = c
 	}
-	return err
+	return nil
 }
 
 // joinGroups joins Options.Groups on the search port sockets.
 func (s *Server) joinGroups() error {
 	for _, g := range resolveDests(s.o.Groups, s.warnDest) {
-		conn := s.main
-		if !g.Addr.Addr().Is4() {
-			if conn = s.main6; conn == nil {
-				return fmt.Errorf("search group %s: %w", g.Destination, errNoIPv6)
-			}
+		conn := s.famOf(g.Addr.Addr()).search
+		if conn == nil {
+			return fmt.Errorf("search group %s: %w", g.Destination, errNoIPv6)
 		}
 		if err := joinGroup(conn, &g); err != nil {
 			return fmt.Errorf("join search group %s: %w", g.Destination, err)
@@ -269,14 +342,17 @@ func (s *Server) joinGroups() error {
 	return nil
 }
 
-// close6 closes the IPv6 sockets that are open.
-func (s *Server) close6() error {
+// closeSockets closes every socket of every family that is open (closing
+// one again, after a failed Listen, is harmless).
+func (s *Server) closeSockets() error {
 	var err error
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	for _, c := range []**net.UDPConn{&s.main6, &s.client6, &s.beaconConn6} {
-		if *c != nil {
-			err = errors.Join(err, (*c).Close())
+	for _, f := range s.fam {
+		for _, c := range [...]*net.UDPConn{f.search, f.client, f.beacon} {
+			if c != nil {
+				err = errors.Join(err, c.Close())
+			}
 		}
 	}
 	return err
@@ -296,17 +372,12 @@ func (s *Server) Start() {
 	}
 	// pvans's own searches (search-through, from the client sockets) are
 	// answered like anyone's but are not a client's traffic for insight.
-	s.h.ownClient[0] = s.ClientAddr().Port()
-	if s.client6 != nil {
-		s.h6.ownClient[1] = s.client6.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+	for i, f := range s.open() {
+		f.h.ownClient[i] = f.client.LocalAddr().(*net.UDPAddr).AddrPort().Port()
 	}
-	s.wg.Add(2)
-	go s.rxLoop(s.main, s.o.Batch, s.h.handle, &s.st.kernelDrops)
-	go s.rxLoop(s.client, 4, s.ch.handleClient, &s.st.clientKernelDrops)
-	if s.main6 != nil {
-		s.wg.Add(2)
-		go s.rxLoop(s.main6, s.o.Batch, s.h6.handle, &s.st.kernelDrops6)
-		go s.rxLoop(s.client6, 4, s.ch6.handleClient, &s.st.clientKernelDrops6)
+	for _, r := range s.receivers() {
+		s.wg.Add(1)
+		go s.rxLoop(r)
 	}
 
 	if o.InterfaceRefresh > 0 {
@@ -335,37 +406,21 @@ func (s *Server) SetSendBeacons(on bool) error {
 		b.stop()
 		return nil
 	}
-	s.sendMu.Lock()
-	if s.beaconConn == nil {
-		c, err := listenEphemeral(0)
-		if err != nil {
-			s.sendMu.Unlock()
-			return err
-		}
-		s.beaconConn = c
+	if err := s.openBeacons(); err != nil {
+		return err
 	}
-	if s.main6 != nil && s.beaconConn6 == nil {
-		c, err := listenEphemeral6(0, 0)
-		if err != nil {
-			s.sendMu.Unlock()
-			return err
-		}
-		s.beaconConn6 = c
-	}
-	s.sendMu.Unlock()
 	b.resume()
 	return nil
 }
 
-// rxLoop receives on conn until it is closed; kernelDrops is where that
-// socket's SO_RXQ_OVFL count goes.
-func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), kernelDrops *atomic.Uint64) {
+// rxLoop receives on r's socket until it is closed.
+func (s *Server) rxLoop(r rx) {
 	defer s.wg.Done()
-	rc, err := conn.SyscallConn()
+	rc, err := r.conn.SyscallConn()
 	if err != nil {
 		return
 	}
-	rb := newRxBatch(n, maxDatagram)
+	rb := newRxBatch(r.batch, maxDatagram)
 	var d datagram
 	var drops uint32
 	_ = rb.serve(rc, func(k int) {
@@ -373,26 +428,29 @@ func (s *Server) rxLoop(conn *net.UDPConn, n int, handle func(*datagram), kernel
 			have := false
 			ok := rb.fill(i, &d, &drops, &have)
 			if have {
-				kernelDrops.Store(uint64(drops))
+				r.drops.Store(uint64(drops))
 			}
 			if !ok {
 				s.st.dropTruncated.Add(1)
 				continue
 			}
-			handle(&d)
+			r.handle(&d)
 		}
-		if kernelDrops == &s.st.kernelDrops { // the IPv4 search port
-			s.flushReplies()
+		if r.flush != nil {
+			r.flush.flush()
 		}
 	})
 }
 
-// LocalAddr is the search port socket's address (wildcard:port).
-func (s *Server) LocalAddr() netip.AddrPort { return s.main.LocalAddr().(*net.UDPAddr).AddrPort() }
+// LocalAddr is the IPv4 search port socket's address (wildcard:port).
+func (s *Server) LocalAddr() netip.AddrPort {
+	return s.fam[ip4].search.LocalAddr().(*net.UDPAddr).AddrPort()
+}
 
-// ClientAddr is the client socket's address (wildcard:ephemeral).
+// ClientAddr is the IPv4 client socket's address (wildcard:ephemeral); the
+// IPv6 one has the same port.
 func (s *Server) ClientAddr() netip.AddrPort {
-	return s.client.LocalAddr().(*net.UDPAddr).AddrPort()
+	return s.fam[ip4].client.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
 // Stats returns the counters.
@@ -415,8 +473,8 @@ func (s *Server) LimitStats() (ratelimit.LimiterStats, ratelimit.ReflectionStats
 // destination's outcome. SendSearch returns the first send error; the
 // other destinations are still tried.
 func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err error)) error {
-	if s.client == nil {
-		return errors.New("udpsearch: sockets not open")
+	if s.fam[ip4].client == nil {
+		return errNotOpen
 	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -424,7 +482,7 @@ func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err er
 	for i := range s.dests {
 		d := &s.dests[i]
 		pva.SetSearchUnicast(datagram, s.UnicastDestination(d.Addr.Addr()))
-		err := sendTo(s.client, s.client6, datagram, d)
+		err := sendTo(s.famOf(d.Addr.Addr()).client, datagram, d)
 		if err != nil {
 			s.st.sendErrors.Add(1)
 			if first == nil {
@@ -550,7 +608,8 @@ func (s *Server) sendBeacon(b []byte) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	for i := range s.beaconDests {
-		if err := sendTo(s.beaconConn, s.beaconConn6, b, &s.beaconDests[i]); err != nil {
+		d := &s.beaconDests[i]
+		if err := sendTo(s.famOf(d.Addr.Addr()).beacon, b, d); err != nil {
 			s.st.sendErrors.Add(1)
 			continue
 		}
@@ -558,16 +617,19 @@ func (s *Server) sendBeacon(b []byte) {
 	}
 }
 
-var errNoIPv6 = errors.New("udpsearch: IPv6 destination but no IPv6 socket (Options.IPv6 off, or no IPv6 on this host)")
+var (
+	errNoIPv6  = errors.New("udpsearch: IPv6 destination but no IPv6 socket (Options.IPv6 off, or no IPv6 on this host)")
+	errNotOpen = errors.New("udpsearch: sockets not open")
+)
 
-// sendTo sends b to d from conn, with d's TTL and interface when d is a
-// multicast group.
-func sendTo(conn, conn6 *net.UDPConn, b []byte, d *sendDest) error {
-	if !d.Addr.Addr().Is4() {
-		if conn6 == nil {
-			return errNoIPv6
+// sendTo sends b to d from conn, a socket of d's family (nil: none open),
+// with d's TTL and interface when d is a multicast group.
+func sendTo(conn *net.UDPConn, b []byte, d *sendDest) error {
+	if conn == nil {
+		if d.Addr.Addr().Is4() {
+			return errNotOpen
 		}
-		conn = conn6
+		return errNoIPv6
 	}
 	if d.multicast {
 		if err := prepMulticast(conn, d); err != nil {
@@ -634,15 +696,10 @@ func (s *Server) Close() error {
 		s.bq.close()
 	}
 	s.pace.close()
-	if s.main == nil {
+	if s.open() == nil {
 		return nil // never listened
 	}
-	err := errors.Join(s.main.Close(), s.client.Close(), s.fwd.Close(), s.close6())
-	s.sendMu.Lock()
-	if s.beaconConn != nil {
-		err = errors.Join(err, s.beaconConn.Close())
-	}
-	s.sendMu.Unlock()
+	err := errors.Join(s.closeSockets(), s.fwd.Close())
 	s.wg.Wait()
 	return errors.Join(err, s.closeForward())
 }

@@ -91,13 +91,13 @@ func listenEphemeral6(port uint16, rcvbuf int) (*net.UDPConn, error) {
 	})
 }
 
-// listenEphemeral opens an IPv4 socket on an ephemeral port with
+// listenEphemeral opens an IPv4 socket on port (0: an ephemeral one) with
 // SO_BROADCAST (destination lists may hold broadcast addresses). rcvbuf > 0
 // sizes its receive buffer and turns on the SO_RXQ_OVFL drop count: the
 // client socket takes every server's reply to a discovery ping at once.
 // IP_PKTINFO gives each reply's arrival interface (Options.LearnFrom).
-func listenEphemeral(rcvbuf int) (*net.UDPConn, error) {
-	return listenUDP("udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), 0), func(f int) error {
+func listenEphemeral(port uint16, rcvbuf int) (*net.UDPConn, error) {
+	return listenUDP("udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port), func(f int) error {
 		setRcvbuf(f, rcvbuf)
 		if err := unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_PKTINFO, 1); err != nil {
 			return err

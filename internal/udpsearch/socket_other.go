@@ -13,7 +13,7 @@ import (
 // has them; elsewhere Listen fails and only the handler (tests, fuzzing) works.
 
 func listenSearchPort(uint16, int) (*net.UDPConn, error) { return nil, errors.ErrUnsupported }
-func listenEphemeral(int) (*net.UDPConn, error)          { return nil, errors.ErrUnsupported }
+func listenEphemeral(uint16, int) (*net.UDPConn, error)  { return nil, errors.ErrUnsupported }
 
 type rxBatch struct{}
 

@@ -441,7 +441,7 @@ func TestClientSocket(t *testing.T) {
 	}
 	// Every server answers a discovery ping at once: the client socket
 	// gets the same large receive buffer as the search port.
-	rc, err := s.client.SyscallConn()
+	rc, err := s.fam[ip4].client.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
