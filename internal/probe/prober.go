@@ -223,7 +223,7 @@ type Stats struct {
 
 type server struct {
 	ep   netip.AddrPort
-	life life // changed only by step, through apply
+	life life // set when made (Probe), then changed only by step, through apply
 	cl   *client
 	// failures counts attempts that did not list, in a row: the backoff
 	// step, and a search-through endpoint's spent budget.
@@ -1077,16 +1077,8 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		p.apply(s, event{kind: evConnRefused})
 	}
 	guid, ep := s.reportGUID(), s.ep
-	if obs := p.opt.Observe; obs != nil && !o.superseded {
-		result := "ok"
-		switch {
-		case o.connErr != nil:
-			result = "failed"
-		case o.listErr != nil:
-			result = "refused"
-		}
-		took := o.took
-		p.calls.Push(func() { obs(result, took) })
+	if !o.superseded {
+		p.observe(o)
 	}
 	switch {
 	case o.superseded:
@@ -1132,6 +1124,24 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		return false
 	}
 	return p.finish(s)
+}
+
+// observe queues o's result for Options.Observe, in order with the
+// reports. Called with p.mu held.
+func (p *Prober) observe(o outcome) {
+	obs := p.opt.Observe
+	if obs == nil {
+		return
+	}
+	result := "ok"
+	switch {
+	case o.connErr != nil:
+		result = "failed"
+	case o.listErr != nil:
+		result = "refused"
+	}
+	took := o.took
+	p.calls.Push(func() { obs(result, took) })
 }
 
 // settleClaim decides a restart claim from its verification attempt (o,
