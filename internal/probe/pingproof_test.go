@@ -80,7 +80,7 @@ func TestRestartClaimQueuesFresh(t *testing.T) {
 	p := newProber(t, Options{Clock: clock.NewFake(time.Time{})})
 	ep := netip.MustParseAddrPort("127.0.0.1:1")
 	p.mu.Lock()
-	s := &server{ep: ep, guid: pva.GUID{1}, failures: 1, running: true} // running: Probe only marks it
+	s := &server{ep: ep, life: life{run: runProbing, id: ident{guid: pva.GUID{1}}}, failures: 1} // probing: Probe only marks it
 	p.servers[ep] = s
 	p.mu.Unlock()
 	p.mu.Lock()

@@ -1,66 +1,3 @@
-// Package probe learns each server's PV names over TCP and keeps watch on
-// the server: it connects as a PVA client, creates the `server` channel,
-// runs the RPC pvxlist runs (NTURI query.op="channels", and "info" for
-// operators), reports the complete name set, and keeps the connection open
-// with ECHO so a dead server is reported lost in seconds instead of at
-// beacon expiry.
-//
-// It owns the probe schedule (a bounded pool of concurrent probes shared
-// fairly between server hosts, see sched; backoff with jitter after
-// failures; periodic re-listing), the watch connections, the static server
-// list and the static name files. It does not own the
-// registry or the beacon table: results go to a Sink the daemon wires to
-// the registry, and the daemon turns beacon events into Probe and Forget
-// calls.
-//
-// # Per-server life
-//
-//	Probe (beacon new/changed/sources changed, static server) ─► probing
-//	probing ─ listed ─► Sink.Listed, watching; re-list every Reprobe
-//	probing ─ refused/undecodable ─► Sink.Unlistable, watching; retry with backoff
-//	probing ─ connect failed ─► Sink.Unlistable (once), retry with backoff
-//	watching ─ connection closed / silent ─► Sink.Lost at once, reconnect with backoff
-//	Forget / Close ─► connection closed, no report
-//	known only from search replies ─ ThroughRetries failures in a row ─►
-//	    Sink.Lost if anything was reported, forgotten (MaxThrough such at once)
-//
-// A re-listing (periodic, or because the beacon's change count moved) runs
-// on the existing watch connection.
-//
-// # Identity: proof and claims
-//
-// A GUID is proven by the endpoint itself: its answer to the discovery
-// ping sent on every fresh connection (over TCP from PVXS; over UDP from
-// pvAccessCPP, to the reply port the ping carries, see PingAnswer). A GUID
-// from a hint (beacon, discovery or search reply) is a claim. The first
-// claim names a server never seen; after that a claim is never adopted on
-// its own:
-//
-//	claim while watched ─► checked on a fresh connection; a ping answer with
-//	                       another GUID confirms it, anything else refutes it
-//	fresh connection, ping answered ─► that GUID, whatever was claimed
-//	fresh connection, no ping answer ─► the GUID proven last stays
-//	watch closed by the server, connection refused ─► gone: the next claim
-//	                       is taken without a ping answer (a new instance)
-//	watch ended by silence (idle timeout, blip) ─► proves nothing; pending
-//	                       claims are dropped, the GUID stays
-//
-// So forged beacons with other GUIDs cost one check per backoff step and
-// can take over a server that answers no ping only in the window after it
-// was proven gone.
-//
-// # Watch
-//
-// Like a PVXS client, the probe sends ECHO every EchoInterval. pvaconn
-// closes a connection on which nothing at all arrived for IdleTimeout,
-// which defaults to one echo interval plus a grace of another interval
-// capped at 10 s (25 s at the default 15 s echo): an echo reply that is
-// late by up to that grace is tolerated, a missed one is not, and a server
-// that dies silently is forgotten within 25 s, under the 30 s the site's
-// clients tolerate before they time out themselves. A single lost TCP
-// segment costs a retransmission (hundreds of milliseconds), far less than
-// the grace, so it never trips the watch. A clean close (FIN/RST) is
-// reported at once.
 package probe
 
 import (
@@ -206,7 +143,8 @@ type Options struct {
 	Observe func(result string, took time.Duration)
 }
 
-// State is where the prober is with a server.
+// State is the operator's view of where the prober is with a server:
+// the package doc's run and phase, folded (life.state).
 type State uint8
 
 // States.
@@ -284,13 +222,11 @@ type Stats struct {
 }
 
 type server struct {
-	ep       netip.AddrPort
-	guid     pva.GUID
-	static   bool
-	state    State
-	running  bool // a probe goroutine owns the server
-	again    bool // probe again when it finishes
-	cl       *client
+	ep   netip.AddrPort
+	life life // set when made (Probe), then changed only by step, through apply
+	cl   *client
+	// failures counts attempts that did not list, in a row: the backoff
+	// step, and a search-through endpoint's spent budget.
 	failures int
 	timer    clock.Timer
 	timerGen uint64
@@ -299,44 +235,23 @@ type server struct {
 	info     Info
 	names    int
 	listedAt time.Time
-	// reported: a Listed or Unlistable is outstanding and a Lost is owed
-	// when the server goes away. lostReported: Lost was reported and no
-	// sign of life since, so connect failures are retried quietly.
-	reported     bool
-	lostReported bool
-	// unanswered: Lost was reported and the endpoint has not answered
-	// over TCP since (a listing, or a refused listing on a live
-	// connection). No hint clears it, unlike lostReported: a forged beacon
-	// must not make a dead server's late confirmation count (Gone).
-	unanswered bool
-	forgotten  bool
 	// ctx ends when the server is forgotten: a probe waiting for a slot
 	// or dialling gives up then, so forgetting (an eviction, a reload)
 	// leaves no goroutine or connection attempt behind.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// through: known only from search replies (no beacon, static list or
-	// operator named it), so forgotten after its retry budget.
-	through bool
-	// claim is a hint's GUID other than guid: it is verified over a fresh
-	// connection before anything changes, and a connection that proves
-	// nothing (no TCP ping answer) does not adopt it unless gone.
-	claim pva.GUID
-	// gone: the endpoint proved the server known as guid gone (its watch
-	// closed by the server, or a connection refused) and nothing has
-	// proved who is there since; the next claim may then be taken
-	// without a TCP answer.
-	gone bool
 	// Hint-triggered probes: at most one per backoff step (hintSteps
-	// consecutive steps, the next allowed at hintOK).
-	hintOK      time.Time
-	hintSteps   int
-	hintPending bool
-	hintTimer   clock.Timer
-	prev        State // the state before the running probe
+	// consecutive steps, the next allowed at hintOK); hintTimer, while
+	// set, holds the one deferred to the end of the step.
+	hintOK    time.Time
+	hintSteps int
+	hintTimer clock.Timer
 	// news: the next probe answers a new GUID claimed at the endpoint (a
 	// restart), so it queues with fresh probes even after failures: a
 	// restarted server must not wait behind other hosts' silent retries.
+	// A fact about the pool's queue, not the life: set with the claim, it
+	// is spent when the next probe asks for a slot, while the claim stays
+	// until that probe settles.
 	news bool
 }
 
@@ -551,30 +466,15 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 				zap.Int("bound", p.tm.Load().maxThrough))
 			return
 		}
-		s = &server{ep: ep, guid: guid, through: through}
+		s = &server{ep: ep}
 		s.ctx, s.cancel = context.WithCancel(p.ctx)
 		if through {
+			s.life.origin = originThrough
 			p.through++
 		}
 		p.servers[ep] = s
-	} else if s.through && why != ReasonSearchThrough {
-		// A beacon, the static list or an operator: a place of its own.
-		s.through = false
-		p.through--
 	}
-	if !guid.IsZero() && guid != s.guid {
-		if s.guid.IsZero() {
-			s.guid = guid
-		} else {
-			s.claim = guid
-			s.news = true
-		}
-	}
-	if why == ReasonStatic {
-		s.static = true
-	}
-	// A beacon is a sign of life: connect failures count as news again.
-	s.lostReported = false
+	p.apply(s, event{kind: why.event(), guid: guid})
 	p.log.Debug("probe requested", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Uint8("reason", uint8(why)))
 	if why.hint() {
 		p.hintLocked(s)
@@ -589,18 +489,17 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 // the step, however many hints arrive meanwhile. A hint after a quiet step
 // starts the steps over.
 func (p *Prober) hintLocked(s *server) {
-	if s.hintPending {
+	if s.hintTimer != nil {
 		p.stats.HintsDeferred++
 		return
 	}
 	now := p.opt.Clock.Now()
 	if now.Before(s.hintOK) {
 		p.stats.HintsDeferred++
-		s.hintPending = true
 		s.hintTimer = p.opt.Clock.AfterFunc(s.hintOK.Sub(now), func() {
 			p.mu.Lock()
-			if s.hintPending && !s.forgotten && !p.closed {
-				s.hintPending = false
+			if s.hintTimer != nil && s.life.phase != phaseForgotten && !p.closed {
+				s.hintTimer = nil
 				p.hintKickLocked(s, p.opt.Clock.Now())
 			}
 			p.mu.Unlock()
@@ -625,7 +524,7 @@ func (p *Prober) hintKickLocked(s *server, now time.Time) {
 func (p *Prober) Forget(ep netip.AddrPort) {
 	p.mu.Lock()
 	if s := p.servers[ep]; s != nil {
-		p.forgetLocked(s)
+		p.apply(s, event{kind: evForget})
 	}
 	p.mu.Unlock()
 }
@@ -639,16 +538,10 @@ func (s *server) context(parent context.Context) context.Context {
 	return s.ctx
 }
 
+// forgetLocked ends s's goroutine, timers and watch (the forget action).
 func (p *Prober) forgetLocked(s *server) {
-	if s.forgotten {
-		return
-	}
-	s.forgotten = true
 	if s.cancel != nil {
 		s.cancel()
-	}
-	if s.through {
-		p.through--
 	}
 	p.stopTimer(s)
 	if s.hintTimer != nil {
@@ -661,13 +554,9 @@ func (p *Prober) forgetLocked(s *server) {
 	delete(p.servers, s.ep)
 }
 
-// proven: the server is static, or showed itself over TCP and has not
-// been lost since (listed, or a live connection that refused the
-// listing, or a watch up now). A probe that only failed to connect is no
-// proof. p.mu held.
+// proven: see life.proven. p.mu held.
 func (s *server) proven() bool {
-	return s.static || (s.cl != nil && !s.cl.dead.Load()) || s.names > 0 ||
-		s.state == StateListed || s.state == StateUnlistable
+	return s.life.proven(s.watched(), s.names)
 }
 
 // ForgetUnproven forgets ep's server only if nothing proved it over TCP
@@ -681,10 +570,10 @@ func (p *Prober) ForgetUnproven(ep netip.AddrPort, guid pva.GUID) bool {
 	if s == nil {
 		return true
 	}
-	if s.proven() || (!s.guid.IsZero() && s.guid != guid) {
+	if s.proven() || (!s.life.id.guid.IsZero() && s.life.id.guid != guid) {
 		return false
 	}
-	p.forgetLocked(s)
+	p.apply(s, event{kind: evForget})
 	return true
 }
 
@@ -707,20 +596,19 @@ func (p *Prober) SetStatic(eps []netip.AddrPort) {
 	}
 	p.mu.Lock()
 	for ep, s := range p.servers {
-		if s.static && !want[ep] {
-			s.static = false
-			if s.guid.IsZero() || s.guid == StaticGUID(ep) {
+		if s.life.origin == originStatic && !want[ep] {
+			p.apply(s, event{kind: evDropStatic})
+			if g := s.life.id.guid; g.IsZero() || g == StaticGUID(ep) {
 				// Nothing else announced it: it goes, and its names with
 				// it (a Lost is owed for a listing; forgetting alone would
 				// close the watch that removes them).
-				p.lostLocked(s, "taken off the static list")
-				p.forgetLocked(s)
+				p.apply(s, event{kind: evDrop, reason: "taken off the static list"})
 			}
 		}
 	}
 	var add []netip.AddrPort
 	for ep := range want {
-		if s := p.servers[ep]; s == nil || !s.static {
+		if s := p.servers[ep]; s == nil || s.life.origin != originStatic {
 			add = append(add, ep)
 		}
 	}
@@ -736,7 +624,7 @@ func (p *Prober) Close() {
 	p.mu.Lock()
 	p.closed = true
 	for _, s := range p.servers {
-		p.forgetLocked(s)
+		p.apply(s, event{kind: evForget})
 	}
 	p.mu.Unlock()
 	p.cancel()
@@ -754,7 +642,7 @@ func (p *Prober) Servers() []ServerStatus {
 	defer p.mu.Unlock()
 	out := make([]ServerStatus, 0, len(p.servers))
 	for _, s := range p.servers {
-		out = append(out, ServerStatus{Endpoint: s.ep, GUID: s.guid, Static: s.static, State: s.state,
+		out = append(out, ServerStatus{Endpoint: s.ep, GUID: s.life.id.guid, Static: s.life.origin == originStatic, State: s.life.state(s.watched()),
 			Connected: s.cl != nil, Names: s.names, ListedAt: s.listedAt, Failures: s.failures,
 			LastError: s.lastErr, NextAttempt: s.next, Info: s.info, TLS: s.cl != nil && s.cl.overTLS})
 	}
@@ -767,7 +655,7 @@ func (p *Prober) Watching(ep netip.AddrPort) (pva.GUID, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.servers[ep]
-	if s == nil || s.cl == nil || s.cl.dead.Load() {
+	if s == nil || !s.watched() {
 		return pva.GUID{}, false
 	}
 	return s.reportGUID(), true
@@ -782,7 +670,7 @@ func (p *Prober) Gone(ep netip.AddrPort) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.servers[ep]
-	return s != nil && s.unanswered
+	return s != nil && s.life.unanswered()
 }
 
 // Stats returns the counters.
@@ -807,18 +695,63 @@ func (p *Prober) Stats() Stats {
 // kick starts a probe goroutine for s, or marks it to run again. Called
 // with p.mu held.
 func (p *Prober) kick(s *server) {
-	if s.running {
-		s.again = true
-		return
+	p.apply(s, event{kind: evStart})
+}
+
+// apply steps s's life on e and carries out the actions. It reports
+// whether the running goroutine is to probe again. Called with p.mu held.
+func (p *Prober) apply(s *server, e event) bool {
+	was := s.life
+	next, do := step(was, e)
+	s.life = next
+	if was.phase != phaseForgotten && was.origin == originThrough &&
+		(next.origin != originThrough || next.phase == phaseForgotten) {
+		p.through--
 	}
-	p.stopTimer(s)
-	s.running = true
-	if s.state != StateProbing {
-		s.prev = s.state
+	if do&actStopTimer != 0 {
+		p.stopTimer(s)
 	}
-	s.state = StateProbing
-	p.wg.Add(1)
-	go p.run(s)
+	if do&actClaimed != 0 {
+		s.news = true
+	}
+	guid, ep := s.reportGUID(), s.ep
+	switch {
+	case do&actListed != 0:
+		p.stats.Listed++
+		names, info := e.names, e.info
+		p.report(func(k Sink) { k.Listed(guid, ep, names, info) })
+	case do&actUnlistable != 0:
+		p.stats.Unlistable++
+		err := e.err
+		p.report(func(k Sink) { k.Unlistable(guid, ep, err) })
+	case do&actLost != 0:
+		s.names = 0
+		p.stats.Lost++
+		reason := e.reason
+		p.log.Debug("server lost", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.String("reason", reason)) // the Sink logs it
+		p.report(func(k Sink) { k.Lost(guid, ep, reason) })
+	}
+	switch {
+	case do&actRelist != 0:
+		if re := p.tm.Load().reprobe; re > 0 {
+			p.schedule(s, jitter(re, reprobeJitter, p.rnd.Float64()))
+		} else {
+			p.stopTimer(s)
+		}
+	case do&actRetry != 0:
+		p.retry(s)
+	case do&actRetryFrom1 != 0:
+		s.failures = 1
+		p.retry(s)
+	}
+	if do&actForget != 0 {
+		p.forgetLocked(s)
+	}
+	if do&actSpawn != 0 {
+		p.wg.Add(1)
+		go p.run(s)
+	}
+	return do&actLoop != 0
 }
 
 func (p *Prober) stopTimer(s *server) {
@@ -837,7 +770,7 @@ func (p *Prober) schedule(s *server, d time.Duration) {
 	s.next = p.opt.Clock.Now().Add(d)
 	s.timer = p.opt.Clock.AfterFunc(d, func() {
 		p.mu.Lock()
-		if s.timerGen == gen && !s.forgotten && !p.closed {
+		if s.timerGen == gen && s.life.phase != phaseForgotten && !p.closed {
 			s.timer = nil
 			s.next = time.Time{}
 			p.kick(s)
@@ -877,18 +810,6 @@ func (p *Prober) deliver() {
 	p.mu.Unlock()
 }
 
-func (p *Prober) lostLocked(s *server, reason string) {
-	if !s.reported {
-		return
-	}
-	s.reported, s.lostReported, s.unanswered = false, true, true
-	s.names = 0
-	p.stats.Lost++
-	guid, ep := s.reportGUID(), s.ep
-	p.log.Debug("server lost", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.String("reason", reason)) // the Sink logs it
-	p.report(func(k Sink) { k.Lost(guid, ep, reason) })
-}
-
 // retryClass reports whether s's next probe queues as a retry (behind
 // fresh probes): it failed last time and nothing new was claimed since.
 // It consumes the news. Called with p.mu held.
@@ -899,35 +820,29 @@ func (s *server) retryClass() bool {
 }
 
 func (s *server) reportGUID() pva.GUID {
-	if s.guid.IsZero() {
+	if s.life.id.guid.IsZero() {
 		return StaticGUID(s.ep)
 	}
-	return s.guid
+	return s.life.id.guid
+}
+
+// watched: a watch connection to s is up. p.mu held.
+func (s *server) watched() bool {
+	return s.cl != nil && !s.cl.dead.Load()
 }
 
 // connClosed is the watch: the connection of cl ended.
 func (p *Prober) connClosed(cl *client, err error) {
 	p.mu.Lock()
 	s := cl.s
-	if !cl.established || s.cl != cl || s.forgotten || p.closed {
+	if !cl.established || s.cl != cl || s.life.phase == phaseForgotten || p.closed {
 		p.mu.Unlock()
 		return
 	}
 	s.cl = nil
 	reason := closeReason(err)
 	s.lastErr = reason
-	// A claim pending from before the watch ended was made against a
-	// live server: it is no hint about whoever answers next.
-	s.claim = pva.GUID{}
-	if closedByServer(err) {
-		s.gone = true
-	}
-	p.lostLocked(s, reason)
-	if !s.running {
-		s.state = StateFailed
-		s.failures = 1
-		p.retry(s)
-	}
+	p.apply(s, event{kind: evWatchEnds, ok: closedByServer(err), reason: reason})
 	p.mu.Unlock()
 	p.deliver()
 }
@@ -994,8 +909,8 @@ func (p *Prober) run(s *server) {
 func (p *Prober) attempt(s *server) outcome {
 	p.mu.Lock()
 	p.stats.Probes++
-	cl, guid, tlsEP := s.cl, s.guid, s.info.TLS
-	verify := !s.claim.IsZero() && cl != nil
+	cl, guid, tlsEP := s.cl, s.life.id.guid, s.info.TLS
+	verify := !s.life.id.claim.IsZero() && cl != nil
 	if verify {
 		cl = nil
 	}
@@ -1041,7 +956,7 @@ func (p *Prober) attempt(s *server) outcome {
 		}
 		conn := cl.conn
 		p.mu.Lock()
-		if s.forgotten || p.closed || s.guid != guid {
+		if s.life.phase == phaseForgotten || p.closed || s.life.id.guid != guid {
 			p.mu.Unlock()
 			conn.Close()
 			return outcome{superseded: true}
@@ -1127,7 +1042,8 @@ func (p *Prober) PingAnswer(from netip.AddrPort, m *pva.SearchResponse) bool {
 }
 
 // settle records an attempt's outcome, reports it and schedules what comes
-// next. It reports whether the goroutine should probe again at once.
+// next, as the events of the server's life. It reports whether the
+// goroutine should probe again at once.
 func (p *Prober) settle(s *server, o outcome) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -1138,11 +1054,10 @@ func (p *Prober) settle(s *server, o outcome) bool {
 			}
 		}()
 	}
-	if s.forgotten || p.closed {
+	if s.life.phase == phaseForgotten || p.closed {
 		if o.verify && o.cl != nil && o.cl.conn != nil {
 			o.cl.conn.Close()
 		}
-		s.running = false
 		return false
 	}
 	if o.connErr == nil && o.listErr == nil && o.cl != nil && (o.cl.dead.Load() || !o.verify && s.cl != o.cl) {
@@ -1155,77 +1070,40 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		return p.finish(s)
 	}
 	if !o.verify && !o.superseded && o.cl != nil {
-		// A fresh connection: the endpoint's own answer names the server.
-		// Without one (a server that does not answer the ping) a claim is
-		// no proof: the GUID proven last stays, unless the server it
-		// names was proven gone.
-		switch {
-		case !o.tcpGUID.IsZero():
-			s.guid, s.gone = o.tcpGUID, false
-		case !s.claim.IsZero() && s.gone && o.connErr == nil:
-			s.guid, s.gone = s.claim, false
-		}
-		s.claim = pva.GUID{}
+		// The endpoint's own answer on a fresh connection names the server.
+		p.apply(s, event{kind: evConnected, guid: o.tcpGUID, ok: o.connErr == nil})
 	}
 	if errors.Is(o.connErr, syscall.ECONNREFUSED) {
-		s.gone = true
+		p.apply(s, event{kind: evConnRefused})
 	}
 	guid, ep := s.reportGUID(), s.ep
-	if obs := p.opt.Observe; obs != nil && !o.superseded {
-		result := "ok"
-		switch {
-		case o.connErr != nil:
-			result = "failed"
-		case o.listErr != nil:
-			result = "refused"
-		}
-		took := o.took
-		p.calls.Push(func() { obs(result, took) })
+	if !o.superseded {
+		p.observe(o)
 	}
 	switch {
 	case o.superseded:
 	case o.connErr != nil:
 		s.failures++
-		s.state = StateFailed
 		s.lastErr = o.connErr.Error()
 		if s.cl != nil && s.cl.dead.Load() {
 			s.cl = nil
 		}
-		if s.cl != nil {
-			// Listing timed out on a live connection: treat as unlistable.
-			s.state = StateUnlistable
-		}
 		p.stats.ConnectFailures++
-		if !s.lostReported && !s.reported {
-			// First failure since the server was announced: let the
-			// registry fall back to search-through for it.
-			s.reported = true
-			p.stats.Unlistable++
-			err := o.connErr
-			p.report(func(k Sink) { k.Unlistable(guid, ep, err) })
-		}
-		p.retry(s)
+		p.apply(s, event{kind: evFails, err: o.connErr})
 		p.log.Debug("probe failed", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures), zap.Error(o.connErr))
 	case o.listErr != nil:
 		s.failures++
-		s.state = StateUnlistable
 		s.lastErr = o.listErr.Error()
 		s.info = o.info
-		s.reported, s.unanswered = true, false
 		s.names = 0
-		p.stats.Unlistable++
-		err := o.listErr
-		p.report(func(k Sink) { k.Unlistable(guid, ep, err) })
-		p.retry(s)
-		p.log.Info("server unlistable", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Error(err))
+		p.apply(s, event{kind: evRefuses, err: o.listErr})
+		p.log.Info("server unlistable", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Error(o.listErr))
 	default:
 		s.failures = 0
-		s.state = StateListed
 		s.lastErr = ""
 		s.info = o.info
 		s.names = len(o.names)
 		s.listedAt = p.opt.Clock.Now()
-		s.reported, s.lostReported, s.unanswered = true, false, false
 		if up := o.upgrade; up != nil && s.cl == o.cl && !up.dead.Load() {
 			// The watch moves to the proven TLS connection; the plain
 			// one's close is no loss: it is no longer the watch.
@@ -1234,47 +1112,47 @@ func (p *Prober) settle(s *server, o outcome) bool {
 			o.cl.conn.Close()
 			p.log.Debug("server watched over TLS", zap.Stringer("endpoint", s.ep), zap.Stringer("tls", o.info.TLS))
 		}
-		p.stats.Listed++
-		names, info := o.names, o.info
+		info := o.info
 		info.Took = o.took
-		p.report(func(k Sink) { k.Listed(guid, ep, names, info) })
-		if re := p.tm.Load().reprobe; re > 0 {
-			p.schedule(s, jitter(re, reprobeJitter, p.rnd.Float64()))
-		} else {
-			p.stopTimer(s)
-		}
-		p.log.Debug("server listed", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(names)))
+		p.apply(s, event{kind: evLists, names: o.names, info: info})
+		p.log.Debug("server listed", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(o.names)))
 	}
-	if s.through && s.failures >= p.tm.Load().throughRetries {
+	if s.life.origin == originThrough && s.failures >= p.tm.Load().throughRetries {
 		p.stats.ThroughForgotten++
 		p.log.Debug("search-through endpoint forgotten after its retry budget", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures))
-		p.lostLocked(s, "forgotten: known only from search replies, and failed its retry budget")
-		p.forgetLocked(s)
-		s.running = false
+		p.apply(s, event{kind: evDrop, reason: "forgotten: known only from search replies, and failed its retry budget"})
 		return false
 	}
 	return p.finish(s)
 }
 
-// settleClaim decides a restart claim from its verification attempt (o,
-// on a connection of its own): confirmed when the endpoint answers over
-// TCP with a GUID other than the watched one, or when it does not say
-// (no ping answer) but the server known was proven gone (its watch closed
-// by the server, or a connection refused); refuted otherwise.
-// A confirmed claim makes the new connection the watch and lets settle
-// report the outcome under the new GUID; it returns false when there is
-// nothing to report. Called with p.mu held.
-func (p *Prober) settleClaim(s *server, o *outcome) bool {
-	claim, old := s.claim, s.guid
-	s.claim = pva.GUID{}
-	proven := o.tcpGUID
-	if proven.IsZero() && o.connErr == nil && s.gone {
-		// No answer either way: the claim is taken only when the server
-		// known was proven gone (a connection alive now is to whoever
-		// came after it); a watch that merely went silent proves nothing.
-		proven = claim
+// observe queues o's result for Options.Observe, in order with the
+// reports. Called with p.mu held.
+func (p *Prober) observe(o outcome) {
+	obs := p.opt.Observe
+	if obs == nil {
+		return
 	}
-	if proven.IsZero() || proven == old {
+	result := "ok"
+	switch {
+	case o.connErr != nil:
+		result = "failed"
+	case o.listErr != nil:
+		result = "refused"
+	}
+	took := o.took
+	p.calls.Push(func() { obs(result, took) })
+}
+
+// settleClaim decides a restart claim from its verification attempt (o,
+// on a connection of its own, see ident.verdict). A confirmed claim makes
+// the new connection the watch and lets settle report the outcome under
+// the new GUID; it returns false when there is nothing to report (a
+// refuted claim). Called with p.mu held.
+func (p *Prober) settleClaim(s *server, o *outcome) bool {
+	claim, old := s.life.id.claim, s.life.id.guid
+	proven := s.life.id.verdict(o.tcpGUID, o.connErr == nil)
+	if proven.IsZero() {
 		p.stats.VerifyRefuted++
 		if o.cl != nil && o.cl.conn != nil {
 			o.cl.conn.Close()
@@ -1282,14 +1160,7 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 		p.log.Info("restart claim refuted over TCP: the watched server still answers at its endpoint",
 			zap.Stringer("endpoint", s.ep), zap.Stringer("guid", old), zap.Stringer("claimed_guid", claim),
 			zap.Stringer("answered_guid", o.tcpGUID))
-		// Nothing changed: back to where the server was, timers too.
-		s.state = s.prev
-		switch {
-		case s.state == StateListed && p.tm.Load().reprobe > 0:
-			p.schedule(s, jitter(p.tm.Load().reprobe, reprobeJitter, p.rnd.Float64()))
-		case s.state == StateFailed || s.state == StateUnlistable:
-			p.retry(s)
-		}
+		p.apply(s, event{kind: evRefuted})
 		return false
 	}
 	p.stats.VerifyConfirmed++
@@ -1301,9 +1172,10 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 	}
 	if o.connErr != nil || o.listErr != nil {
 		// The new instance cannot be listed: the old one's names go.
-		p.lostLocked(s, "server restarted (new GUID confirmed over TCP)")
+		p.apply(s, event{kind: evRestarted, reason: "server restarted (new GUID confirmed over TCP)"})
 	}
-	s.guid, s.failures, s.gone = proven, 0, false
+	p.apply(s, event{kind: evConfirmed, guid: proven})
+	s.failures = 0
 	if o.cl != nil && !o.cl.dead.Load() {
 		o.cl.established = true
 		s.cl = o.cl
@@ -1314,12 +1186,5 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 // finish ends a settle: probe again at once if asked meanwhile. Called
 // with p.mu held.
 func (p *Prober) finish(s *server) bool {
-	if s.again {
-		s.again = false
-		p.stopTimer(s)
-		s.state = StateProbing
-		return true
-	}
-	s.running = false
-	return false
+	return p.apply(s, event{kind: evSettled})
 }
