@@ -102,7 +102,10 @@ type client struct {
 
 	// dead is set (under mu, with the waiters flushed) when the connection
 	// closes; the prober reads it under its own lock, hence atomic.
-	dead atomic.Bool
+	// closeErr is why, written before dead is set and read only after it
+	// was seen set.
+	dead     atomic.Bool
+	closeErr error
 
 	// Guarded by Prober.mu: set once the connection is the server's watch
 	// connection.
@@ -163,12 +166,16 @@ func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 // Closed implements pvaconn.Closer.
 func (cl *client) Closed(c *pvaconn.Conn, err error) {
 	cl.mu.Lock()
+	cl.closeErr = err
 	cl.dead.Store(true)
 	ws := cl.waiters
 	cl.waiters = map[waitKey]chan result{}
 	cl.mu.Unlock()
 	for _, ch := range ws {
 		ch <- result{err: errConnLost}
+	}
+	if h := cl.p.onClosed; h != nil {
+		h(cl)
 	}
 	cl.p.connClosed(cl, err)
 }

@@ -154,5 +154,7 @@
 // clients tolerate before they time out themselves. A single lost TCP
 // segment costs a retransmission (hundreds of milliseconds), far less than
 // the grace, so it never trips the watch. A clean close (FIN/RST) is
-// reported at once.
+// reported at once. A watch's end is one watch-ends event, whether the
+// connection's own goroutine or an attempt settling on the dead watch
+// finds it first.
 package probe

@@ -286,6 +286,10 @@ type Prober struct {
 	// onSchedule, if set (tests), is called under the lock whenever a
 	// timer is armed for a server.
 	onSchedule func(ep netip.AddrPort, d time.Duration, failures int)
+	// onClosed, if set (tests), is called when a connection has closed,
+	// before connClosed takes the lock: a test holds it there to have an
+	// attempt settle first.
+	onClosed func(cl *client)
 }
 
 // DefaultIdleTimeout is the silence after which a watched server is lost:
@@ -839,12 +843,20 @@ func (p *Prober) connClosed(cl *client, err error) {
 		p.mu.Unlock()
 		return
 	}
+	p.watchEnded(s, err)
+	p.mu.Unlock()
+	p.deliver()
+}
+
+// watchEnded is the watch-ends event of s's watch, which closed with err.
+// Whoever first finds the watch dead under the lock calls it and clears
+// s.cl, so the other finds nothing to do: connClosed, or an attempt
+// settling on the dead watch. p.mu held.
+func (p *Prober) watchEnded(s *server, err error) {
 	s.cl = nil
 	reason := closeReason(err)
 	s.lastErr = reason
 	p.apply(s, event{kind: evWatchEnds, ok: closedByServer(err), reason: reason})
-	p.mu.Unlock()
-	p.deliver()
 }
 
 // closedByServer reports whether a watch ended because the server closed
@@ -876,6 +888,7 @@ type outcome struct {
 	connErr    error    // no usable connection
 	listErr    error    // connected, listing failed
 	superseded bool     // forgotten or restarted while connecting
+	closed     bool     // cl had closed when settle read it (settle sets it)
 	took       time.Duration
 }
 
@@ -1060,7 +1073,18 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		}
 		return false
 	}
-	if o.connErr == nil && o.listErr == nil && o.cl != nil && (o.cl.dead.Load() || !o.verify && s.cl != o.cl) {
+	if s.cl != nil && s.cl.dead.Load() {
+		// The watch closed and its connClosed waits for the lock: the
+		// watch's end comes first, as if connClosed had had the lock
+		// first. Dropping it as one more failure of this attempt would
+		// leave connClosed nothing to report, and the names registered.
+		p.watchEnded(s, s.cl.closeErr)
+	}
+	// o.cl's close is read once: when it closes after this reading, its
+	// connClosed waits for the lock and finds the watch this settle
+	// leaves, so the close is never lost between two readings.
+	o.closed = o.cl != nil && o.cl.dead.Load()
+	if o.connErr == nil && o.listErr == nil && o.cl != nil && (o.closed || !o.verify && s.cl != o.cl) {
 		// The connection closed between the listing and now: nothing
 		// watches the names, so they are not reported (a static server
 		// would otherwise keep them for ever).
@@ -1085,9 +1109,6 @@ func (p *Prober) settle(s *server, o outcome) bool {
 	case o.connErr != nil:
 		s.failures++
 		s.lastErr = o.connErr.Error()
-		if s.cl != nil && s.cl.dead.Load() {
-			s.cl = nil
-		}
 		p.stats.ConnectFailures++
 		p.apply(s, event{kind: evFails, err: o.connErr})
 		p.log.Debug("probe failed", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures), zap.Error(o.connErr))
@@ -1176,7 +1197,7 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 	}
 	p.apply(s, event{kind: evConfirmed, guid: proven})
 	s.failures = 0
-	if o.cl != nil && !o.cl.dead.Load() {
+	if o.cl != nil && !o.closed {
 		o.cl.established = true
 		s.cl = o.cl
 	}
