@@ -12,6 +12,7 @@ import (
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/testutil"
+	"github.com/pvans-project/pvans/internal/twin"
 )
 
 // benchName is a 30-character PV name, L=30 (38 per datagram:
@@ -53,9 +54,12 @@ func search38(b *testing.B, flags uint8, prefix string) []byte {
 	return msg
 }
 
-func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards bool) {
+func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards bool, opts ...func(*Options)) {
 	out := &discardSender{}
 	o := Options{AnswerNames: true, Resolver: r, GUID: ownGUID, TCPPort: 5075}
+	for _, f := range opts {
+		f(&o)
+	}
 	if os.Getenv("PVANS_BENCH_INSIGHT") != "off" {
 		// As in the daemon: every answered search is staged for insight,
 		// digested in the background. PVANS_BENCH_INSIGHT=off measures
@@ -110,6 +114,30 @@ func BenchmarkHandleSearch38Held(b *testing.B) {
 			d.b = searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, names...)
 			runHandle(b, r, d, true, false)
 		})
+	}
+}
+
+// The same, from a client paired with its TCP name-server connection
+// (package twin): fingerprint, the pairing's lookup, and the answer
+// offered to the connection instead of the socket.
+func BenchmarkHandleSearch38Paired(b *testing.B) {
+	d := datagram{src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEthBc, ifIndex: 2}
+	r := benchResolvers(b)["registry"]
+	var names []string
+	for i := range 38 {
+		names = append(names, benchName("HELD", i*2111))
+	}
+	d.b = searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, names...)
+	tw := twin.New(nil)
+	var offered int
+	c := tw.Join(d.src.Addr(), func([]byte) bool { offered++; return true })
+	_, p, _, _ := pva.SplitMessage(d.b)
+	fp, _ := tw.Fingerprint(p)
+	tw.UDPSearch(netip.AddrPortFrom(d.src.Addr(), 40000), fp)
+	c.TCPSearch(fp)
+	runHandle(b, r, d, false, false, func(o *Options) { o.Twins = tw })
+	if offered == 0 {
+		b.Fatal("nothing answered over the connection")
 	}
 }
 
