@@ -14,9 +14,11 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/addrmap"
@@ -490,98 +492,41 @@ func (c *Config) HostNames() []string {
 	return out
 }
 
-// Defaults returns the production defaults.
+// Defaults returns the production defaults: every setting's row in
+// settings.go parsed from its default, the tcp.idle_timeout that follows
+// pva.conn_tmo, and the probes connection profile, which has no setting.
 func Defaults() Config {
-	c := Config{
-		PVA: PVA{
-			Interfaces:         []netip.Addr{netip.IPv4Unspecified()},
-			ServerPort:         5075,
-			BroadcastPort:      5076,
-			TLSPort:            5076,
-			AutoAddrList:       true,
-			AutoBeaconAddrList: true,
-			ConnTmo:            30,
-		},
-		// Loopback by default: POST /v1/discover acts and /v1/names lists the
-		// site's names, so exposing the API is the operator's choice
-		// (docs/SECURITY.md, "The HTTP endpoint").
-		HTTP:     HTTP{Listen: "127.0.0.1:9076", MaxConnections: 64, MaxConnectionsPerSource: 16, DiscoverInterval: 10 * time.Second},
-		Log:      Log{Level: "info", Format: "auto"},
-		Snapshot: Snapshot{Path: "/var/lib/pvans/registry.snapshot", Interval: time.Minute, UnverifiedWindow: 10 * time.Minute},
-		Registry: Registry{MaxServers: 20000, MaxNames: 5_000_000, FieldNames: true},
-		TCP: TCP{
-			MaxConnections: 10000,
-			// A console host runs a few dozen PVA clients, each with one
-			// connection per name server; a NAT gateway is exempted with
-			// rate_limit.exempt.
-			MaxConnectionsPerSource: 256,
-			SendQueueBytes:          1 << 20,
-			WaitersPerConnection:    100_000,
-			// A waiter only speeds an answer up (the client's own retry finds
-			// the name anyway), so these bound memory, not service: about
-			// 1 KiB per waiter with its search-through entry.
-			WaitersPerSource: 10_000,
-			WaitersTotal:     100_000,
-			ReadTimeout:      10 * time.Second,
-			MaxMessageBytes:  128 << 10,
-			// pvlist and pvxlist cache a handful of descriptors of a few
-			// hundred bytes.
-			MaxCachedTypes:          64,
-			MaxCachedTypeBytes:      64 << 10,
-			MaxCachedTypeBytesTotal: 16 << 20,
-			// 1,000 clients each 256 KiB behind; 10,000 × (1 MiB queue +
-			// 256 KiB message buffers) would be 12 GiB without it.
-			BufferBytesTotal: 256 << 20,
-		},
-		UDP: UDP{ReceiveBufferBytes: 4 << 20, AnswerSearches: true, BeaconQueue: 4096,
-			ClientReplyNamesPerSecond: 40_000, ClientReplyNameBurst: 4096, ReplyQueueBytes: 4 << 20},
-		Probe: Probe{
-			Concurrency:        16,
-			PerHostConcurrency: 4,
-			FirstTimeout:       5 * time.Second,
-			ThroughRetries:     4,
-			ThroughMax:         1024,
-			ReprobeInterval:    5 * time.Minute,
-			BackoffMin:         time.Second,
-			BackoffMax:         5 * time.Minute,
-			EchoInterval:       15 * time.Second,
-			Timeout:            30 * time.Second,
-			Conn: ConnProfile{
-				MaxMessageBytes:  64 << 20,
-				SendQueueBytes:   1 << 20,
-				HandshakeTimeout: 10 * time.Second,
-				MessageTimeout:   30 * time.Second,
-			},
-		},
-		Beacon: Beacon{Expiry: 360 * time.Second, CheckInterval: 10 * time.Second},
-		// A PVXS client searching 10,000 names sends about 10 datagrams/s
-		// once its ring saturates; 50/s leaves room for start-up bursts.
-		Search: Search{Through: true, DiscoveryAtStart: true, MaxNameBytes: 500,
-			ThroughMaxNames: 10_000, ThroughDatagramsPerSecond: 50},
-		RateLimit: RateLimit{
-			UDPSearchesPerSecond: 1000,
-			UDPSearchBurst:       10_000,
-			UDPNamesPerSecond:    40_000,
-			UDPNameBurst:         400_000,
-			TCPMessagesPerSecond: 1000,
-			TCPMessageBurst:      2000,
-			ReflectionRatio:      4,
-			ReflectionWindow:     10 * time.Second,
-			// A host of 200 IOCs starting at once sends 200 first beacons;
-			// steady state is one per IOC per 15 s (fast) or 180 s.
-			BeaconsPerSecond: 20,
-			BeaconBurst:      200,
-		},
-		Insight: Insight{Names: 10000, Clients: 10000, QueueBytes: 4 << 20, DigestNamesPerSecond: 2000, GUIDChangesPerHour: 3},
-		// Kubernetes restarts a pod under a new address; 30 s is what a
-		// client waits before it searches again anyway.
-		DNS: DNS{Refresh: 30 * time.Second, Timeout: 5 * time.Second, Concurrency: 4, MaxNames: 256, MaxAddresses: 64},
-		// 1,000 IOCs beaconing every 15 s at start are 67/s; a relay never
-		// sends the central side more than this.
-		Relay: Relay{PerSecond: 500, Burst: 2000},
+	var c Config
+	x := &loadCtx{resolve: func(host string) ([]netip.Addr, error) {
+		return nil, fmt.Errorf("a default names the host %q; defaults are addresses", host)
+	}}
+	// Ports first, as in Load: list entries take their default port from them.
+	for _, late := range []bool{false, true} {
+		for _, s := range specs {
+			if s.late != late {
+				continue
+			}
+			if err := s.set(&c, x, raw{text: s.def, items: strings.Fields(s.def)}); err != nil {
+				panic(fmt.Sprintf("config: the default of %s, %q: %v", s.key, s.def, err))
+			}
+		}
 	}
-	c.TCP.IdleTimeout = c.PVA.TCPTimeout()
+	c.followConnTmo()
+	c.Probe.Conn = ConnProfile{
+		MaxMessageBytes:  64 << 20,
+		SendQueueBytes:   1 << 20,
+		HandshakeTimeout: 10 * time.Second,
+		MessageTimeout:   30 * time.Second,
+	}
 	return c
+}
+
+// followConnTmo gives tcp.idle_timeout, when no source set it (auto, 0),
+// PVXS's tcpTimeout of pva.conn_tmo.
+func (c *Config) followConnTmo() {
+	if c.TCP.IdleTimeout == 0 {
+		c.TCP.IdleTimeout = c.PVA.TCPTimeout()
+	}
 }
 
 // Loopback returns the defaults confined to this host: listening,

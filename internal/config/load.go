@@ -104,12 +104,10 @@ func Load(opts LoadOptions) (*Config, error) {
 		}
 	}
 
-	if c.TCP.IdleTimeout == 0 {
-		c.TCP.IdleTimeout = c.PVA.TCPTimeout()
-		if _, set := c.prov["tcp.idle_timeout"]; !set {
-			c.prov["tcp.idle_timeout"] = origin{kind: srcDerived, name: "pva.conn_tmo (4/3 x)"}
-		}
+	if _, set := c.prov["tcp.idle_timeout"]; !set {
+		c.prov["tcp.idle_timeout"] = origin{kind: srcDerived, name: "pva.conn_tmo (4/3 x)"}
 	}
+	c.followConnTmo()
 
 	c.validate(&ps, failed)
 	if err := ps.err(); err != nil {

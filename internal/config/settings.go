@@ -28,14 +28,18 @@ type loadCtx struct {
 	resolve Resolver
 }
 
-// spec is one setting: its names in every source, how to parse, print and
-// check it. The table below is the single list the file keys, flags,
-// environment, provenance, validation and the reference doc all come from.
+// spec is one setting: its names in every source, its default, how to
+// parse, print and check it. The table below is the single list the file
+// keys, flags, environment, defaults, provenance, validation and the
+// reference doc all come from.
 type spec struct {
-	key    string   // file key, "section.name"
-	flag   string   // flag name without dashes
-	env    []string // environment variables, first set one wins (PVXS pickone)
-	usage  string
+	key   string   // file key, "section.name"
+	flag  string   // flag name without dashes
+	env   []string // environment variables, first set one wins (PVXS pickone)
+	usage string
+	// def is the production default as a file would write it; Defaults
+	// parses it with set, so it is the one place the value is written.
+	def    string
 	isBool bool
 	isList bool
 	late   bool // parsed after the ports, which give list entries their default port
@@ -51,7 +55,9 @@ var (
 	sections  = map[string]bool{}
 )
 
-func add(s spec) {
+// add appends one row: the setting s and its default, def (see spec.def).
+func add(s spec, def string) {
+	s.def = def
 	sec, name, _ := strings.Cut(s.key, ".")
 	if s.flag == "" {
 		f := s.key
@@ -105,10 +111,10 @@ func init() {
 				}
 			}
 			return ""
-		}})
+		}}, "0.0.0.0")
 	add(portSpec("pva.server_port", []string{"EPICS_PVAS_SERVER_PORT", "EPICS_PVA_SERVER_PORT"},
 		"TCP port of the name-server listener and default port of name servers and static servers",
-		func(c *Config) *uint16 { return &c.PVA.ServerPort }))
+		func(c *Config) *uint16 { return &c.PVA.ServerPort }), "5075")
 	add(spec{key: "pva.tls_keychain", env: []string{"EPICS_PVAS_TLS_KEYCHAIN", "EPICS_PVA_TLS_KEYCHAIN"},
 		usage: "Secure PVAccess keychain, file[;password] (PKCS#12): serve searches over TLS on tls_port (clients name pvans pvas://host:port); empty: no TLS listener; re-read on reload",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSKeychain = strings.TrimSpace(v.text); return nil },
@@ -117,10 +123,10 @@ func init() {
 				return p + ";…" // never print the password
 			}
 			return c.PVA.TLSKeychain
-		}})
+		}}, "")
 	add(portSpec("pva.tls_port", []string{"EPICS_PVAS_TLS_PORT", "EPICS_PVA_TLS_PORT"},
 		"TCP port of the TLS listener (with tls_keychain)",
-		func(c *Config) *uint16 { return &c.PVA.TLSPort }))
+		func(c *Config) *uint16 { return &c.PVA.TLSPort }), "5076")
 	add(spec{key: "pva.tls_options", env: []string{"EPICS_PVAS_TLS_OPTIONS", "EPICS_PVA_TLS_OPTIONS"},
 		usage: "TLS options: client_cert=optional (default: a client certificate is verified when sent) or client_cert=require",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSOptions = strings.TrimSpace(v.text); return nil },
@@ -130,33 +136,33 @@ func init() {
 				return err.Error()
 			}
 			return ""
-		}})
+		}}, "")
 	add(portSpec("pva.broadcast_port", []string{"EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"},
 		"UDP port for searches and beacons, and default port of the address lists",
-		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }))
+		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }), "5076")
 	add(endpointListSpec("pva.addr_list", []string{"EPICS_PVA_ADDR_LIST"},
 		"destinations of discovery pings and search-through searches (host[:port][,TTL][@iface], IPv6 as [addr]; default port broadcast_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]Endpoint { return &c.PVA.AddrList }))
+		func(c *Config) *[]Endpoint { return &c.PVA.AddrList }), "")
 	add(boolSpec("pva.auto_addr_list", []string{"EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to addr_list",
-		func(c *Config) *bool { return &c.PVA.AutoAddrList }))
+		func(c *Config) *bool { return &c.PVA.AutoAddrList }), "YES")
 	add(addrListSpec("pva.ignore_addr_list", []string{"EPICS_PVAS_IGNORE_ADDR_LIST"},
 		"UDP searches from these sources are dropped; no port or port 0 matches any port",
 		nil, false,
-		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }, nil))
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }, nil), "")
 	add(endpointListSpec("pva.beacon_addr_list", []string{"EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"},
 		"destinations of the daemon's own beacons (only with udp.send_beacons), same form as addr_list, default port broadcast_port",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]Endpoint { return &c.PVA.BeaconAddrList }))
+		func(c *Config) *[]Endpoint { return &c.PVA.BeaconAddrList }), "")
 	add(boolSpec("pva.auto_beacon_addr_list", []string{"EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to beacon_addr_list",
-		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }))
+		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }), "YES")
 	add(addrListSpec("pva.name_servers", []string{"EPICS_PVA_NAME_SERVERS"},
 		"upstream TCP name servers (host[:port], IPv6 as [addr]:port, default port server_port); a host name is resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers },
-		func(c *Config) *[]Endpoint { return &c.PVA.NameServerEntries }))
+		func(c *Config) *[]Endpoint { return &c.PVA.NameServerEntries }), "")
 	add(spec{key: "pva.conn_tmo", env: []string{"EPICS_PVA_CONN_TMO"},
 		usage: "connection timeout in seconds; TCP idle timeout is 4/3 of it (<=0 or non-finite: 40 s; minimum 2 s)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
@@ -167,9 +173,12 @@ func init() {
 			c.PVA.ConnTmo = f
 			return nil
 		},
-		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }})
+		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }}, "30")
 
 	// Daemon settings.
+	// Loopback by default: POST /v1/discover acts and /v1/names lists the
+	// site's names, so exposing the API is the operator's choice
+	// (docs/SECURITY.md, "The HTTP endpoint").
 	add(spec{key: "http.listen", usage: "host:port of the HTTP API, status page and metrics; empty turns it off (loopback by default: see docs/SECURITY.md)",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.HTTP.Listen = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.HTTP.Listen },
@@ -190,13 +199,13 @@ func init() {
 				}
 			}
 			return ""
-		}})
+		}}, "127.0.0.1:9076")
 	add(intSpec("http.max_connections", "HTTP connections open at most; extra ones are closed at accept", 1, 1_000_000,
-		func(c *Config) *int { return &c.HTTP.MaxConnections }))
+		func(c *Config) *int { return &c.HTTP.MaxConnections }), "64")
 	add(intSpec("http.max_connections_per_source", "HTTP connections open at most from one client address", 1, 1_000_000,
-		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }))
+		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }), "16")
 	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }))
+		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }), "10s")
 	add(spec{key: "http.web_config_file", flag: "web.config.file",
 		usage: "exporter-toolkit web configuration file (the Prometheus exporters' --web.config.file): TLS, client certificates, basic auth; read again at every request and TLS handshake; empty serves plain HTTP without authentication (see docs/SECURITY.md)",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.HTTP.WebConfigFile = strings.TrimSpace(v.text); return nil },
@@ -206,39 +215,44 @@ func init() {
 				return err.Error()
 			}
 			return ""
-		}})
+		}}, "")
 	add(enumSpec("log.level", "least severe level logged", []string{"debug", "info", "warn", "error"},
-		func(c *Config) *string { return &c.Log.Level }))
+		func(c *Config) *string { return &c.Log.Level }), "info")
 	add(enumSpec("log.format", "auto (console on a terminal, json otherwise), console or json",
-		[]string{"auto", "console", "json"}, func(c *Config) *string { return &c.Log.Format }))
+		[]string{"auto", "console", "json"}, func(c *Config) *string { return &c.Log.Format }), "auto")
 
 	add(spec{key: "snapshot.path", usage: "registry snapshot file; empty disables saving and loading",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Snapshot.Path = strings.TrimSpace(v.text); return nil },
-		get: func(c *Config) string { return c.Snapshot.Path }})
+		get: func(c *Config) string { return c.Snapshot.Path }}, "/var/lib/pvans/registry.snapshot")
 	add(durSpec("snapshot.interval", "time between snapshot saves", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.Snapshot.Interval }))
+		func(c *Config) *time.Duration { return &c.Snapshot.Interval }), "1m")
 	add(durSpec("snapshot.unverified_window", "how long names loaded from a snapshot are answered before a probe must confirm their server",
-		time.Second, 0, func(c *Config) *time.Duration { return &c.Snapshot.UnverifiedWindow }))
+		time.Second, 0, func(c *Config) *time.Duration { return &c.Snapshot.UnverifiedWindow }), "10m")
 
 	add(intSpec("registry.max_servers", "servers tracked at most (also the beacon tracking limit)", 1, 10_000_000,
-		func(c *Config) *int { return &c.Registry.MaxServers }))
+		func(c *Config) *int { return &c.Registry.MaxServers }), "20000")
 	add(intSpec("registry.max_names", "names held at most over all servers", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.Registry.MaxNames }))
+		func(c *Config) *int { return &c.Registry.MaxNames }), "5000000")
 	add(boolSpec("registry.field_names", nil, false, `answer "rec.FIELD" with the server that claims "rec"`,
-		func(c *Config) *bool { return &c.Registry.FieldNames }))
+		func(c *Config) *bool { return &c.Registry.FieldNames }), "true")
 
 	add(intSpec("tcp.max_connections", "name-server client connections at most", 1, 10_000_000,
-		func(c *Config) *int { return &c.TCP.MaxConnections }))
+		func(c *Config) *int { return &c.TCP.MaxConnections }), "10000")
+	// A console host runs a few dozen PVA clients, each with one connection
+	// per name server; a NAT gateway is exempted with rate_limit.exempt.
 	add(intSpec("tcp.max_connections_per_source", "name-server connections from one client address at most; 0 = no bound (rate_limit.exempt sources are exempt)", 0, 10_000_000,
-		func(c *Config) *int { return &c.TCP.MaxConnectionsPerSource }))
+		func(c *Config) *int { return &c.TCP.MaxConnectionsPerSource }), "256")
 	add(bytesSpec("tcp.send_queue_bytes", "bytes queued to one slow client before it is disconnected", 4<<10, 1<<30,
-		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }))
+		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }), "1MiB")
 	add(intSpec("tcp.waiters_per_connection", "unanswered names remembered per connection for push answers", 0, 100_000_000,
-		func(c *Config) *int { return &c.TCP.WaitersPerConnection }))
+		func(c *Config) *int { return &c.TCP.WaitersPerConnection }), "100000")
+	// A waiter only speeds an answer up (the client's own retry finds the
+	// name anyway), so these bound memory, not service: about 1 KiB per
+	// waiter with its search-through entry.
 	add(intSpec("tcp.waiters_per_source", "unanswered names remembered for push over all connections from one client address; 0 = no bound", 0, 100_000_000,
-		func(c *Config) *int { return &c.TCP.WaitersPerSource }))
+		func(c *Config) *int { return &c.TCP.WaitersPerSource }), "10000")
 	add(intSpec("tcp.waiters_total", "unanswered names remembered for push over all connections; 0 = no bound", 0, 100_000_000,
-		func(c *Config) *int { return &c.TCP.WaitersTotal }))
+		func(c *Config) *int { return &c.TCP.WaitersTotal }), "100000")
 	add(spec{key: "tcp.idle_timeout", usage: "close a client silent this long; auto = 4/3 x pva.conn_tmo (PVXS tcpTimeout)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			t := strings.TrimSpace(v.text)
@@ -259,28 +273,32 @@ func init() {
 				return "must be at least 1s (or auto)"
 			}
 			return ""
-		}})
+		}}, "auto")
 	add(durSpec("tcp.read_timeout", "time allowed for the handshake, and for one message from its first byte to its last segment (control messages do not restart it)", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }))
+		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }), "10s")
 	add(bytesSpec("tcp.max_message_bytes", "largest PVA message accepted from a client", 16<<10, 64<<20,
-		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }))
+		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }), "128KiB")
+	// 1,000 clients each 256 KiB behind; 10,000 × (1 MiB queue + 256 KiB
+	// message buffers) would be 12 GiB without it.
 	add(bytesSpec("tcp.buffer_bytes_total", "bytes all client connections together may make pvans buffer beyond their base buffers (queued replies beyond 64 KiB each, large messages being received); a connection needing more is closed; 0 = no bound", 0, 1<<40,
-		func(c *Config) *int64 { return &c.TCP.BufferBytesTotal }))
+		func(c *Config) *int64 { return &c.TCP.BufferBytesTotal }), "256MiB")
+	// pvlist and pvxlist cache a handful of descriptors of a few hundred
+	// bytes.
 	add(intSpec("tcp.max_cached_types", "pvData types one client may have the server PV cache (0xFD definitions)", 1, 65536,
-		func(c *Config) *int { return &c.TCP.MaxCachedTypes }))
+		func(c *Config) *int { return &c.TCP.MaxCachedTypes }), "64")
 	add(bytesSpec("tcp.max_cached_type_bytes", "expanded size of the types one client may have cached", 1<<10, 1<<30,
-		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytes }))
+		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytes }), "64KiB")
 	add(bytesSpec("tcp.max_cached_type_bytes_total", "expanded size of the types cached over all connections", 1<<10, 1<<34,
-		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytesTotal }))
+		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytesTotal }), "16MiB")
 
 	add(bytesSpec("udp.receive_buffer_bytes", "SO_RCVBUF of the UDP socket; 0 keeps the OS default", 0, 1<<30,
-		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }))
+		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }), "4MiB")
 	add(boolSpec("udp.answer_searches", nil, false, "answer UDP searches with names from the registry",
-		func(c *Config) *bool { return &c.UDP.AnswerSearches }))
+		func(c *Config) *bool { return &c.UDP.AnswerSearches }), "true")
 	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
-		func(c *Config) *bool { return &c.UDP.SendBeacons }))
+		func(c *Config) *bool { return &c.UDP.SendBeacons }), "false")
 	add(intSpec("udp.beacon_queue", "beacons and discovery answers waiting for the server tracker; beyond it they are dropped (counted)", 1, 10_000_000,
-		func(c *Config) *int { return &c.UDP.BeaconQueue }))
+		func(c *Config) *int { return &c.UDP.BeaconQueue }), "4096")
 	add(spec{key: "udp.learn_interfaces", isList: true,
 		usage: "local interface addresses whose networks beacons, discovery replies and search replies are also taken from, besides those of pva.interfaces (the arrival interface decides, see \"UDP binding\"); all takes them from every interface; empty: pva.interfaces's only",
 		set: func(c *Config, x *loadCtx, v raw) error {
@@ -311,22 +329,22 @@ func init() {
 				return "all"
 			}
 			return joinStrings(c.UDP.LearnInterfaces)
-		}})
+		}}, "")
 	add(floatSpec("udp.client_reply_names_per_second", "names answered over UDP to one client socket per second beyond its burst, later replies held and sent when due; 0 = no pacing", 0, 1e9,
-		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }))
+		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }), "40000")
 	add(intSpec("udp.client_reply_name_burst", "names answered over UDP to one client socket at once before replies are paced", 1, 1_000_000,
-		func(c *Config) *int { return &c.UDP.ClientReplyNameBurst }))
+		func(c *Config) *int { return &c.UDP.ClientReplyNameBurst }), "4096")
 	add(bytesSpec("udp.reply_queue_bytes", "paced UDP replies held at most, over all clients; beyond it they are dropped (counted)", 1<<10, 1<<30,
-		func(c *Config) *int64 { return &c.UDP.ReplyQueueBytes }))
+		func(c *Config) *int64 { return &c.UDP.ReplyQueueBytes }), "4MiB")
 
 	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
-		func(c *Config) *int { return &c.Probe.Concurrency }))
+		func(c *Config) *int { return &c.Probe.Concurrency }), "16")
 	add(intSpec("probe.per_host_concurrency", "servers of one IP address listed at the same time (its share of probe.concurrency)", 1, 4096,
-		func(c *Config) *int { return &c.Probe.PerHostConcurrency }))
+		func(c *Config) *int { return &c.Probe.PerHostConcurrency }), "4")
 	add(durSpec("probe.reprobe_interval", "time between listings of a watched server", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.Probe.ReprobeInterval }))
+		func(c *Config) *time.Duration { return &c.Probe.ReprobeInterval }), "5m")
 	add(durSpec("probe.backoff_min", "first retry delay after a failed probe", 10*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.Probe.BackoffMin }))
+		func(c *Config) *time.Duration { return &c.Probe.BackoffMin }), "1s")
 	add(spec{key: "probe.backoff_max", usage: "longest retry delay after failed probes",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.BackoffMax }),
 		get: func(c *Config) string { return c.Probe.BackoffMax.String() },
@@ -335,7 +353,7 @@ func init() {
 				return fmt.Sprintf("must not be less than probe.backoff_min (%s)", c.Probe.BackoffMin)
 			}
 			return ""
-		}})
+		}}, "5m")
 	add(spec{key: "probe.echo_interval", usage: "ECHO period on probe connections; peers drop silent clients after their tcpTimeout (40 s)",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.EchoInterval }),
 		get: func(c *Config) string { return c.Probe.EchoInterval.String() },
@@ -344,18 +362,18 @@ func init() {
 				return "must be between 1s and 30s (PVXS peers drop a client silent for 40s)"
 			}
 			return ""
-		}})
+		}}, "15s")
 	add(durSpec("probe.timeout", "time allowed to connect to a server and list its names", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.Probe.Timeout }))
+		func(c *Config) *time.Duration { return &c.Probe.Timeout }), "30s")
 	add(intSpec("probe.search_through_retries", "failed probes after which an endpoint known only from search replies is forgotten", 1, 1000,
-		func(c *Config) *int { return &c.Probe.ThroughRetries }))
+		func(c *Config) *int { return &c.Probe.ThroughRetries }), "4")
 	add(intSpec("probe.search_through_max", "endpoints known only from search replies probed at most (and search-through answers being checked over TCP); beyond it new ones are dropped (counted)", 1, 10_000_000,
-		func(c *Config) *int { return &c.Probe.ThroughMax }))
+		func(c *Config) *int { return &c.Probe.ThroughMax }), "1024")
 	add(durSpec("probe.first_timeout", "probe.timeout for the first attempt at a server never listed (at most probe.timeout; retries get probe.timeout)", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.Probe.FirstTimeout }))
+		func(c *Config) *time.Duration { return &c.Probe.FirstTimeout }), "5s")
 
 	add(durSpec("beacon.expiry", "a server not heard from for this long is lost (PVXS: 360s)", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.Beacon.Expiry }))
+		func(c *Config) *time.Duration { return &c.Beacon.Expiry }), "360s")
 	add(spec{key: "beacon.check_interval", usage: "how often beacon expiry is checked",
 		set: durSet(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }),
 		get: func(c *Config) string { return c.Beacon.CheckInterval.String() },
@@ -367,28 +385,30 @@ func init() {
 				return fmt.Sprintf("must not exceed beacon.expiry (%s)", c.Beacon.Expiry)
 			}
 			return ""
-		}})
+		}}, "10s")
 
 	add(addrListSpec("static.servers", nil, "servers always probed, without waiting for a beacon (host[:port], default port server_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers },
-		func(c *Config) *[]Endpoint { return &c.Static.ServerEntries }))
+		func(c *Config) *[]Endpoint { return &c.Static.ServerEntries }), "")
 	add(spec{key: "static.names_dir", usage: "directory of static name lists; empty means none",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Static.NamesDir = strings.TrimSpace(v.text); return nil },
-		get: func(c *Config) string { return c.Static.NamesDir }})
+		get: func(c *Config) string { return c.Static.NamesDir }}, "")
 
 	add(boolSpec("search.through", nil, false, "search names no probe could list on addr_list and name_servers, like a client",
-		func(c *Config) *bool { return &c.Search.Through }))
+		func(c *Config) *bool { return &c.Search.Through }), "true")
 	s := boolSpec("search.discovery_at_start", nil, false, "send one discovery ping to addr_list at start",
 		func(c *Config) *bool { return &c.Search.DiscoveryAtStart })
 	s.flag = "discovery-at-start"
-	add(s)
+	add(s, "true")
 	add(intSpec("search.through_max_names", "distinct names searched through at once; names wanted beyond are not searched through (counted); 0 = no bound. Also bounds the (server, name) claims remembered for asking unlistable servers, oldest forgotten first (10000 when 0)", 0, 100_000_000,
-		func(c *Config) *int { return &c.Search.ThroughMaxNames }))
+		func(c *Config) *int { return &c.Search.ThroughMaxNames }), "10000")
+	// A PVXS client searching 10,000 names sends about 10 datagrams/s once
+	// its ring saturates; 50/s leaves room for start-up bursts.
 	add(floatSpec("search.through_datagrams_per_second", "search-through datagrams sent per second at most (each to every destination); 0 = no bound", 0, 1_000_000,
-		func(c *Config) *float64 { return &c.Search.ThroughDatagramsPerSecond }))
+		func(c *Config) *float64 { return &c.Search.ThroughDatagramsPerSecond }), "50")
 	add(intSpec("search.max_name_bytes", "names longer than this are not answered, waited for or searched through (pvAccessCPP refuses over 500); 0 = no bound", 0, 65535,
-		func(c *Config) *int { return &c.Search.MaxNameBytes }))
+		func(c *Config) *int { return &c.Search.MaxNameBytes }), "500")
 
 	add(spec{key: "access.tcp_client_allow", isList: true,
 		usage: "TCP clients allowed (CIDR), and on the TLS listener x509:NAME, a client whose verified certificate's subject CN is NAME; empty allows all",
@@ -424,21 +444,21 @@ func init() {
 			}
 			return s
 		},
-		check: checkEach(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }, netip.Prefix.IsValid, "invalid prefix in list")})
+		check: checkEach(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }, netip.Prefix.IsValid, "invalid prefix in list")}, "")
 	add(prefixSpec("access.tcp_client_deny", "TCP clients refused (CIDR); wins over allow",
-		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientDeny }))
+		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientDeny }), "")
 	add(prefixSpec("access.udp_client_allow", "UDP search sources answered (CIDR); empty allows all",
-		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientAllow }))
+		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientAllow }), "")
 	add(prefixSpec("access.udp_client_deny", "UDP search sources ignored (CIDR); wins over allow",
-		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientDeny }))
+		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientDeny }), "")
 	add(patternSpec("access.name_allow", "names answered (globs with * and ?, or re:REGEXP); empty allows all",
-		func(c *Config) *[]NamePattern { return &c.Access.NameAllow }))
+		func(c *Config) *[]NamePattern { return &c.Access.NameAllow }), "")
 	add(patternSpec("access.name_deny", "names never answered; wins over allow",
-		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }))
+		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }), "")
 	add(prefixSpec("access.server_allow", "server endpoints probed and named in answers (CIDR); empty allows all",
-		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }))
+		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }), "")
 	add(prefixSpec("access.trusted_relays", "senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays); empty: a datagram must come from the address it names",
-		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }))
+		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }), "")
 
 	add(spec{key: "map.rules", isList: true,
 		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=REAL:PUBLISHED,...]; first match wins",
@@ -450,30 +470,32 @@ func init() {
 			c.Map.Rules = m
 			return nil
 		},
-		get: func(c *Config) string { return joinStrings(c.Map.Rules) }})
+		get: func(c *Config) string { return joinStrings(c.Map.Rules) }}, "")
 
 	add(floatSpec("rate_limit.udp_searches_per_second", "UDP search datagrams handled per source address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }))
+		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }), "1000")
 	add(intSpec("rate_limit.udp_search_burst", "UDP search datagrams a source may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }))
+		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }), "10000")
 	add(floatSpec("rate_limit.udp_names_per_second", "names in UDP searches handled per source address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }))
+		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }), "40000")
 	add(intSpec("rate_limit.udp_name_burst", "names in UDP searches a source may send at once above its rate (a big client searches all its channels at start)", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }))
+		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }), "400000")
 	add(floatSpec("rate_limit.tcp_messages_per_second", "TCP messages handled per source address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }))
+		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }), "1000")
 	add(intSpec("rate_limit.tcp_message_burst", "TCP messages a source may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }))
+		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }), "2000")
 	add(floatSpec("rate_limit.reflection_ratio", "UDP reply bytes to a source at most this multiple of its search bytes; 0 = off", 0, 1000,
-		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }))
+		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }), "4")
 	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }))
+		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }), "10s")
+	// A host of 200 IOCs starting at once sends 200 first beacons; steady
+	// state is one per IOC per 15 s (fast) or 180 s.
 	add(floatSpec("rate_limit.beacons_per_second", "beacons and discovery replies taken per sender address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }))
+		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }), "20")
 	add(intSpec("rate_limit.beacon_burst", "beacons and discovery replies a sender may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.BeaconBurst }))
+		func(c *Config) *int { return &c.RateLimit.BeaconBurst }), "200")
 	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
-		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }))
+		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }), "")
 
 	add(spec{key: "discovery.interval", usage: "time between discovery pings to every addr_list destination (servers there answer and are listed over TCP); 0: only at start, after a reload that changed the destinations and on POST /v1/discover",
 		set: durSet(func(c *Config) *time.Duration { return &c.Discovery.Interval }),
@@ -483,8 +505,10 @@ func init() {
 				return "must be 0 (off) or at least 1s"
 			}
 			return ""
-		}})
+		}}, "0s")
 
+	// Kubernetes restarts a pod under a new address; 30 s is what a client
+	// waits before it searches again anyway.
 	add(spec{key: "dns.refresh", usage: "time between lookups of the host names in pva.addr_list, pva.name_servers, static.servers and relay.to (all A and AAAA records); 0: resolved once, at load",
 		set: durSet(func(c *Config) *time.Duration { return &c.DNS.Refresh }),
 		get: func(c *Config) string { return c.DNS.Refresh.String() },
@@ -493,24 +517,26 @@ func init() {
 				return "must be 0 (off) or at least 1s"
 			}
 			return ""
-		}})
+		}}, "30s")
 	add(durSpec("dns.timeout", "time allowed for one lookup; a failed lookup keeps the last answer", 100*time.Millisecond, time.Minute,
-		func(c *Config) *time.Duration { return &c.DNS.Timeout }))
+		func(c *Config) *time.Duration { return &c.DNS.Timeout }), "5s")
 	add(intSpec("dns.concurrency", "lookups running at once", 1, 64,
-		func(c *Config) *int { return &c.DNS.Concurrency }))
+		func(c *Config) *int { return &c.DNS.Concurrency }), "4")
 	add(intSpec("dns.max_names", "host names followed at most; the others keep their address from load (counted)", 1, 100_000,
-		func(c *Config) *int { return &c.DNS.MaxNames }))
+		func(c *Config) *int { return &c.DNS.MaxNames }), "256")
 	add(intSpec("dns.max_addresses", "addresses one host name stands for at most; the rest of an answer is dropped (counted)", 1, 4096,
-		func(c *Config) *int { return &c.DNS.MaxAddresses }))
+		func(c *Config) *int { return &c.DNS.MaxAddresses }), "64")
 
 	add(endpointListSpec("relay.to", nil,
 		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; empty: no relaying",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]Endpoint { return &c.Relay.To }))
+		func(c *Config) *[]Endpoint { return &c.Relay.To }), "")
+	// 1,000 IOCs beaconing every 15 s at start are 67/s; a relay never sends
+	// the central side more than this.
 	add(floatSpec("relay.max_per_second", "sightings relayed per second at most (each to every relay.to destination); beyond the burst they are dropped (counted); 0 = no bound", 0, 1e6,
-		func(c *Config) *float64 { return &c.Relay.PerSecond }))
+		func(c *Config) *float64 { return &c.Relay.PerSecond }), "500")
 	add(intSpec("relay.burst", "sightings relayed at once above relay.max_per_second", 1, 1_000_000,
-		func(c *Config) *int { return &c.Relay.Burst }))
+		func(c *Config) *int { return &c.Relay.Burst }), "2000")
 	add(spec{key: "relay.only", usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
 		isBool: true, set: setTo(func(c *Config) *bool { return &c.Relay.Only }, fromText(ParseBool)),
 		get: func(c *Config) string { return strconv.FormatBool(c.Relay.Only) },
@@ -519,18 +545,18 @@ func init() {
 				return "needs relay.to"
 			}
 			return ""
-		}})
+		}}, "false")
 
 	add(intSpec("insight.names", "unresolved names kept per summary (4 summaries: two windows of two periods); memory is allocated at start", 10, 1_000_000,
-		func(c *Config) *int { return &c.Insight.Names }))
+		func(c *Config) *int { return &c.Insight.Names }), "10000")
 	add(intSpec("insight.clients", "searching clients kept per summary (4 summaries); memory is allocated at start", 10, 1_000_000,
-		func(c *Config) *int { return &c.Insight.Clients }))
+		func(c *Config) *int { return &c.Insight.Clients }), "10000")
 	add(bytesSpec("insight.queue_bytes", "staging between the answer paths and the insight summaries; searches beyond it are not summarised (counted)", 32<<10, 1<<30,
-		func(c *Config) *int64 { return &c.Insight.QueueBytes }))
+		func(c *Config) *int64 { return &c.Insight.QueueBytes }), "4MiB")
 	add(intSpec("insight.digest_names_per_second", "unclaimed names a second the name summaries count in full; beyond it (a storm of distinct missing names) they count a weighted random sample, so their CPU stays bounded; 0 = no limit", 0, 1_000_000_000,
-		func(c *Config) *int { return &c.Insight.DigestNamesPerSecond }))
+		func(c *Config) *int { return &c.Insight.DigestNamesPerSecond }), "2000")
 	add(intSpec("insight.guid_changes_per_hour", "more GUID changes than this at one server endpoint within an hour is reported as an anomaly event", 1, 1_000_000,
-		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }))
+		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }), "3")
 }
 
 // setTo is a spec's set for a value parse makes alone (no other setting
