@@ -198,12 +198,22 @@ func TestMapRules(t *testing.T) {
 	}
 }
 
-// TestRestartOnlyKeysExist: the restart-only list names real settings (a
-// renamed key must not silently become reloadable in the docs).
-func TestRestartOnlyKeysExist(t *testing.T) {
-	for k := range restartOnly {
-		if specByKey[k] == nil {
-			t.Errorf("restartOnly names %q, which is not a setting", k)
+// TestEveryRowHasAReloadClass: every row is restart-only with a reason,
+// or live with the parts that apply it and from when, never neither or
+// both, so a new setting cannot be silently ignored by a reload.
+func TestEveryRowHasAReloadClass(t *testing.T) {
+	for _, s := range specs {
+		r := s.reload
+		switch {
+		case r.restart != "" && (len(r.parts) > 0 || r.when != ""):
+			t.Errorf("%s is both restart-only and live", s.key)
+		case r.restart == "" && (len(r.parts) == 0 || r.when == ""):
+			t.Errorf("%s: a live setting needs the parts that apply it and from when", s.key)
+		}
+		for _, p := range r.parts {
+			if p == "" || strings.Count(string(p), " ") > 0 {
+				t.Errorf("%s: part %q is not a name", s.key, p)
+			}
 		}
 	}
 	c1, c2 := Defaults(), Defaults()

@@ -39,7 +39,9 @@ type spec struct {
 	usage string
 	// def is the production default as a file would write it; Defaults
 	// parses it with set, so it is the one place the value is written.
-	def    string
+	def string
+	// reload is what a reload does with a changed value (reload.go).
+	reload reloadClass
 	isBool bool
 	isList bool
 	late   bool // parsed after the ports, which give list entries their default port
@@ -55,9 +57,10 @@ var (
 	sections  = map[string]bool{}
 )
 
-// add appends one row: the setting s and its default, def (see spec.def).
-func add(s spec, def string) {
-	s.def = def
+// add appends one row: the setting s, its default def (see spec.def)
+// and its reload class r (restart or live).
+func add(s spec, def string, r reloadClass) {
+	s.def, s.reload = def, r
 	sec, name, _ := strings.Cut(s.key, ".")
 	if s.flag == "" {
 		f := s.key
@@ -111,10 +114,12 @@ func init() {
 				}
 			}
 			return ""
-		}}, "0.0.0.0")
+		}},
+		"0.0.0.0", restart("the listening sockets are bound at start"))
 	add(portSpec("pva.server_port", []string{"EPICS_PVAS_SERVER_PORT", "EPICS_PVA_SERVER_PORT"},
 		"TCP port of the name-server listener and default port of name servers and static servers",
-		func(c *Config) *uint16 { return &c.PVA.ServerPort }), "5075")
+		func(c *Config) *uint16 { return &c.PVA.ServerPort }),
+		"5075", restart("the TCP listener is bound at start"))
 	add(spec{key: "pva.tls_keychain", env: []string{"EPICS_PVAS_TLS_KEYCHAIN", "EPICS_PVA_TLS_KEYCHAIN"},
 		usage: "Secure PVAccess keychain, file[;password] (PKCS#12): serve searches over TLS on tls_port (clients name pvans pvas://host:port); empty: no TLS listener; re-read on reload",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSKeychain = strings.TrimSpace(v.text); return nil },
@@ -123,10 +128,12 @@ func init() {
 				return p + ";…" // never print the password
 			}
 			return c.PVA.TLSKeychain
-		}}, "")
+		}},
+		"", live("the TLS listener: the keychain is read again on every reload (a changed file too), next handshake; turning TLS on or off needs a restart", "keychain"))
 	add(portSpec("pva.tls_port", []string{"EPICS_PVAS_TLS_PORT", "EPICS_PVA_TLS_PORT"},
 		"TCP port of the TLS listener (with tls_keychain)",
-		func(c *Config) *uint16 { return &c.PVA.TLSPort }), "5076")
+		func(c *Config) *uint16 { return &c.PVA.TLSPort }),
+		"5076", restart("the TLS listener is bound at start"))
 	add(spec{key: "pva.tls_options", env: []string{"EPICS_PVAS_TLS_OPTIONS", "EPICS_PVA_TLS_OPTIONS"},
 		usage: "TLS options: client_cert=optional (default: a client certificate is verified when sent) or client_cert=require",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSOptions = strings.TrimSpace(v.text); return nil },
@@ -136,33 +143,41 @@ func init() {
 				return err.Error()
 			}
 			return ""
-		}}, "")
+		}},
+		"", restart("the TLS listener takes its client-certificate rule at start"))
 	add(portSpec("pva.broadcast_port", []string{"EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"},
 		"UDP port for searches and beacons, and default port of the address lists",
-		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }), "5076")
+		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }),
+		"5076", restart("the UDP search socket is bound at start"))
 	add(endpointListSpec("pva.addr_list", []string{"EPICS_PVA_ADDR_LIST"},
 		"destinations of discovery pings and search-through searches (host[:port][,TTL][@iface], IPv6 as [addr]; default port broadcast_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]Endpoint { return &c.PVA.AddrList }), "")
+		func(c *Config) *[]Endpoint { return &c.PVA.AddrList }),
+		"", live("UDP search destinations, next send; a discovery ping goes to them at once", "destinations", "dns"))
 	add(boolSpec("pva.auto_addr_list", []string{"EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to addr_list",
-		func(c *Config) *bool { return &c.PVA.AutoAddrList }), "YES")
+		func(c *Config) *bool { return &c.PVA.AutoAddrList }),
+		"YES", live("UDP search destinations (interfaces read again)", "destinations"))
 	add(addrListSpec("pva.ignore_addr_list", []string{"EPICS_PVAS_IGNORE_ADDR_LIST"},
 		"UDP searches from these sources are dropped; no port or port 0 matches any port",
 		nil, false,
-		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }, nil), "")
+		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }, nil),
+		"", live("UDP policy, next datagram", "udp"))
 	add(endpointListSpec("pva.beacon_addr_list", []string{"EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"},
 		"destinations of the daemon's own beacons (only with udp.send_beacons), same form as addr_list, default port broadcast_port",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]Endpoint { return &c.PVA.BeaconAddrList }), "")
+		func(c *Config) *[]Endpoint { return &c.PVA.BeaconAddrList }),
+		"", live("beacon destinations, next beacon", "destinations"))
 	add(boolSpec("pva.auto_beacon_addr_list", []string{"EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to beacon_addr_list",
-		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }), "YES")
+		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }),
+		"YES", live("beacon destinations (interfaces read again)", "destinations"))
 	add(addrListSpec("pva.name_servers", []string{"EPICS_PVA_NAME_SERVERS"},
 		"upstream TCP name servers (host[:port], IPv6 as [addr]:port, default port server_port); a host name is resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers },
-		func(c *Config) *[]Endpoint { return &c.PVA.NameServerEntries }), "")
+		func(c *Config) *[]Endpoint { return &c.PVA.NameServerEntries }),
+		"", live("upstream pool: removed servers disconnected, new ones connected", "upstream", "dns"))
 	add(spec{key: "pva.conn_tmo", env: []string{"EPICS_PVA_CONN_TMO"},
 		usage: "connection timeout in seconds; TCP idle timeout is 4/3 of it (<=0 or non-finite: 40 s; minimum 2 s)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
@@ -173,7 +188,8 @@ func init() {
 			c.PVA.ConnTmo = f
 			return nil
 		},
-		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }}, "30")
+		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }},
+		"30", live("client idle timeout (auto) and upstream timers, for new connections", "upstream", "tcp"))
 
 	// Daemon settings.
 	// Loopback by default: POST /v1/discover acts and /v1/names lists the
@@ -199,13 +215,17 @@ func init() {
 				}
 			}
 			return ""
-		}}, "127.0.0.1:9076")
+		}},
+		"127.0.0.1:9076", restart("the HTTP listener is bound at start"))
 	add(intSpec("http.max_connections", "HTTP connections open at most; extra ones are closed at accept", 1, 1_000_000,
-		func(c *Config) *int { return &c.HTTP.MaxConnections }), "64")
+		func(c *Config) *int { return &c.HTTP.MaxConnections }),
+		"64", live("HTTP service, next accepted connection", "http"))
 	add(intSpec("http.max_connections_per_source", "HTTP connections open at most from one client address", 1, 1_000_000,
-		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }), "16")
+		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }),
+		"16", live("HTTP service, next accepted connection", "http"))
 	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }), "10s")
+		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }),
+		"10s", live("HTTP service, next POST /v1/discover", "http"))
 	add(spec{key: "http.web_config_file", flag: "web.config.file",
 		usage: "exporter-toolkit web configuration file (the Prometheus exporters' --web.config.file): TLS, client certificates, basic auth; read again at every request and TLS handshake; empty serves plain HTTP without authentication (see docs/SECURITY.md)",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.HTTP.WebConfigFile = strings.TrimSpace(v.text); return nil },
@@ -215,44 +235,59 @@ func init() {
 				return err.Error()
 			}
 			return ""
-		}}, "")
+		}},
+		"", restart("the HTTP listener takes the file's path, and whether it serves TLS, at start (the file's contents are read again at every request and TLS handshake)"))
 	add(enumSpec("log.level", "least severe level logged", []string{"debug", "info", "warn", "error"},
-		func(c *Config) *string { return &c.Log.Level }), "info")
+		func(c *Config) *string { return &c.Log.Level }),
+		"info", live("cmd/pvans: the logger", "log"))
 	add(enumSpec("log.format", "auto (console on a terminal, json otherwise), console or json",
-		[]string{"auto", "console", "json"}, func(c *Config) *string { return &c.Log.Format }), "auto")
+		[]string{"auto", "console", "json"}, func(c *Config) *string { return &c.Log.Format }),
+		"auto", live("cmd/pvans: the logger", "log"))
 
 	add(spec{key: "snapshot.path", usage: "registry snapshot file; empty disables saving and loading",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Snapshot.Path = strings.TrimSpace(v.text); return nil },
-		get: func(c *Config) string { return c.Snapshot.Path }}, "/var/lib/pvans/registry.snapshot")
+		get: func(c *Config) string { return c.Snapshot.Path }},
+		"/var/lib/pvans/registry.snapshot", restart("the snapshot is loaded at start; a new path would lose the loaded registry's file"))
 	add(durSpec("snapshot.interval", "time between snapshot saves", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.Snapshot.Interval }), "1m")
+		func(c *Config) *time.Duration { return &c.Snapshot.Interval }),
+		"1m", live("next snapshot save", "snapshot"))
 	add(durSpec("snapshot.unverified_window", "how long names loaded from a snapshot are answered before a probe must confirm their server",
-		time.Second, 0, func(c *Config) *time.Duration { return &c.Snapshot.UnverifiedWindow }), "10m")
+		time.Second, 0, func(c *Config) *time.Duration { return &c.Snapshot.UnverifiedWindow }),
+		"10m", live("registry: the expiry of unconfirmed snapshot servers is re-armed", "registry"))
 
 	add(intSpec("registry.max_servers", "servers tracked at most (also the beacon tracking limit)", 1, 10_000_000,
-		func(c *Config) *int { return &c.Registry.MaxServers }), "20000")
+		func(c *Config) *int { return &c.Registry.MaxServers }),
+		"20000", live("registry and beacon tracker: raised now, lowered at the next natural eviction", "registry", "beacon"))
 	add(intSpec("registry.max_names", "names held at most over all servers", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.Registry.MaxNames }), "5000000")
+		func(c *Config) *int { return &c.Registry.MaxNames }),
+		"5000000", live("registry: raised now, lowered at the next natural eviction", "registry"))
 	add(boolSpec("registry.field_names", nil, false, `answer "rec.FIELD" with the server that claims "rec"`,
-		func(c *Config) *bool { return &c.Registry.FieldNames }), "true")
+		func(c *Config) *bool { return &c.Registry.FieldNames }),
+		"true", live("registry, next lookup", "registry"))
 
 	add(intSpec("tcp.max_connections", "name-server client connections at most", 1, 10_000_000,
-		func(c *Config) *int { return &c.TCP.MaxConnections }), "10000")
+		func(c *Config) *int { return &c.TCP.MaxConnections }),
+		"10000", live("TCP policy, next accepted connection", "tcp"))
 	// A console host runs a few dozen PVA clients, each with one connection
 	// per name server; a NAT gateway is exempted with rate_limit.exempt.
 	add(intSpec("tcp.max_connections_per_source", "name-server connections from one client address at most; 0 = no bound (rate_limit.exempt sources are exempt)", 0, 10_000_000,
-		func(c *Config) *int { return &c.TCP.MaxConnectionsPerSource }), "256")
+		func(c *Config) *int { return &c.TCP.MaxConnectionsPerSource }),
+		"256", live("TCP policy, next accepted connection", "tcp"))
 	add(bytesSpec("tcp.send_queue_bytes", "bytes queued to one slow client before it is disconnected", 4<<10, 1<<30,
-		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }), "1MiB")
+		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }),
+		"1MiB", live("TCP policy, connections accepted from then on", "tcp"))
 	add(intSpec("tcp.waiters_per_connection", "unanswered names remembered per connection for push answers", 0, 100_000_000,
-		func(c *Config) *int { return &c.TCP.WaitersPerConnection }), "100000")
+		func(c *Config) *int { return &c.TCP.WaitersPerConnection }),
+		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"))
 	// A waiter only speeds an answer up (the client's own retry finds the
 	// name anyway), so these bound memory, not service: about 1 KiB per
 	// waiter with its search-through entry.
 	add(intSpec("tcp.waiters_per_source", "unanswered names remembered for push over all connections from one client address; 0 = no bound", 0, 100_000_000,
-		func(c *Config) *int { return &c.TCP.WaitersPerSource }), "10000")
+		func(c *Config) *int { return &c.TCP.WaitersPerSource }),
+		"10000", live("resolver policy: raised now, lowered as waiters leave", "resolver"))
 	add(intSpec("tcp.waiters_total", "unanswered names remembered for push over all connections; 0 = no bound", 0, 100_000_000,
-		func(c *Config) *int { return &c.TCP.WaitersTotal }), "100000")
+		func(c *Config) *int { return &c.TCP.WaitersTotal }),
+		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"))
 	add(spec{key: "tcp.idle_timeout", usage: "close a client silent this long; auto = 4/3 x pva.conn_tmo (PVXS tcpTimeout)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			t := strings.TrimSpace(v.text)
@@ -273,32 +308,43 @@ func init() {
 				return "must be at least 1s (or auto)"
 			}
 			return ""
-		}}, "auto")
+		}},
+		"auto", live("TCP policy, connections accepted from then on", "tcp"))
 	add(durSpec("tcp.read_timeout", "time allowed for the handshake, and for one message from its first byte to its last segment (control messages do not restart it)", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }), "10s")
+		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }),
+		"10s", live("TCP policy, connections accepted from then on", "tcp"))
 	add(bytesSpec("tcp.max_message_bytes", "largest PVA message accepted from a client", 16<<10, 64<<20,
-		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }), "128KiB")
+		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }),
+		"128KiB", live("TCP policy, connections accepted from then on", "tcp"))
 	// 1,000 clients each 256 KiB behind; 10,000 × (1 MiB queue + 256 KiB
 	// message buffers) would be 12 GiB without it.
 	add(bytesSpec("tcp.buffer_bytes_total", "bytes all client connections together may make pvans buffer beyond their base buffers (queued replies beyond 64 KiB each, large messages being received); a connection needing more is closed; 0 = no bound", 0, 1<<40,
-		func(c *Config) *int64 { return &c.TCP.BufferBytesTotal }), "256MiB")
+		func(c *Config) *int64 { return &c.TCP.BufferBytesTotal }),
+		"256MiB", live("TCP policy: the shared budget's bound, from the next byte charged", "tcp"))
 	// pvlist and pvxlist cache a handful of descriptors of a few hundred
 	// bytes.
 	add(intSpec("tcp.max_cached_types", "pvData types one client may have the server PV cache (0xFD definitions)", 1, 65536,
-		func(c *Config) *int { return &c.TCP.MaxCachedTypes }), "64")
+		func(c *Config) *int { return &c.TCP.MaxCachedTypes }),
+		"64", restart("the server PV takes its type-cache bounds when it is built"))
 	add(bytesSpec("tcp.max_cached_type_bytes", "expanded size of the types one client may have cached", 1<<10, 1<<30,
-		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytes }), "64KiB")
+		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytes }),
+		"64KiB", restart("the server PV takes its type-cache bounds when it is built"))
 	add(bytesSpec("tcp.max_cached_type_bytes_total", "expanded size of the types cached over all connections", 1<<10, 1<<34,
-		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytesTotal }), "16MiB")
+		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytesTotal }),
+		"16MiB", restart("the server PV takes its type-cache bounds when it is built"))
 
 	add(bytesSpec("udp.receive_buffer_bytes", "SO_RCVBUF of the UDP socket; 0 keeps the OS default", 0, 1<<30,
-		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }), "4MiB")
+		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }),
+		"4MiB", live("UDP sockets, at once (0 leaves the current buffer until a restart)", "udp_buffer"))
 	add(boolSpec("udp.answer_searches", nil, false, "answer UDP searches with names from the registry",
-		func(c *Config) *bool { return &c.UDP.AnswerSearches }), "true")
+		func(c *Config) *bool { return &c.UDP.AnswerSearches }),
+		"true", live("UDP policy, next datagram", "udp"))
 	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
-		func(c *Config) *bool { return &c.UDP.SendBeacons }), "false")
+		func(c *Config) *bool { return &c.UDP.SendBeacons }),
+		"false", live("pvans's own beacons start (a beacon at once) or stop", "beacons", "destinations"))
 	add(intSpec("udp.beacon_queue", "beacons and discovery answers waiting for the server tracker; beyond it they are dropped (counted)", 1, 10_000_000,
-		func(c *Config) *int { return &c.UDP.BeaconQueue }), "4096")
+		func(c *Config) *int { return &c.UDP.BeaconQueue }),
+		"4096", restart("the queue is allocated when the UDP side is built"))
 	add(spec{key: "udp.learn_interfaces", isList: true,
 		usage: "local interface addresses whose networks beacons, discovery replies and search replies are also taken from, besides those of pva.interfaces (the arrival interface decides, see \"UDP binding\"); all takes them from every interface; empty: pva.interfaces's only",
 		set: func(c *Config, x *loadCtx, v raw) error {
@@ -329,22 +375,30 @@ func init() {
 				return "all"
 			}
 			return joinStrings(c.UDP.LearnInterfaces)
-		}}, "")
+		}},
+		"", live("UDP policy, next datagram", "udp"))
 	add(floatSpec("udp.client_reply_names_per_second", "names answered over UDP to one client socket per second beyond its burst, later replies held and sent when due; 0 = no pacing", 0, 1e9,
-		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }), "40000")
+		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }),
+		"40000", restart("the reply pacer is made when the UDP side is built"))
 	add(intSpec("udp.client_reply_name_burst", "names answered over UDP to one client socket at once before replies are paced", 1, 1_000_000,
-		func(c *Config) *int { return &c.UDP.ClientReplyNameBurst }), "4096")
+		func(c *Config) *int { return &c.UDP.ClientReplyNameBurst }),
+		"4096", restart("the reply pacer is made when the UDP side is built"))
 	add(bytesSpec("udp.reply_queue_bytes", "paced UDP replies held at most, over all clients; beyond it they are dropped (counted)", 1<<10, 1<<30,
-		func(c *Config) *int64 { return &c.UDP.ReplyQueueBytes }), "4MiB")
+		func(c *Config) *int64 { return &c.UDP.ReplyQueueBytes }),
+		"4MiB", restart("the reply pacer is made when the UDP side is built"))
 
 	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
-		func(c *Config) *int { return &c.Probe.Concurrency }), "16")
+		func(c *Config) *int { return &c.Probe.Concurrency }),
+		"16", live("prober, probes started from then on", "probe"))
 	add(intSpec("probe.per_host_concurrency", "servers of one IP address listed at the same time (its share of probe.concurrency)", 1, 4096,
-		func(c *Config) *int { return &c.Probe.PerHostConcurrency }), "4")
+		func(c *Config) *int { return &c.Probe.PerHostConcurrency }),
+		"4", live("prober, probes started from then on", "probe"))
 	add(durSpec("probe.reprobe_interval", "time between listings of a watched server", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.Probe.ReprobeInterval }), "5m")
+		func(c *Config) *time.Duration { return &c.Probe.ReprobeInterval }),
+		"5m", live("prober, next schedule", "probe"))
 	add(durSpec("probe.backoff_min", "first retry delay after a failed probe", 10*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.Probe.BackoffMin }), "1s")
+		func(c *Config) *time.Duration { return &c.Probe.BackoffMin }),
+		"1s", live("prober, next schedule", "probe"))
 	add(spec{key: "probe.backoff_max", usage: "longest retry delay after failed probes",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.BackoffMax }),
 		get: func(c *Config) string { return c.Probe.BackoffMax.String() },
@@ -353,7 +407,8 @@ func init() {
 				return fmt.Sprintf("must not be less than probe.backoff_min (%s)", c.Probe.BackoffMin)
 			}
 			return ""
-		}}, "5m")
+		}},
+		"5m", live("prober, next schedule", "probe"))
 	add(spec{key: "probe.echo_interval", usage: "ECHO period on probe connections; peers drop silent clients after their tcpTimeout (40 s)",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.EchoInterval }),
 		get: func(c *Config) string { return c.Probe.EchoInterval.String() },
@@ -362,18 +417,24 @@ func init() {
 				return "must be between 1s and 30s (PVXS peers drop a client silent for 40s)"
 			}
 			return ""
-		}}, "15s")
+		}},
+		"15s", live("prober, watch connections opened from then on", "probe"))
 	add(durSpec("probe.timeout", "time allowed to connect to a server and list its names", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.Probe.Timeout }), "30s")
+		func(c *Config) *time.Duration { return &c.Probe.Timeout }),
+		"30s", live("prober, next attempt", "probe"))
 	add(intSpec("probe.search_through_retries", "failed probes after which an endpoint known only from search replies is forgotten", 1, 1000,
-		func(c *Config) *int { return &c.Probe.ThroughRetries }), "4")
+		func(c *Config) *int { return &c.Probe.ThroughRetries }),
+		"4", live("prober, next failed probe", "probe"))
 	add(intSpec("probe.search_through_max", "endpoints known only from search replies probed at most (and search-through answers being checked over TCP); beyond it new ones are dropped (counted)", 1, 10_000_000,
-		func(c *Config) *int { return &c.Probe.ThroughMax }), "1024")
+		func(c *Config) *int { return &c.Probe.ThroughMax }),
+		"1024", live("prober, next search reply naming a new endpoint", "probe"))
 	add(durSpec("probe.first_timeout", "probe.timeout for the first attempt at a server never listed (at most probe.timeout; retries get probe.timeout)", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.Probe.FirstTimeout }), "5s")
+		func(c *Config) *time.Duration { return &c.Probe.FirstTimeout }),
+		"5s", live("prober, next attempt", "probe"))
 
 	add(durSpec("beacon.expiry", "a server not heard from for this long is lost (PVXS: 360s)", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.Beacon.Expiry }), "360s")
+		func(c *Config) *time.Duration { return &c.Beacon.Expiry }),
+		"360s", live("beacon tracker, next expiry check", "beacon"))
 	add(spec{key: "beacon.check_interval", usage: "how often beacon expiry is checked",
 		set: durSet(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }),
 		get: func(c *Config) string { return c.Beacon.CheckInterval.String() },
@@ -385,30 +446,38 @@ func init() {
 				return fmt.Sprintf("must not exceed beacon.expiry (%s)", c.Beacon.Expiry)
 			}
 			return ""
-		}}, "10s")
+		}},
+		"10s", live("beacon tracker, after the next check", "beacon"))
 
 	add(addrListSpec("static.servers", nil, "servers always probed, without waiting for a beacon (host[:port], default port server_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers },
-		func(c *Config) *[]Endpoint { return &c.Static.ServerEntries }), "")
+		func(c *Config) *[]Endpoint { return &c.Static.ServerEntries }),
+		"", live("prober: new ones probed at once, removed ones forgotten", "static", "dns"))
 	add(spec{key: "static.names_dir", usage: "directory of static name lists; empty means none",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Static.NamesDir = strings.TrimSpace(v.text); return nil },
-		get: func(c *Config) string { return c.Static.NamesDir }}, "")
+		get: func(c *Config) string { return c.Static.NamesDir }},
+		"", live("static name files: old directory's servers lost, new one scanned at once", "names"))
 
 	add(boolSpec("search.through", nil, false, "search names no probe could list on addr_list and name_servers, like a client",
-		func(c *Config) *bool { return &c.Search.Through }), "true")
+		func(c *Config) *bool { return &c.Search.Through }),
+		"true", live("resolver: waited names handed to (or taken from) the search ring", "search"))
 	s := boolSpec("search.discovery_at_start", nil, false, "send one discovery ping to addr_list at start",
 		func(c *Config) *bool { return &c.Search.DiscoveryAtStart })
 	s.flag = "discovery-at-start"
-	add(s, "true")
+	add(s,
+		"true", restart("it only means something at start"))
 	add(intSpec("search.through_max_names", "distinct names searched through at once; names wanted beyond are not searched through (counted); 0 = no bound. Also bounds the (server, name) claims remembered for asking unlistable servers, oldest forgotten first (10000 when 0)", 0, 100_000_000,
-		func(c *Config) *int { return &c.Search.ThroughMaxNames }), "10000")
+		func(c *Config) *int { return &c.Search.ThroughMaxNames }),
+		"10000", live("search ring: new names; a lowered bound drops none being searched", "ring"))
 	// A PVXS client searching 10,000 names sends about 10 datagrams/s once
 	// its ring saturates; 50/s leaves room for start-up bursts.
 	add(floatSpec("search.through_datagrams_per_second", "search-through datagrams sent per second at most (each to every destination); 0 = no bound", 0, 1_000_000,
-		func(c *Config) *float64 { return &c.Search.ThroughDatagramsPerSecond }), "50")
+		func(c *Config) *float64 { return &c.Search.ThroughDatagramsPerSecond }),
+		"50", live("search ring: next datagram, with a full burst", "ring"))
 	add(intSpec("search.max_name_bytes", "names longer than this are not answered, waited for or searched through (pvAccessCPP refuses over 500); 0 = no bound", 0, 65535,
-		func(c *Config) *int { return &c.Search.MaxNameBytes }), "500")
+		func(c *Config) *int { return &c.Search.MaxNameBytes }),
+		"500", live("resolver policy, next lookup; registry, next listing", "resolver", "registry"))
 
 	add(spec{key: "access.tcp_client_allow", isList: true,
 		usage: "TCP clients allowed (CIDR), and on the TLS listener x509:NAME, a client whose verified certificate's subject CN is NAME; empty allows all",
@@ -444,21 +513,29 @@ func init() {
 			}
 			return s
 		},
-		check: checkEach(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }, netip.Prefix.IsValid, "invalid prefix in list")}, "")
+		check: checkEach(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }, netip.Prefix.IsValid, "invalid prefix in list")},
+		"", live("TCP policy: refused clients' open connections closed, next accept checked", "tcp"))
 	add(prefixSpec("access.tcp_client_deny", "TCP clients refused (CIDR); wins over allow",
-		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientDeny }), "")
+		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientDeny }),
+		"", live("TCP policy: refused clients' open connections closed, next accept checked", "tcp"))
 	add(prefixSpec("access.udp_client_allow", "UDP search sources answered (CIDR); empty allows all",
-		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientAllow }), "")
+		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientAllow }),
+		"", live("UDP policy, next datagram", "udp"))
 	add(prefixSpec("access.udp_client_deny", "UDP search sources ignored (CIDR); wins over allow",
-		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientDeny }), "")
+		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientDeny }),
+		"", live("UDP policy, next datagram", "udp"))
 	add(patternSpec("access.name_allow", "names answered (globs with * and ?, or re:REGEXP); empty allows all",
-		func(c *Config) *[]NamePattern { return &c.Access.NameAllow }), "")
+		func(c *Config) *[]NamePattern { return &c.Access.NameAllow }),
+		"", live("resolver policy, next lookup", "resolver"))
 	add(patternSpec("access.name_deny", "names never answered; wins over allow",
-		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }), "")
+		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }),
+		"", live("resolver policy, next lookup", "resolver"))
 	add(prefixSpec("access.server_allow", "server endpoints probed and named in answers (CIDR); empty allows all",
-		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }), "")
+		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }),
+		"", live("servers no longer admitted dropped and no longer probed; next sighting checked", "udp", "denied", "static"))
 	add(prefixSpec("access.trusted_relays", "senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays); empty: a datagram must come from the address it names",
-		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }), "")
+		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }),
+		"", live("UDP policy, next datagram", "udp"))
 
 	add(spec{key: "map.rules", isList: true,
 		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=REAL:PUBLISHED,...]; first match wins",
@@ -470,32 +547,44 @@ func init() {
 			c.Map.Rules = m
 			return nil
 		},
-		get: func(c *Config) string { return joinStrings(c.Map.Rules) }}, "")
+		get: func(c *Config) string { return joinStrings(c.Map.Rules) }},
+		"", live("TCP and UDP policies and the API's ?client= view: next answer", "tcp", "udp"))
 
 	add(floatSpec("rate_limit.udp_searches_per_second", "UDP search datagrams handled per source address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }), "1000")
+		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }),
+		"1000", live("UDP policy: a new limiter, every source with a full burst", "udp"))
 	add(intSpec("rate_limit.udp_search_burst", "UDP search datagrams a source may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }), "10000")
+		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }),
+		"10000", live("UDP policy: a new limiter, every source with a full burst", "udp"))
 	add(floatSpec("rate_limit.udp_names_per_second", "names in UDP searches handled per source address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }), "40000")
+		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }),
+		"40000", live("UDP policy: a new name budget, every source with a full burst", "udp"))
 	add(intSpec("rate_limit.udp_name_burst", "names in UDP searches a source may send at once above its rate (a big client searches all its channels at start)", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }), "400000")
+		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }),
+		"400000", live("UDP policy: a new name budget, every source with a full burst", "udp"))
 	add(floatSpec("rate_limit.tcp_messages_per_second", "TCP messages handled per source address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }), "1000")
+		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }),
+		"1000", live("TCP policy: a new limiter, every source with a full burst", "tcp"))
 	add(intSpec("rate_limit.tcp_message_burst", "TCP messages a source may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }), "2000")
+		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }),
+		"2000", live("TCP policy: a new limiter, every source with a full burst", "tcp"))
 	add(floatSpec("rate_limit.reflection_ratio", "UDP reply bytes to a source at most this multiple of its search bytes; 0 = off", 0, 1000,
-		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }), "4")
+		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }),
+		"4", live("UDP policy: a new reflection account", "udp"))
 	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }), "10s")
+		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }),
+		"10s", live("UDP policy: a new reflection account", "udp"))
 	// A host of 200 IOCs starting at once sends 200 first beacons; steady
 	// state is one per IOC per 15 s (fast) or 180 s.
 	add(floatSpec("rate_limit.beacons_per_second", "beacons and discovery replies taken per sender address per second; 0 = unlimited", 0, 1e9,
-		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }), "20")
+		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }),
+		"20", live("UDP policy: a new beacon limiter", "udp"))
 	add(intSpec("rate_limit.beacon_burst", "beacons and discovery replies a sender may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.BeaconBurst }), "200")
+		func(c *Config) *int { return &c.RateLimit.BeaconBurst }),
+		"200", live("UDP policy: a new beacon limiter", "udp"))
 	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
-		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }), "")
+		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }),
+		"", live("TCP and UDP policies: new limiters", "tcp", "udp"))
 
 	add(spec{key: "discovery.interval", usage: "time between discovery pings to every addr_list destination (servers there answer and are listed over TCP); 0: only at start, after a reload that changed the destinations and on POST /v1/discover",
 		set: durSet(func(c *Config) *time.Duration { return &c.Discovery.Interval }),
@@ -505,7 +594,8 @@ func init() {
 				return "must be 0 (off) or at least 1s"
 			}
 			return ""
-		}}, "0s")
+		}},
+		"0s", live("periodic discovery: the next ping is due one new interval after the reload (0 stops them)", "discovery"))
 
 	// Kubernetes restarts a pod under a new address; 30 s is what a client
 	// waits before it searches again anyway.
@@ -517,26 +607,34 @@ func init() {
 				return "must be 0 (off) or at least 1s"
 			}
 			return ""
-		}}, "30s")
+		}},
+		"30s", live("DNS following: a round at once, then every new interval (0: none after it)", "dns"))
 	add(durSpec("dns.timeout", "time allowed for one lookup; a failed lookup keeps the last answer", 100*time.Millisecond, time.Minute,
-		func(c *Config) *time.Duration { return &c.DNS.Timeout }), "5s")
+		func(c *Config) *time.Duration { return &c.DNS.Timeout }),
+		"5s", live("DNS following, next round", "dns"))
 	add(intSpec("dns.concurrency", "lookups running at once", 1, 64,
-		func(c *Config) *int { return &c.DNS.Concurrency }), "4")
+		func(c *Config) *int { return &c.DNS.Concurrency }),
+		"4", live("DNS following, next round", "dns"))
 	add(intSpec("dns.max_names", "host names followed at most; the others keep their address from load (counted)", 1, 100_000,
-		func(c *Config) *int { return &c.DNS.MaxNames }), "256")
+		func(c *Config) *int { return &c.DNS.MaxNames }),
+		"256", live("DNS following, next round", "dns"))
 	add(intSpec("dns.max_addresses", "addresses one host name stands for at most; the rest of an answer is dropped (counted)", 1, 4096,
-		func(c *Config) *int { return &c.DNS.MaxAddresses }), "64")
+		func(c *Config) *int { return &c.DNS.MaxAddresses }),
+		"64", live("DNS following, next round", "dns"))
 
 	add(endpointListSpec("relay.to", nil,
 		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; empty: no relaying",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]Endpoint { return &c.Relay.To }), "")
+		func(c *Config) *[]Endpoint { return &c.Relay.To }),
+		"", live("relay, next sighting (its host names resolved in the next DNS round)", "relay", "dns"))
 	// 1,000 IOCs beaconing every 15 s at start are 67/s; a relay never sends
 	// the central side more than this.
 	add(floatSpec("relay.max_per_second", "sightings relayed per second at most (each to every relay.to destination); beyond the burst they are dropped (counted); 0 = no bound", 0, 1e6,
-		func(c *Config) *float64 { return &c.Relay.PerSecond }), "500")
+		func(c *Config) *float64 { return &c.Relay.PerSecond }),
+		"500", live("relay: a new bound with a full burst", "relay"))
 	add(intSpec("relay.burst", "sightings relayed at once above relay.max_per_second", 1, 1_000_000,
-		func(c *Config) *int { return &c.Relay.Burst }), "2000")
+		func(c *Config) *int { return &c.Relay.Burst }),
+		"2000", live("relay: a new bound with a full burst", "relay"))
 	add(spec{key: "relay.only", usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
 		isBool: true, set: setTo(func(c *Config) *bool { return &c.Relay.Only }, fromText(ParseBool)),
 		get: func(c *Config) string { return strconv.FormatBool(c.Relay.Only) },
@@ -545,18 +643,24 @@ func init() {
 				return "needs relay.to"
 			}
 			return ""
-		}}, "false")
+		}},
+		"false", restart("the profile decides at start whether the TCP name server is opened"))
 
 	add(intSpec("insight.names", "unresolved names kept per summary (4 summaries: two windows of two periods); memory is allocated at start", 10, 1_000_000,
-		func(c *Config) *int { return &c.Insight.Names }), "10000")
+		func(c *Config) *int { return &c.Insight.Names }),
+		"10000", restart("the insight summaries are allocated at start"))
 	add(intSpec("insight.clients", "searching clients kept per summary (4 summaries); memory is allocated at start", 10, 1_000_000,
-		func(c *Config) *int { return &c.Insight.Clients }), "10000")
+		func(c *Config) *int { return &c.Insight.Clients }),
+		"10000", restart("the insight summaries are allocated at start"))
 	add(bytesSpec("insight.queue_bytes", "staging between the answer paths and the insight summaries; searches beyond it are not summarised (counted)", 32<<10, 1<<30,
-		func(c *Config) *int64 { return &c.Insight.QueueBytes }), "4MiB")
+		func(c *Config) *int64 { return &c.Insight.QueueBytes }),
+		"4MiB", restart("the insight staging buffers are allocated at start"))
 	add(intSpec("insight.digest_names_per_second", "unclaimed names a second the name summaries count in full; beyond it (a storm of distinct missing names) they count a weighted random sample, so their CPU stays bounded; 0 = no limit", 0, 1_000_000_000,
-		func(c *Config) *int { return &c.Insight.DigestNamesPerSecond }), "2000")
+		func(c *Config) *int { return &c.Insight.DigestNamesPerSecond }),
+		"2000", restart("insight takes its budget when it is built"))
 	add(intSpec("insight.guid_changes_per_hour", "more GUID changes than this at one server endpoint within an hour is reported as an anomaly event", 1, 1_000_000,
-		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }), "3")
+		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }),
+		"3", restart("insight takes its threshold when it is built"))
 }
 
 // setTo is a spec's set for a value parse makes alone (no other setting

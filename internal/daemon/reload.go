@@ -31,94 +31,8 @@ import (
 // mix. To make a new setting reloadable, read it in the builder of its
 // part below (tcpPolicy, udpPolicy, resolverPolicy, ...), add the field to
 // that part's value, and read the field from the value the part loaded.
-// A setting the running part cannot change goes in config's restartOnly
-// list instead and is read from d.boot.
-
-// appliedBy says, for every setting a reload applies, which part takes it
-// and from when. A new setting goes here (and into the part's builder
-// below) or into config's restart-only list; TestEverySettingClassified
-// fails until it is in one of them.
-var appliedBy = map[string]string{
-	"pva.tls_keychain":                    "the TLS listener: the keychain is read again on every reload (a changed file too), next handshake; turning TLS on or off needs a restart",
-	"pva.addr_list":                       "UDP search destinations, next send; a discovery ping goes to them at once",
-	"pva.auto_addr_list":                  "UDP search destinations (interfaces read again)",
-	"pva.ignore_addr_list":                "UDP policy, next datagram",
-	"pva.beacon_addr_list":                "beacon destinations, next beacon",
-	"pva.auto_beacon_addr_list":           "beacon destinations (interfaces read again)",
-	"pva.name_servers":                    "upstream pool: removed servers disconnected, new ones connected",
-	"pva.conn_tmo":                        "client idle timeout (auto) and upstream timers, for new connections",
-	"http.max_connections":                "HTTP service, next accepted connection",
-	"http.max_connections_per_source":     "HTTP service, next accepted connection",
-	"http.discover_interval":              "HTTP service, next POST /v1/discover",
-	"log.level":                           "cmd/pvans: the logger",
-	"log.format":                          "cmd/pvans: the logger",
-	"snapshot.interval":                   "next snapshot save",
-	"snapshot.unverified_window":          "registry: the expiry of unconfirmed snapshot servers is re-armed",
-	"registry.max_servers":                "registry and beacon tracker: raised now, lowered at the next natural eviction",
-	"registry.max_names":                  "registry: raised now, lowered at the next natural eviction",
-	"registry.field_names":                "registry, next lookup",
-	"tcp.max_connections":                 "TCP policy, next accepted connection",
-	"tcp.max_connections_per_source":      "TCP policy, next accepted connection",
-	"tcp.send_queue_bytes":                "TCP policy, connections accepted from then on",
-	"tcp.waiters_per_connection":          "resolver policy: raised now, lowered as waiters leave",
-	"tcp.waiters_per_source":              "resolver policy: raised now, lowered as waiters leave",
-	"tcp.waiters_total":                   "resolver policy: raised now, lowered as waiters leave",
-	"tcp.idle_timeout":                    "TCP policy, connections accepted from then on",
-	"tcp.read_timeout":                    "TCP policy, connections accepted from then on",
-	"tcp.max_message_bytes":               "TCP policy, connections accepted from then on",
-	"tcp.buffer_bytes_total":              "TCP policy: the shared budget's bound, from the next byte charged",
-	"udp.answer_searches":                 "UDP policy, next datagram",
-	"udp.send_beacons":                    "pvans's own beacons start (a beacon at once) or stop",
-	"udp.receive_buffer_bytes":            "UDP sockets, at once (0 leaves the current buffer until a restart)",
-	"udp.learn_interfaces":                "UDP policy, next datagram",
-	"probe.concurrency":                   "prober, probes started from then on",
-	"probe.reprobe_interval":              "prober, next schedule",
-	"probe.backoff_min":                   "prober, next schedule",
-	"probe.backoff_max":                   "prober, next schedule",
-	"probe.echo_interval":                 "prober, watch connections opened from then on",
-	"probe.timeout":                       "prober, next attempt",
-	"probe.per_host_concurrency":          "prober, probes started from then on",
-	"probe.first_timeout":                 "prober, next attempt",
-	"probe.search_through_retries":        "prober, next failed probe",
-	"probe.search_through_max":            "prober, next search reply naming a new endpoint",
-	"beacon.expiry":                       "beacon tracker, next expiry check",
-	"beacon.check_interval":               "beacon tracker, after the next check",
-	"static.servers":                      "prober: new ones probed at once, removed ones forgotten",
-	"static.names_dir":                    "static name files: old directory's servers lost, new one scanned at once",
-	"search.through":                      "resolver: waited names handed to (or taken from) the search ring",
-	"search.max_name_bytes":               "resolver policy, next lookup; registry, next listing",
-	"search.through_max_names":            "search ring: new names; a lowered bound drops none being searched",
-	"search.through_datagrams_per_second": "search ring: next datagram, with a full burst",
-	"access.tcp_client_allow":             "TCP policy: refused clients' open connections closed, next accept checked",
-	"access.tcp_client_deny":              "TCP policy: refused clients' open connections closed, next accept checked",
-	"access.udp_client_allow":             "UDP policy, next datagram",
-	"access.udp_client_deny":              "UDP policy, next datagram",
-	"access.name_allow":                   "resolver policy, next lookup",
-	"access.name_deny":                    "resolver policy, next lookup",
-	"access.server_allow":                 "servers no longer admitted dropped and no longer probed; next sighting checked",
-	"rate_limit.udp_searches_per_second":  "UDP policy: a new limiter, every source with a full burst",
-	"rate_limit.udp_search_burst":         "UDP policy: a new limiter, every source with a full burst",
-	"rate_limit.udp_names_per_second":     "UDP policy: a new name budget, every source with a full burst",
-	"rate_limit.udp_name_burst":           "UDP policy: a new name budget, every source with a full burst",
-	"rate_limit.tcp_messages_per_second":  "TCP policy: a new limiter, every source with a full burst",
-	"rate_limit.tcp_message_burst":        "TCP policy: a new limiter, every source with a full burst",
-	"rate_limit.reflection_ratio":         "UDP policy: a new reflection account",
-	"rate_limit.reflection_window":        "UDP policy: a new reflection account",
-	"rate_limit.exempt":                   "TCP and UDP policies: new limiters",
-	"access.trusted_relays":               "UDP policy, next datagram",
-	"rate_limit.beacons_per_second":       "UDP policy: a new beacon limiter",
-	"rate_limit.beacon_burst":             "UDP policy: a new beacon limiter",
-	"map.rules":                           "TCP and UDP policies and the API's ?client= view: next answer",
-	"discovery.interval":                  "periodic discovery: the next ping is due one new interval after the reload (0 stops them)",
-	"dns.refresh":                         "DNS following: a round at once, then every new interval (0: none after it)",
-	"dns.timeout":                         "DNS following, next round",
-	"dns.concurrency":                     "DNS following, next round",
-	"dns.max_names":                       "DNS following, next round",
-	"dns.max_addresses":                   "DNS following, next round",
-	"relay.to":                            "relay, next sighting (its host names resolved in the next DNS round)",
-	"relay.max_per_second":                "relay: a new bound with a full burst",
-	"relay.burst":                         "relay: a new bound with a full burst",
-}
+// A setting the running part cannot change is restart-only in its row
+// (internal/config/settings.go) instead and is read from d.boot.
 
 // conf is the configuration in force.
 func (d *Daemon) conf() *config.Config { return d.cur.Load() }
@@ -156,7 +70,8 @@ func (d *Daemon) Reload(next *config.Config) (applied, needRestart []string) {
 		}
 	}
 	for _, k := range applied {
-		d.log.Debug("setting applied", zap.String("setting", k), zap.String("by", appliedBy[k]))
+		parts, when := config.AppliedBy(k)
+		d.log.Debug("setting applied", zap.String("setting", k), zap.Any("parts", parts), zap.String("when", when))
 	}
 	d.cur.Store(next)
 	d.apply(prev, next)

@@ -15,31 +15,6 @@ import (
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
-// TestEverySettingClassified: every setting is either applied by a reload
-// (and says where) or on config's restart-only list, never both, never
-// neither, so a new setting cannot be silently ignored by a reload.
-func TestEverySettingClassified(t *testing.T) {
-	keys := map[string]bool{}
-	d := config.Defaults()
-	for _, s := range d.Provenance() {
-		k := s.Key
-		keys[k] = true
-		restart, _ := config.NeedsRestart(k)
-		_, app := appliedBy[k]
-		switch {
-		case restart && app:
-			t.Errorf("%s is both restart-only and applied by reload", k)
-		case !restart && !app:
-			t.Errorf("%s is neither applied by reload (internal/daemon/reload.go appliedBy) nor restart-only (config restartOnly)", k)
-		}
-	}
-	for k := range appliedBy {
-		if !keys[k] {
-			t.Errorf("appliedBy names %q, which is not a setting", k)
-		}
-	}
-}
-
 // In-process: a reload denying the TCP client closes its open connection
 // and refuses the next one; a changed restart-only setting is reported and
 // changes nothing; search-through off and on again.
