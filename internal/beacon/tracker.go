@@ -393,17 +393,18 @@ func (t *Tracker) Start() {
 }
 
 // Timings are the options a running tracker can change (a configuration
-// reload); zero fields keep the current value.
+// reload); zero fields keep the current value. Each tag names the setting
+// the field takes (config.Fill).
 type Timings struct {
-	Expiry        time.Duration
-	CheckInterval time.Duration
-	Limit         int
+	Expiry        time.Duration `setting:"beacon.expiry"`
+	CheckInterval time.Duration `setting:"beacon.check_interval"`
+	Limit         int           `setting:"registry.max_servers"`
 }
 
-// SetTimings applies new timings: the expiry from the next check, the
+// Apply applies new timings: the expiry from the next check, the
 // check interval from the check after it, the limit to the next new
 // server (a lowered limit removes nothing: servers leave as they expire).
-func (t *Tracker) SetTimings(tm Timings) {
+func (t *Tracker) Apply(tm Timings) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tm.Expiry > 0 {

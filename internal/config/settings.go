@@ -37,6 +37,9 @@ type spec struct {
 	flag  string   // flag name without dashes
 	env   []string // environment variables, first set one wins (PVXS pickone)
 	usage string
+	// ptr is the Config field the setting is held in, as a pointer, for
+	// Fill.
+	ptr func(c *Config) any
 	// def is the production default as a file would write it; Defaults
 	// parses it with set, so it is the one place the value is written.
 	def string
@@ -79,7 +82,7 @@ func add(s spec, def string, r reloadClass) {
 func init() {
 	// EPICS settings. Environment names and fallbacks follow PVXS
 	// server::Config::fromEnv (and client::Config for the name servers).
-	add(spec{key: "pva.interfaces", env: []string{"EPICS_PVAS_INTF_ADDR_LIST"}, isList: true,
+	add(spec{key: "pva.interfaces", ptr: field(func(c *Config) *[]netip.Addr { return &c.PVA.Interfaces }), env: []string{"EPICS_PVAS_INTF_ADDR_LIST"}, isList: true,
 		usage: "local interface addresses pvans serves: the TCP listener binds each; the UDP search port binds 0.0.0.0, answers only searches that reached one of these addresses and learns servers only from their interfaces (see \"UDP binding\"); ports are ignored; empty means 0.0.0.0",
 		set: func(c *Config, x *loadCtx, v raw) error {
 			l, groups, err := parseInterfaces(v.items, x.resolve)
@@ -120,7 +123,7 @@ func init() {
 		"TCP port of the name-server listener and default port of name servers and static servers",
 		func(c *Config) *uint16 { return &c.PVA.ServerPort }),
 		"5075", restart("the TCP listener is bound at start"))
-	add(spec{key: "pva.tls_keychain", env: []string{"EPICS_PVAS_TLS_KEYCHAIN", "EPICS_PVA_TLS_KEYCHAIN"},
+	add(spec{key: "pva.tls_keychain", ptr: field(func(c *Config) *string { return &c.PVA.TLSKeychain }), env: []string{"EPICS_PVAS_TLS_KEYCHAIN", "EPICS_PVA_TLS_KEYCHAIN"},
 		usage: "Secure PVAccess keychain, file[;password] (PKCS#12): serve searches over TLS on tls_port (clients name pvans pvas://host:port); empty: no TLS listener; re-read on reload",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSKeychain = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string {
@@ -134,7 +137,7 @@ func init() {
 		"TCP port of the TLS listener (with tls_keychain)",
 		func(c *Config) *uint16 { return &c.PVA.TLSPort }),
 		"5076", restart("the TLS listener is bound at start"))
-	add(spec{key: "pva.tls_options", env: []string{"EPICS_PVAS_TLS_OPTIONS", "EPICS_PVA_TLS_OPTIONS"},
+	add(spec{key: "pva.tls_options", ptr: field(func(c *Config) *string { return &c.PVA.TLSOptions }), env: []string{"EPICS_PVAS_TLS_OPTIONS", "EPICS_PVA_TLS_OPTIONS"},
 		usage: "TLS options: client_cert=optional (default: a client certificate is verified when sent) or client_cert=require",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSOptions = strings.TrimSpace(v.text); return nil },
 		get:   func(c *Config) string { return c.PVA.TLSOptions },
@@ -178,7 +181,7 @@ func init() {
 		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers },
 		func(c *Config) *[]Endpoint { return &c.PVA.NameServerEntries }),
 		"", live("upstream pool: removed servers disconnected, new ones connected", "upstream", "dns"))
-	add(spec{key: "pva.conn_tmo", env: []string{"EPICS_PVA_CONN_TMO"},
+	add(spec{key: "pva.conn_tmo", ptr: field(func(c *Config) *float64 { return &c.PVA.ConnTmo }), env: []string{"EPICS_PVA_CONN_TMO"},
 		usage: "connection timeout in seconds; TCP idle timeout is 4/3 of it (<=0 or non-finite: 40 s; minimum 2 s)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v.text), 64)
@@ -195,7 +198,7 @@ func init() {
 	// Loopback by default: POST /v1/discover acts and /v1/names lists the
 	// site's names, so exposing the API is the operator's choice
 	// (docs/SECURITY.md, "The HTTP endpoint").
-	add(spec{key: "http.listen", usage: "host:port of the HTTP API, status page and metrics; empty turns it off (loopback by default: see docs/SECURITY.md)",
+	add(spec{key: "http.listen", ptr: field(func(c *Config) *string { return &c.HTTP.Listen }), usage: "host:port of the HTTP API, status page and metrics; empty turns it off (loopback by default: see docs/SECURITY.md)",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.HTTP.Listen = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.HTTP.Listen },
 		check: func(c *Config) string {
@@ -226,7 +229,7 @@ func init() {
 	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }),
 		"10s", live("HTTP service, next POST /v1/discover", "http"))
-	add(spec{key: "http.web_config_file", flag: "web.config.file",
+	add(spec{key: "http.web_config_file", ptr: field(func(c *Config) *string { return &c.HTTP.WebConfigFile }), flag: "web.config.file",
 		usage: "exporter-toolkit web configuration file (the Prometheus exporters' --web.config.file): TLS, client certificates, basic auth; read again at every request and TLS handshake; empty serves plain HTTP without authentication (see docs/SECURITY.md)",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.HTTP.WebConfigFile = strings.TrimSpace(v.text); return nil },
 		get:   func(c *Config) string { return c.HTTP.WebConfigFile },
@@ -244,7 +247,7 @@ func init() {
 		[]string{"auto", "console", "json"}, func(c *Config) *string { return &c.Log.Format }),
 		"auto", live("cmd/pvans: the logger", "log"))
 
-	add(spec{key: "snapshot.path", usage: "registry snapshot file; empty disables saving and loading",
+	add(spec{key: "snapshot.path", ptr: field(func(c *Config) *string { return &c.Snapshot.Path }), usage: "registry snapshot file; empty disables saving and loading",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Snapshot.Path = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.Snapshot.Path }},
 		"/var/lib/pvans/registry.snapshot", restart("the snapshot is loaded at start; a new path would lose the loaded registry's file"))
@@ -288,7 +291,7 @@ func init() {
 	add(intSpec("tcp.waiters_total", "unanswered names remembered for push over all connections; 0 = no bound", 0, 100_000_000,
 		func(c *Config) *int { return &c.TCP.WaitersTotal }),
 		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"))
-	add(spec{key: "tcp.idle_timeout", usage: "close a client silent this long; auto = 4/3 x pva.conn_tmo (PVXS tcpTimeout)",
+	add(spec{key: "tcp.idle_timeout", ptr: field(func(c *Config) *time.Duration { return &c.TCP.IdleTimeout }), usage: "close a client silent this long; auto = 4/3 x pva.conn_tmo (PVXS tcpTimeout)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			t := strings.TrimSpace(v.text)
 			if strings.EqualFold(t, "auto") {
@@ -345,7 +348,7 @@ func init() {
 	add(intSpec("udp.beacon_queue", "beacons and discovery answers waiting for the server tracker; beyond it they are dropped (counted)", 1, 10_000_000,
 		func(c *Config) *int { return &c.UDP.BeaconQueue }),
 		"4096", restart("the queue is allocated when the UDP side is built"))
-	add(spec{key: "udp.learn_interfaces", isList: true,
+	add(spec{key: "udp.learn_interfaces", ptr: field(func(c *Config) *[]netip.Addr { return &c.UDP.LearnInterfaces }), isList: true,
 		usage: "local interface addresses whose networks beacons, discovery replies and search replies are also taken from, besides those of pva.interfaces (the arrival interface decides, see \"UDP binding\"); all takes them from every interface; empty: pva.interfaces's only",
 		set: func(c *Config, x *loadCtx, v raw) error {
 			var items []string
@@ -399,7 +402,7 @@ func init() {
 	add(durSpec("probe.backoff_min", "first retry delay after a failed probe", 10*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.Probe.BackoffMin }),
 		"1s", live("prober, next schedule", "probe"))
-	add(spec{key: "probe.backoff_max", usage: "longest retry delay after failed probes",
+	add(spec{key: "probe.backoff_max", ptr: field(func(c *Config) *time.Duration { return &c.Probe.BackoffMax }), usage: "longest retry delay after failed probes",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.BackoffMax }),
 		get: func(c *Config) string { return c.Probe.BackoffMax.String() },
 		check: func(c *Config) string {
@@ -409,7 +412,7 @@ func init() {
 			return ""
 		}},
 		"5m", live("prober, next schedule", "probe"))
-	add(spec{key: "probe.echo_interval", usage: "ECHO period on probe connections; peers drop silent clients after their tcpTimeout (40 s)",
+	add(spec{key: "probe.echo_interval", ptr: field(func(c *Config) *time.Duration { return &c.Probe.EchoInterval }), usage: "ECHO period on probe connections; peers drop silent clients after their tcpTimeout (40 s)",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.EchoInterval }),
 		get: func(c *Config) string { return c.Probe.EchoInterval.String() },
 		check: func(c *Config) string {
@@ -435,7 +438,7 @@ func init() {
 	add(durSpec("beacon.expiry", "a server not heard from for this long is lost (PVXS: 360s)", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.Beacon.Expiry }),
 		"360s", live("beacon tracker, next expiry check", "beacon"))
-	add(spec{key: "beacon.check_interval", usage: "how often beacon expiry is checked",
+	add(spec{key: "beacon.check_interval", ptr: field(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }), usage: "how often beacon expiry is checked",
 		set: durSet(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }),
 		get: func(c *Config) string { return c.Beacon.CheckInterval.String() },
 		check: func(c *Config) string {
@@ -454,7 +457,7 @@ func init() {
 		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers },
 		func(c *Config) *[]Endpoint { return &c.Static.ServerEntries }),
 		"", live("prober: new ones probed at once, removed ones forgotten", "static", "dns"))
-	add(spec{key: "static.names_dir", usage: "directory of static name lists; empty means none",
+	add(spec{key: "static.names_dir", ptr: field(func(c *Config) *string { return &c.Static.NamesDir }), usage: "directory of static name lists; empty means none",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Static.NamesDir = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.Static.NamesDir }},
 		"", live("static name files: old directory's servers lost, new one scanned at once", "names"))
@@ -479,7 +482,7 @@ func init() {
 		func(c *Config) *int { return &c.Search.MaxNameBytes }),
 		"500", live("resolver policy, next lookup; registry, next listing", "resolver", "registry"))
 
-	add(spec{key: "access.tcp_client_allow", isList: true,
+	add(spec{key: "access.tcp_client_allow", ptr: field(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }), isList: true,
 		usage: "TCP clients allowed (CIDR), and on the TLS listener x509:NAME, a client whose verified certificate's subject CN is NAME; empty allows all",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			var prefixes []string
@@ -537,7 +540,7 @@ func init() {
 		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }),
 		"", live("UDP policy, next datagram", "udp"))
 
-	add(spec{key: "map.rules", isList: true,
+	add(spec{key: "map.rules", ptr: field(func(c *Config) *addrmap.Map { return &c.Map.Rules }), isList: true,
 		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=REAL:PUBLISHED,...]; first match wins",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			m, err := addrmap.ParseMap(v.items)
@@ -586,7 +589,7 @@ func init() {
 		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }),
 		"", live("TCP and UDP policies: new limiters", "tcp", "udp"))
 
-	add(spec{key: "discovery.interval", usage: "time between discovery pings to every addr_list destination (servers there answer and are listed over TCP); 0: only at start, after a reload that changed the destinations and on POST /v1/discover",
+	add(spec{key: "discovery.interval", ptr: field(func(c *Config) *time.Duration { return &c.Discovery.Interval }), usage: "time between discovery pings to every addr_list destination (servers there answer and are listed over TCP); 0: only at start, after a reload that changed the destinations and on POST /v1/discover",
 		set: durSet(func(c *Config) *time.Duration { return &c.Discovery.Interval }),
 		get: func(c *Config) string { return c.Discovery.Interval.String() },
 		check: func(c *Config) string {
@@ -599,7 +602,7 @@ func init() {
 
 	// Kubernetes restarts a pod under a new address; 30 s is what a client
 	// waits before it searches again anyway.
-	add(spec{key: "dns.refresh", usage: "time between lookups of the host names in pva.addr_list, pva.name_servers, static.servers and relay.to (all A and AAAA records); 0: resolved once, at load",
+	add(spec{key: "dns.refresh", ptr: field(func(c *Config) *time.Duration { return &c.DNS.Refresh }), usage: "time between lookups of the host names in pva.addr_list, pva.name_servers, static.servers and relay.to (all A and AAAA records); 0: resolved once, at load",
 		set: durSet(func(c *Config) *time.Duration { return &c.DNS.Refresh }),
 		get: func(c *Config) string { return c.DNS.Refresh.String() },
 		check: func(c *Config) string {
@@ -635,7 +638,7 @@ func init() {
 	add(intSpec("relay.burst", "sightings relayed at once above relay.max_per_second", 1, 1_000_000,
 		func(c *Config) *int { return &c.Relay.Burst }),
 		"2000", live("relay: a new bound with a full burst", "relay"))
-	add(spec{key: "relay.only", usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
+	add(spec{key: "relay.only", ptr: field(func(c *Config) *bool { return &c.Relay.Only }), usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
 		isBool: true, set: setTo(func(c *Config) *bool { return &c.Relay.Only }, fromText(ParseBool)),
 		get: func(c *Config) string { return strconv.FormatBool(c.Relay.Only) },
 		check: func(c *Config) string {
@@ -661,6 +664,11 @@ func init() {
 	add(intSpec("insight.guid_changes_per_hour", "more GUID changes than this at one server endpoint within an hour is reported as an anomaly event", 1, 1_000_000,
 		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }),
 		"3", restart("insight takes its threshold when it is built"))
+}
+
+// field is a spec's ptr: the Config field p points to.
+func field[T any](p func(*Config) *T) func(*Config) any {
+	return func(c *Config) any { return p(c) }
 }
 
 // setTo is a spec's set for a value parse makes alone (no other setting
@@ -705,7 +713,7 @@ func checkEach[T any](p func(*Config) *[]T, ok func(T) bool, reason string) func
 func parsePort(s string) (uint16, error) { return parsePortNumber(strings.TrimSpace(s), false) }
 
 func portSpec(key string, env []string, usage string, p func(*Config) *uint16) spec {
-	return spec{key: key, env: env, usage: usage, set: setTo(p, fromText(parsePort)),
+	return spec{key: key, ptr: field(p), env: env, usage: usage, set: setTo(p, fromText(parsePort)),
 		get: func(c *Config) string { return strconv.Itoa(int(*p(c))) },
 		check: func(c *Config) string {
 			if *p(c) == 0 {
@@ -728,7 +736,7 @@ func ParseBool(s string) (bool, error) {
 }
 
 func boolSpec(key string, env []string, epics bool, usage string, p func(*Config) *bool) spec {
-	return spec{key: key, env: env, usage: usage, isBool: true, set: setTo(p, fromText(ParseBool)),
+	return spec{key: key, ptr: field(p), env: env, usage: usage, isBool: true, set: setTo(p, fromText(ParseBool)),
 		get: func(c *Config) string {
 			if epics {
 				if *p(c) {
@@ -764,7 +772,7 @@ func intSpec(key, usage string, lo, hi int, p func(*Config) *int) spec {
 		n, err := parseInt(s)
 		return int(n), err
 	}
-	return spec{key: key, usage: usage, set: setTo(p, fromText(toInt)),
+	return spec{key: key, ptr: field(p), usage: usage, set: setTo(p, fromText(toInt)),
 		get:   func(c *Config) string { return strconv.Itoa(*p(c)) },
 		check: func(c *Config) string { return rangeReason(int64(*p(c)), int64(lo), int64(hi), "") }}
 }
@@ -805,7 +813,7 @@ func formatBytes(n int64) string {
 }
 
 func bytesSpec(key, usage string, lo, hi int64, p func(*Config) *int64) spec {
-	return spec{key: key, usage: usage, set: setTo(p, fromText(parseBytes)),
+	return spec{key: key, ptr: field(p), usage: usage, set: setTo(p, fromText(parseBytes)),
 		get: func(c *Config) string { return formatBytes(*p(c)) },
 		check: func(c *Config) string {
 			if n := *p(c); n < lo || n > hi {
@@ -838,7 +846,7 @@ func durSet(p func(*Config) *time.Duration) func(*Config, *loadCtx, raw) error {
 
 // durSpec: hi 0 means no upper bound.
 func durSpec(key, usage string, lo, hi time.Duration, p func(*Config) *time.Duration) spec {
-	return spec{key: key, usage: usage, set: durSet(p),
+	return spec{key: key, ptr: field(p), usage: usage, set: durSet(p),
 		get: func(c *Config) string { return p(c).String() },
 		check: func(c *Config) string {
 			d := *p(c)
@@ -861,7 +869,7 @@ func parseFinite(s string) (float64, error) {
 }
 
 func floatSpec(key, usage string, lo, hi float64, p func(*Config) *float64) spec {
-	return spec{key: key, usage: usage, set: setTo(p, fromText(parseFinite)),
+	return spec{key: key, ptr: field(p), usage: usage, set: setTo(p, fromText(parseFinite)),
 		get: func(c *Config) string { return strconv.FormatFloat(*p(c), 'g', -1, 64) },
 		check: func(c *Config) string {
 			if f := *p(c); !(f >= lo && f <= hi) {
@@ -872,7 +880,7 @@ func floatSpec(key, usage string, lo, hi float64, p func(*Config) *float64) spec
 }
 
 func enumSpec(key, usage string, allowed []string, p func(*Config) *string) spec {
-	return spec{key: key, usage: usage,
+	return spec{key: key, ptr: field(p), usage: usage,
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			*p(c) = strings.ToLower(strings.TrimSpace(v.text))
 			return nil
@@ -896,7 +904,7 @@ func enumSpec(key, usage string, allowed []string, p func(*Config) *string) spec
 // entries, if not nil, receives the list as written too, host names kept
 // (Endpoint.Host), for the daemon to resolve them again.
 func addrListSpec(key string, env []string, usage string, defPort func(*Config) uint16, unicastOnly bool, p func(*Config) *[]netip.AddrPort, entries func(*Config) *[]Endpoint) spec {
-	return spec{key: key, env: env, usage: usage, isList: true, late: true,
+	return spec{key: key, ptr: field(p), env: env, usage: usage, isList: true, late: true,
 		set: func(c *Config, x *loadCtx, v raw) error {
 			var port uint16
 			if defPort != nil {
@@ -936,7 +944,7 @@ func addrListSpec(key string, env []string, usage string, defPort func(*Config) 
 // endpointListSpec is a list of UDP destinations with their multicast TTL
 // and interface (PVXS SockEndpoint).
 func endpointListSpec(key string, env []string, usage string, defPort func(*Config) uint16, p func(*Config) *[]Endpoint) spec {
-	return spec{key: key, env: env, usage: usage, isList: true, late: true,
+	return spec{key: key, ptr: field(p), env: env, usage: usage, isList: true, late: true,
 		set: func(c *Config, x *loadCtx, v raw) error {
 			l, err := parseEndpoints(v.items, defPort(c), x.resolve)
 			if err != nil {
@@ -964,12 +972,12 @@ func endpointListSpec(key string, env []string, usage string, defPort func(*Conf
 }
 
 func prefixSpec(key, usage string, p func(*Config) *[]netip.Prefix) spec {
-	return spec{key: key, usage: usage, isList: true, set: setTo(p, fromItems(ParsePrefixList)), get: joined(p),
+	return spec{key: key, ptr: field(p), usage: usage, isList: true, set: setTo(p, fromItems(ParsePrefixList)), get: joined(p),
 		check: checkEach(p, netip.Prefix.IsValid, "invalid prefix in list")}
 }
 
 func patternSpec(key, usage string, p func(*Config) *[]NamePattern) spec {
-	return spec{key: key, usage: usage, isList: true, set: setTo(p, fromItems(parseNamePatterns)), get: joined(p),
+	return spec{key: key, ptr: field(p), usage: usage, isList: true, set: setTo(p, fromItems(parseNamePatterns)), get: joined(p),
 		check: checkEach(p, func(q NamePattern) bool { return q.text != "" }, "pattern not built with ParseNamePattern")}
 }
 

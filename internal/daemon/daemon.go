@@ -273,7 +273,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	// pvans's own beacons tell peers what it answers moved.
 	d.Registry.SubscribeChanges(d.UDP.BumpChangeCount)
-	d.apply(nil, cfg)
+	d.apply(nil, cfg, nil)
 	d.registerMetrics()
 	return d, nil
 }

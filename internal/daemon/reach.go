@@ -9,9 +9,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
-	"github.com/pvans-project/pvans/internal/dnswatch"
 	"github.com/pvans-project/pvans/internal/events"
-	"github.com/pvans-project/pvans/internal/relay"
 )
 
 // Reaching servers on other networks (docs/operations.md, "Reaching IOCs
@@ -164,16 +162,6 @@ func (d *Daemon) nameServers(c *config.Config) []netip.AddrPort {
 	return d.followed(c.PVA.NameServers, c.PVA.NameServerEntries)
 }
 
-// relayLimits are relay.* with relay.to's host names expanded.
-func (d *Daemon) relayLimits(c *config.Config) relay.Limits {
-	return relay.Limits{To: config.AddrPorts(d.expand(c.Relay.To)), PerSecond: c.Relay.PerSecond, Burst: c.Relay.Burst}
-}
-
-func dnsLimits(c *config.Config) dnswatch.Limits {
-	return dnswatch.Limits{Refresh: c.DNS.Refresh, Timeout: c.DNS.Timeout, Concurrency: c.DNS.Concurrency,
-		MaxNames: c.DNS.MaxNames, MaxAddresses: c.DNS.MaxAddresses}
-}
-
 // onDNSChanged applies new DNS answers to every list that holds a name:
 // added static servers are probed, removed ones are left like a static
 // server taken off the list (a listed server keeps its names until its
@@ -191,9 +179,8 @@ func (d *Daemon) onDNSChanged() {
 	c := d.conf()
 	d.refreshLists(c)
 	d.Prober.SetStatic(d.allowedStatic(d.staticServers(c)))
-	d.Upstream.SetServers(d.nameServers(c), upstreamConnOptions(c))
-	d.Relay.SetLimits(d.relayLimits(c))
-	d.openRelay(c)
+	d.applyUpstream(c, c)
+	d.applyRelay(c, c) // opens the relay's sockets the first time there is somewhere to relay to
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "dns", Detail: "host names in the address lists resolve to new addresses"})
 	d.setDestinations(c, discoverDNS)
 }

@@ -15,6 +15,25 @@ import (
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
+// TestEveryPartHasOneApplier: every part a setting's row names has exactly
+// one applier, and every applier belongs to a part some row names, so a
+// live setting cannot name a part that nothing applies.
+func TestEveryPartHasOneApplier(t *testing.T) {
+	named := config.Parts()
+	seen := map[config.Part]int{}
+	for _, a := range appliers {
+		seen[a.part]++
+		if !slices.Contains(named, a.part) {
+			t.Errorf("applier for %q, which no setting names", a.part)
+		}
+	}
+	for _, p := range named {
+		if seen[p] != 1 {
+			t.Errorf("part %q has %d appliers, want 1", p, seen[p])
+		}
+	}
+}
+
 // In-process: a reload denying the TCP client closes its open connection
 // and refuses the next one; a changed restart-only setting is reported and
 // changes nothing; search-through off and on again.

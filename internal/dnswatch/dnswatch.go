@@ -44,17 +44,21 @@ type Options struct {
 	Changed func()
 }
 
-// Limits are the reloadable bounds.
-type Limits struct {
+// Settings are what a running watcher can change (a configuration
+// reload): the names followed and the bounds. Each tag names the setting
+// the field takes (config.Fill).
+type Settings struct {
+	// Names are the host names followed.
+	Names []string
 	// Refresh is the time between rounds; 0 stops them.
-	Refresh time.Duration
+	Refresh time.Duration `setting:"dns.refresh"`
 	// Timeout bounds one lookup; Concurrency the lookups at once.
-	Timeout     time.Duration
-	Concurrency int
+	Timeout     time.Duration `setting:"dns.timeout"`
+	Concurrency int           `setting:"dns.concurrency"`
 	// MaxNames bounds the names followed (the rest are not looked up,
 	// counted); MaxAddresses the addresses kept per name.
-	MaxNames     int
-	MaxAddresses int
+	MaxNames     int `setting:"dns.max_names"`
+	MaxAddresses int `setting:"dns.max_addresses"`
 }
 
 // Stats are counters for metrics.
@@ -77,7 +81,7 @@ type Watcher struct {
 	o Options
 
 	mu      sync.Mutex
-	lim     Limits
+	lim     Settings // but its Names, which are names
 	names   []string
 	entries map[string]*entry
 	timer   clock.Timer
@@ -88,7 +92,7 @@ type Watcher struct {
 	lookups, failures, changes, namesDropped, addrsDropped atomic.Uint64
 }
 
-// New returns a watcher following nothing; SetNames and SetLimits give it
+// New returns a watcher following nothing; Apply gives it
 // work, Start its first round.
 func New(o Options) *Watcher {
 	if o.Resolver == nil {
@@ -103,9 +107,10 @@ func New(o Options) *Watcher {
 	return &Watcher{o: o, entries: map[string]*entry{}}
 }
 
-// SetLimits replaces the bounds; a changed refresh applies from the next
-// round.
-func (w *Watcher) SetLimits(l Limits) {
+// Apply replaces the bounds, a changed refresh from the next round, and
+// the names followed: a name kept keeps its answer; a new one has none
+// until its first lookup (Addrs reports false).
+func (w *Watcher) Apply(l Settings) {
 	if l.Concurrency < 1 {
 		l.Concurrency = 1
 	}
@@ -113,21 +118,15 @@ func (w *Watcher) SetLimits(l Limits) {
 		l.Timeout = 5 * time.Second
 	}
 	w.mu.Lock()
-	w.lim = l
-	w.mu.Unlock()
-}
-
-// SetNames replaces the names followed. A name kept keeps its answer; a
-// new one has none until its first lookup (Addrs reports false).
-func (w *Watcher) SetNames(names []string) {
-	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.names = slices.Clone(names)
+	w.names = slices.Clone(l.Names)
 	for n := range w.entries {
-		if !slices.Contains(names, n) {
+		if !slices.Contains(l.Names, n) {
 			delete(w.entries, n)
 		}
 	}
+	l.Names = nil
+	w.lim = l
 }
 
 // Addrs is the last good answer for name (false: none yet, or not

@@ -59,18 +59,26 @@ func addrs(s ...string) []netip.Addr {
 
 type harness struct {
 	w       *Watcher
+	set     Settings
 	dns     *fakeDNS
 	clk     *clock.Fake
 	changed chan struct{}
 }
 
-func newHarness(t *testing.T, lim Limits) *harness {
+func newHarness(t *testing.T, set Settings) *harness {
 	h := &harness{dns: &fakeDNS{answers: map[string][]netip.Addr{}, fail: map[string]bool{}},
 		clk: clock.NewFake(time.Unix(1000, 0)), changed: make(chan struct{}, 16)}
 	h.w = New(Options{Resolver: h.dns, Clock: h.clk, Changed: func() { h.changed <- struct{}{} }})
-	h.w.SetLimits(lim)
+	h.set = set
+	h.w.Apply(set)
 	t.Cleanup(h.w.Close)
 	return h
+}
+
+// follow applies the harness's settings with names as the names followed.
+func (h *harness) follow(names ...string) {
+	h.set.Names = names
+	h.w.Apply(h.set)
 }
 
 // settle waits until the round under way has finished (its next timer is
@@ -95,9 +103,9 @@ func (h *harness) settle(t *testing.T) {
 // A name is followed with all its addresses: changes are reported once a
 // refresh round sees them, a failed lookup keeps the last answer.
 func TestFollowsAnswers(t *testing.T) {
-	h := newHarness(t, Limits{Refresh: 30 * time.Second, Timeout: time.Second, Concurrency: 2, MaxNames: 10, MaxAddresses: 8})
+	h := newHarness(t, Settings{Refresh: 30 * time.Second, Timeout: time.Second, Concurrency: 2, MaxNames: 10, MaxAddresses: 8})
 	h.dns.set("ioc.example", "10.0.0.5", "fd00::5", "10.0.0.4")
-	h.w.SetNames([]string{"ioc.example"})
+	h.follow("ioc.example")
 	if _, ok := h.w.Addrs("ioc.example"); ok {
 		t.Error("an answer before the first lookup")
 	}
@@ -160,11 +168,11 @@ func TestFollowsAnswers(t *testing.T) {
 // MaxAddresses are dropped, a lookup that hangs ends at Timeout, and at
 // most Concurrency lookups run at once.
 func TestBounds(t *testing.T) {
-	h := newHarness(t, Limits{Refresh: time.Minute, Timeout: 50 * time.Millisecond, Concurrency: 1, MaxNames: 2, MaxAddresses: 2})
+	h := newHarness(t, Settings{Refresh: time.Minute, Timeout: 50 * time.Millisecond, Concurrency: 1, MaxNames: 2, MaxAddresses: 2})
 	h.dns.set("a", "10.0.0.3", "10.0.0.1", "10.0.0.2")
 	h.dns.set("b", "10.0.1.1")
 	h.dns.set("c", "10.0.2.1")
-	h.w.SetNames([]string{"a", "b", "c"})
+	h.follow("a", "b", "c")
 	h.w.Start()
 	h.settle(t)
 	if got, _ := h.w.Addrs("a"); !slices.Equal(got, addrs("10.0.0.1", "10.0.0.2")) {
@@ -196,14 +204,14 @@ func TestBounds(t *testing.T) {
 
 // Names taken off the list are forgotten; Refresh during a round runs
 // another right after it.
-func TestSetNames(t *testing.T) {
-	h := newHarness(t, Limits{Refresh: time.Minute, Timeout: time.Second, Concurrency: 4, MaxNames: 10, MaxAddresses: 10})
+func TestApplyNames(t *testing.T) {
+	h := newHarness(t, Settings{Refresh: time.Minute, Timeout: time.Second, Concurrency: 4, MaxNames: 10, MaxAddresses: 10})
 	h.dns.set("a", "10.0.0.1")
 	h.dns.set("b", "10.0.0.2")
-	h.w.SetNames([]string{"a", "b"})
+	h.follow("a", "b")
 	h.w.Start()
 	h.settle(t)
-	h.w.SetNames([]string{"b"})
+	h.follow("b")
 	if _, ok := h.w.Addrs("a"); ok {
 		t.Error("a kept after it left the list")
 	}

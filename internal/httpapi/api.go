@@ -74,7 +74,7 @@ type Options struct {
 	Clock clock.Clock
 
 	cnt *counters // set by New; Handler alone makes its own
-	// lim holds Limits as SetLimits changes them (set by New;
+	// lim holds Limits as Apply changes them (set by New;
 	// Handler alone makes its own).
 	lim *atomic.Pointer[Limits]
 	// closing is closed when the Service shuts down: waiting long polls

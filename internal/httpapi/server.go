@@ -50,14 +50,15 @@ const (
 )
 
 // Limits are the HTTP listener's settings; zero fields take the defaults.
+// Each tag names the setting the field takes (config.Fill).
 type Limits struct {
 	// MaxConns bounds open connections; extra ones are closed at accept.
-	MaxConns int
+	MaxConns int `setting:"http.max_connections"`
 	// MaxConnsPerSource bounds one client address's open connections.
-	MaxConnsPerSource int
+	MaxConnsPerSource int `setting:"http.max_connections_per_source"`
 	// DiscoverInterval: at most one POST /v1/discover round per interval;
 	// extra requests are answered 429.
-	DiscoverInterval time.Duration
+	DiscoverInterval time.Duration `setting:"http.discover_interval"`
 	// The timeouts; zero = the constants above (tests shorten them).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
@@ -157,11 +158,11 @@ func New(o Options) *Service {
 	return s
 }
 
-// SetLimits applies new connection bounds (from the next accepted
+// Apply applies new connection bounds (from the next accepted
 // connection; open ones are not closed) and a new discovery interval (from
 // the next POST /v1/discover). The timeouts are the http.Server's, fixed
-// once it serves: SetLimits keeps the ones in force.
-func (s *Service) SetLimits(l Limits) {
+// once it serves: Apply keeps the ones in force.
+func (s *Service) Apply(l Limits) {
 	cur := s.lim.Load()
 	l.ReadHeaderTimeout, l.ReadTimeout, l.WriteTimeout, l.IdleTimeout = cur.ReadHeaderTimeout, cur.ReadTimeout, cur.WriteTimeout, cur.IdleTimeout
 	l = l.withDefaults()

@@ -258,7 +258,7 @@ type server struct {
 // Prober runs probes. It is safe for concurrent use.
 type Prober struct {
 	opt    Options
-	tm     atomic.Pointer[timings] // what SetTimings changes
+	tm     atomic.Pointer[timings] // what Apply changes
 	log    *zap.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -363,7 +363,7 @@ func New(opt Options) *Prober {
 	return p
 }
 
-// timings are the options SetTimings replaces as one value, so an attempt
+// timings are the options Apply replaces as one value, so an attempt
 // sees the old ones or the new ones, never a mix.
 type timings struct {
 	probeTimeout, firstTimeout, reprobe time.Duration
@@ -373,27 +373,28 @@ type timings struct {
 }
 
 // Timings are the options a running prober can change (a configuration
-// reload); zero fields keep the current value.
+// reload); zero fields keep the current value. Each tag names the setting
+// the field takes (config.Fill).
 type Timings struct {
-	Concurrency        int
-	PerHostConcurrency int
-	EchoInterval       time.Duration
+	Concurrency        int           `setting:"probe.concurrency"`
+	PerHostConcurrency int           `setting:"probe.per_host_concurrency"`
+	EchoInterval       time.Duration `setting:"probe.echo_interval"`
 	IdleTimeout        time.Duration // 0 with a new EchoInterval: DefaultIdleTimeout of it
-	ProbeTimeout       time.Duration
-	FirstTimeout       time.Duration
-	ThroughRetries     int
-	MaxThrough         int
-	Reprobe            time.Duration
+	ProbeTimeout       time.Duration `setting:"probe.timeout"`
+	FirstTimeout       time.Duration `setting:"probe.first_timeout"`
+	ThroughRetries     int           `setting:"probe.search_through_retries"`
+	MaxThrough         int           `setting:"probe.search_through_max"`
+	Reprobe            time.Duration `setting:"probe.reprobe_interval"`
 	Backoff            Backoff
 }
 
-// SetTimings applies new timings from the next attempt on: its timeout and
+// Apply applies new timings from the next attempt on: its timeout and
 // connection (echo, idle timeout) are the new ones, and so is the schedule
 // it sets (re-listing, backoff); a shortened re-listing period also pulls
 // in re-listings already scheduled later than it. Watch connections
 // already open keep theirs. New concurrency bounds apply to the next
 // probe to start; probes running beyond them finish.
-func (p *Prober) SetTimings(t Timings) {
+func (p *Prober) Apply(t Timings) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cur := p.tm.Load()

@@ -5,20 +5,20 @@ import (
 	"testing"
 )
 
-// SetLimits: a raised server bound admits more at once; a lowered one
+// Apply: a raised server bound admits more at once; a lowered one
 // removes nothing and refuses new servers until the count falls below it.
-func TestSetLimitsRaiseNowLowerAtEviction(t *testing.T) {
+func TestApplyRaiseNowLowerAtEviction(t *testing.T) {
 	r := New(Options{MaxServers: 2})
 	mustUpsert(t, r, 1)
 	mustUpsert(t, r, 2)
 	if _, err := r.UpsertServer(ServerInfo{GUID: guid(3), Addr: addr(3)}); !errors.Is(err, ErrServerLimit) {
 		t.Fatalf("third server at bound 2: %v", err)
 	}
-	r.SetLimits(Limits{MaxServers: 4})
+	r.Apply(Limits{MaxServers: 4})
 	mustUpsert(t, r, 3)
 	mustUpsert(t, r, 4)
 
-	r.SetLimits(Limits{MaxServers: 2})
+	r.Apply(Limits{MaxServers: 2})
 	if n := r.Counts().Servers; n != 4 {
 		t.Fatalf("lowering the bound removed servers: %d left", n)
 	}
@@ -34,7 +34,7 @@ func TestSetLimitsRaiseNowLowerAtEviction(t *testing.T) {
 	}
 }
 
-func TestSetLimitsFieldNames(t *testing.T) {
+func TestApplyFieldNames(t *testing.T) {
 	r := New(Options{FieldNames: true})
 	mustUpsert(t, r, 1)
 	if err := r.ReplaceNames(guid(1), []string{"rec"}, SourceProbe); err != nil {
@@ -43,7 +43,7 @@ func TestSetLimitsFieldNames(t *testing.T) {
 	if h, _ := r.LookupName("rec.VAL"); h == nil {
 		t.Fatal("field name not answered with the rule on")
 	}
-	r.SetLimits(Limits{FieldNames: false})
+	r.Apply(Limits{FieldNames: false})
 	if h, _ := r.LookupName("rec.VAL"); h != nil {
 		t.Fatal("field name answered after the rule was turned off")
 	}

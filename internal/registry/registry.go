@@ -142,20 +142,21 @@ func (r *Registry) serverCount() int { return len(r.holders) - len(r.free) }
 
 // Limits are the options a running registry can change (a configuration
 // reload). Zero MaxServers, MaxNames or UnverifiedTTL keep the current one.
+// Each field's tag names the setting it takes (config.Fill).
 type Limits struct {
-	MaxServers    int
-	MaxNames      int
-	UnverifiedTTL time.Duration
-	FieldNames    bool
-	MaxNameBytes  int // applied as given: 0 = no bound
+	MaxServers    int           `setting:"registry.max_servers"`
+	MaxNames      int           `setting:"registry.max_names"`
+	UnverifiedTTL time.Duration `setting:"snapshot.unverified_window"`
+	FieldNames    bool          `setting:"registry.field_names"`
+	MaxNameBytes  int           `setting:"search.max_name_bytes"` // applied as given: 0 = no bound
 }
 
-// SetLimits applies new limits. A raised bound admits more at once. A
+// Apply applies new limits. A raised bound admits more at once. A
 // lowered one removes nothing: registrations beyond it are refused until
 // servers leave the natural way (lost, replaced, expired) and the counts
 // fall below it. A changed UnverifiedTTL re-arms the expiry of servers
 // loaded from a snapshot and not yet confirmed.
-func (r *Registry) SetLimits(l Limits) {
+func (r *Registry) Apply(l Limits) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	if l.MaxServers > 0 {

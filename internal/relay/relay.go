@@ -38,13 +38,14 @@ type Options struct {
 }
 
 // Limits are the reloadable settings.
+// Each tag names the setting the field takes (config.Fill).
 type Limits struct {
 	// To are the central instances' search ports; empty: nothing is sent.
 	To []netip.AddrPort
 	// PerSecond and Burst bound the sightings relayed (each to every
 	// destination); PerSecond 0: no bound.
-	PerSecond float64
-	Burst     int
+	PerSecond float64 `setting:"relay.max_per_second"`
+	Burst     int     `setting:"relay.burst"`
 }
 
 // Stats are counters for metrics.
@@ -82,9 +83,9 @@ func New(o Options) *Relay {
 	return &Relay{o: o, buf: make([]byte, 0, 256)}
 }
 
-// SetLimits replaces the destinations and the rate bound (a changed rate
+// Apply replaces the destinations and the rate bound (a changed rate
 // starts with a full burst).
-func (r *Relay) SetLimits(l Limits) {
+func (r *Relay) Apply(l Limits) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.limit == nil || l.PerSecond != r.lim.PerSecond || l.Burst != r.lim.Burst {

@@ -30,7 +30,7 @@ func TestRelay(t *testing.T) {
 	a, b := listen(t), listen(t)
 	clk := clock.NewFake(time.Unix(0, 0))
 	r := New(Options{Clock: clk})
-	r.SetLimits(Limits{To: []netip.AddrPort{a.LocalAddr().(*net.UDPAddr).AddrPort(), b.LocalAddr().(*net.UDPAddr).AddrPort()}, PerSecond: 1, Burst: 2})
+	r.Apply(Limits{To: []netip.AddrPort{a.LocalAddr().(*net.UDPAddr).AddrPort(), b.LocalAddr().(*net.UDPAddr).AddrPort()}, PerSecond: 1, Burst: 2})
 	if err := r.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func BenchmarkRelay(b *testing.B) {
 		}
 	}()
 	r := New(Options{})
-	r.SetLimits(Limits{To: []netip.AddrPort{c.LocalAddr().(*net.UDPAddr).AddrPort()}})
+	r.Apply(Limits{To: []netip.AddrPort{c.LocalAddr().(*net.UDPAddr).AddrPort()}})
 	if err := r.Open(); err != nil {
 		b.Fatal(err)
 	}

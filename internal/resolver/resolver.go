@@ -161,12 +161,13 @@ type Stats struct {
 
 // Policy is the part of the Options a running resolver can change (a
 // configuration reload). One batch or Wait uses one Policy throughout: the
-// old one or the new one, never a mix.
+// old one or the new one, never a mix. Each tag names the setting the
+// field takes (config.Fill).
 type Policy struct {
-	MaxWaitsPerClient int
-	MaxWaitsPerSource int
-	MaxWaiters        int
-	MaxNameBytes      int
+	MaxWaitsPerClient int `setting:"tcp.waiters_per_connection"`
+	MaxWaitsPerSource int `setting:"tcp.waiters_per_source"`
+	MaxWaiters        int `setting:"tcp.waiters_total"`
+	MaxNameBytes      int `setting:"search.max_name_bytes"`
 	NameAllowed       func(name []byte) bool
 }
 
@@ -175,11 +176,11 @@ func (o *Options) policy() Policy {
 		MaxWaiters: o.MaxWaiters, MaxNameBytes: o.MaxNameBytes, NameAllowed: o.NameAllowed}
 }
 
-// SetPolicy applies a new policy to the next lookups and waits. Lowered
+// Apply applies a new policy to the next lookups and waits. Lowered
 // waiter bounds remove no waiter: they refuse new ones until waiters leave
 // the natural way (answered, expired, connection closed). A name the new
 // name policy refuses is no longer answered; its existing waiters expire.
-func (r *Resolver) SetPolicy(p Policy) {
+func (r *Resolver) Apply(p Policy) {
 	if p.MaxWaitsPerClient <= 0 {
 		p.MaxWaitsPerClient = DefaultMaxWaitsPerClient
 	}
@@ -243,7 +244,7 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
 		bySource: make(map[netip.Addr]int),
 		byName:   make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
-	r.SetPolicy(o.policy())
+	r.Apply(o.policy())
 	reg.Subscribe(r.onNames)
 	r.mu.Lock()
 	r.armSweepLocked()

@@ -51,9 +51,9 @@ func TestBoundedChannelsAndDatagramRate(t *testing.T) {
 	}
 }
 
-// SetLimits (a reload): a raised name bound takes new names at once, a
+// Apply (a reload): a raised name bound takes new names at once, a
 // lowered one drops none being searched; a lowered datagram rate holds.
-func TestSetLimits(t *testing.T) {
+func TestApplyLimits(t *testing.T) {
 	for _, rate := range []float64{0, 2} {
 		r, clk, rc := newTestRing(t, Options{MaxChannels: 10})
 		rc.countOnly = true
@@ -63,14 +63,14 @@ func TestSetLimits(t *testing.T) {
 		if st := r.Stats(); st.Channels != 10 || st.ChannelsRefused != 10 {
 			t.Fatalf("at bound 10: %+v", st)
 		}
-		r.SetLimits(30, 0)
+		r.Apply(Limits{MaxChannels: 30})
 		for i := 10; i < 20; i++ {
 			r.Want(pvName(i, 1000))
 		}
 		if st := r.Stats(); st.Channels != 20 {
 			t.Fatalf("after raising the bound: %d channels", st.Channels)
 		}
-		r.SetLimits(5, rate)
+		r.Apply(Limits{MaxChannels: 5, DatagramsPerSecond: rate})
 		r.Want("n:new")
 		if st := r.Stats(); st.Channels != 20 || st.ChannelsRefused != 11 {
 			t.Fatalf("after lowering the bound: %+v", st)

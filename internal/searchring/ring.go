@@ -360,11 +360,20 @@ func (r *Ring) SetReplyPort(port uint16) {
 	r.sendMu.Unlock()
 }
 
-// SetLimits changes the bounds (a configuration reload): MaxChannels from
-// the next new name (a lowered bound drops no name being searched; new
-// ones are refused until searches end), DatagramsPerSecond from the next
-// datagram, starting with a full one-second burst.
-func (r *Ring) SetLimits(maxChannels int, datagramsPerSecond float64) {
+// Limits are the bounds a running ring can change (a configuration
+// reload), Options.MaxChannels and Options.DatagramsPerSecond. Each tag
+// names the setting the field takes (config.Fill).
+type Limits struct {
+	MaxChannels        int     `setting:"search.through_max_names"`
+	DatagramsPerSecond float64 `setting:"search.through_datagrams_per_second"`
+}
+
+// Apply changes the bounds: MaxChannels from the next new name (a lowered
+// bound drops no name being searched; new ones are refused until searches
+// end), DatagramsPerSecond from the next datagram, starting with a full
+// one-second burst.
+func (r *Ring) Apply(l Limits) {
+	maxChannels, datagramsPerSecond := l.MaxChannels, l.DatagramsPerSecond
 	r.mu.Lock()
 	r.maxCh = maxChannels
 	r.mu.Unlock()

@@ -178,23 +178,24 @@ type counters struct {
 
 // Policy is the part of the Options a running listener can change (a
 // configuration reload): who may connect, how many, how fast, and the
-// limits of connections accepted from then on.
+// limits of connections accepted from then on. Each tag names the setting
+// the field takes (config.Fill).
 type Policy struct {
 	ClientAllowed     func(netip.Addr) bool
 	ClientCertAllowed func(addr netip.Addr, cn string) bool
-	MaxConns          int
-	MaxConnsPerSource int
+	MaxConns          int             `setting:"tcp.max_connections"`
+	MaxConnsPerSource int             `setting:"tcp.max_connections_per_source"`
 	Conn              pvaconn.Options // IdleTimeout, MaxMessage, SendQueueBytes, HandshakeTimeout, MessageTimeout
-	MessageRate       float64
-	MessageBurst      int
+	MessageRate       float64         `setting:"rate_limit.tcp_messages_per_second"`
+	MessageBurst      int             `setting:"rate_limit.tcp_message_burst"`
 	RateSources       int
-	RateExempt        []netip.Prefix
+	RateExempt        []netip.Prefix `setting:"rate_limit.exempt"`
 	MaxNamesPerSearch int
-	AddressMap        addrmap.Map
+	AddressMap        addrmap.Map `setting:"map.rules"`
 	// BufferBytesTotal bounds what all connections together buffer beyond
 	// their base buffers (pvaconn.Budget): replies queued to clients that
 	// do not read, large messages being received. 0 = no bound.
-	BufferBytesTotal int64
+	BufferBytesTotal int64 `setting:"tcp.buffer_bytes_total"`
 }
 
 func (o *Options) policy() Policy {
@@ -211,12 +212,12 @@ type policy struct {
 	limit *ratelimit.Limiter // nil: unlimited
 }
 
-// SetPolicy applies a new policy. Connections open from clients it
+// Apply applies a new policy. Connections open from clients it
 // refuses are closed now; the connection bounds and limits apply from the
 // next accepted connection (open ones keep theirs, and none is closed to
 // get under a lowered bound). A changed rate, burst or exemption list
 // starts a new limiter: every source begins with a full burst.
-func (s *Server) SetPolicy(p Policy) {
+func (s *Server) Apply(p Policy) {
 	if p.MaxConns <= 0 {
 		p.MaxConns = DefaultMaxConns
 	}
@@ -309,7 +310,7 @@ func New(opt Options, r Resolver) *Server {
 	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]bool),
 		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil),
 		denyLog: limitlog.NewSources(opt.Logger, 0, 0, opt.Clock)}
-	s.SetPolicy(opt.policy())
+	s.Apply(opt.policy())
 	return s
 }
 
@@ -484,7 +485,7 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 			continue
 		}
 		s.mu.Lock()
-		if cur := s.pol.Load(); cur != pol { // SetPolicy ran since the check above (it stores under mu)
+		if cur := s.pol.Load(); cur != pol { // Apply ran since the check above (it stores under mu)
 			pol = cur
 			byCert = tc != nil && pol.ClientCertAllowed != nil
 			if allow := pol.ClientAllowed; allow != nil && !byCert && !allow(src) {

@@ -131,7 +131,7 @@ func TestHintsOnlyFromServedInterface(t *testing.T) {
 	}
 
 	// Without LearnFrom (udp.learn_interfaces: all) every leg is taken.
-	s.SetPolicy(Policy{})
+	s.Apply(Policy{})
 	round()
 	testutil.WaitFor(t, 5*time.Second, "every hint taken", func() bool {
 		return len(l.observed()) == 8 && len(l.hitGUIDs()) == 3

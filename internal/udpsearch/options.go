@@ -200,30 +200,31 @@ type Options struct {
 }
 
 // Policy is the part of the Options a running server can change (a
-// configuration reload): who is answered, how much, and with what.
+// configuration reload): who is answered, how much, and with what. Each
+// tag names the setting the field takes (config.Fill).
 type Policy struct {
 	ClientAllowed func(netip.Addr) bool
-	IgnoreAddrs   []netip.AddrPort
+	IgnoreAddrs   []netip.AddrPort `setting:"pva.ignore_addr_list"`
 	AnswerNames   bool
 	// Silent answers no search at all, discovery pings included (the
 	// relay profile: it has no name server whose port an answer would
 	// name); unicast searches are still forwarded to the host's others.
 	Silent            bool
-	SearchRate        float64
-	SearchBurst       int
-	NameRate          float64
-	NameBurst         int
-	ReflectionRatio   float64
-	ReflectionWindow  time.Duration
-	LimitExempt       []netip.Prefix
+	SearchRate        float64        `setting:"rate_limit.udp_searches_per_second"`
+	SearchBurst       int            `setting:"rate_limit.udp_search_burst"`
+	NameRate          float64        `setting:"rate_limit.udp_names_per_second"`
+	NameBurst         int            `setting:"rate_limit.udp_name_burst"`
+	ReflectionRatio   float64        `setting:"rate_limit.reflection_ratio"`
+	ReflectionWindow  time.Duration  `setting:"rate_limit.reflection_window"`
+	LimitExempt       []netip.Prefix `setting:"rate_limit.exempt"`
 	RateSources       int
 	MaxNamesPerSearch int
-	AddressMap        addrmap.Map
+	AddressMap        addrmap.Map `setting:"map.rules"`
 	// Hints (the trust rule): see Options.ServerAllowed and the fields after it.
 	ServerAllowed func(netip.Addr) bool
-	TrustedRelays []netip.Prefix
-	BeaconRate    float64
-	BeaconBurst   int
+	TrustedRelays []netip.Prefix `setting:"access.trusted_relays"`
+	BeaconRate    float64        `setting:"rate_limit.beacons_per_second"`
+	BeaconBurst   int            `setting:"rate_limit.beacon_burst"`
 	LearnFrom     []netip.Addr
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// SetPolicy (a configuration reload) takes effect from the next datagram:
+// Apply (a configuration reload) takes effect from the next datagram:
 // client access list, search rate, exemption, ignore list and answering.
-func TestSetPolicyAppliesToNextDatagram(t *testing.T) {
+func TestApplyPolicyToNextDatagram(t *testing.T) {
 	out := &recSender{}
 	clk := clock.NewFake(time.Time{})
 	s := New(Options{AnswerNames: true, Resolver: captureRegistry(), Clock: clk})
@@ -31,14 +31,14 @@ func TestSetPolicyAppliesToNextDatagram(t *testing.T) {
 
 	deny := base
 	deny.ClientAllowed = func(a netip.Addr) bool { return a != lanC1.Addr() }
-	s.SetPolicy(deny)
+	s.Apply(deny)
 	if answered() != 0 {
-		t.Fatal("client denied by SetPolicy answered")
+		t.Fatal("client denied by Apply answered")
 	}
 
 	limited := base
 	limited.SearchRate, limited.SearchBurst = 1, 2
-	s.SetPolicy(limited)
+	s.Apply(limited)
 	n := 0
 	for range 10 {
 		n += answered()
@@ -46,26 +46,26 @@ func TestSetPolicyAppliesToNextDatagram(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("after lowering the rate: %d of 10 answered, want the burst of 2", n)
 	}
-	s.SetPolicy(limited) // unchanged limits: the same limiter, still empty
+	s.Apply(limited) // unchanged limits: the same limiter, still empty
 	if answered() != 0 {
 		t.Fatal("re-applying the same rate refilled the bucket")
 	}
 	exempt := limited
 	exempt.LimitExempt = []netip.Prefix{netip.PrefixFrom(lanC1.Addr(), 32)}
-	s.SetPolicy(exempt)
+	s.Apply(exempt)
 	if answered() != 1 {
-		t.Fatal("source exempted by SetPolicy still limited")
+		t.Fatal("source exempted by Apply still limited")
 	}
 
 	ignore := base
 	ignore.IgnoreAddrs = []netip.AddrPort{netip.AddrPortFrom(lanC1.Addr(), 0)}
-	s.SetPolicy(ignore)
+	s.Apply(ignore)
 	if answered() != 0 {
 		t.Fatal("source in the new ignore list answered")
 	}
 	quiet := base
 	quiet.AnswerNames = false
-	s.SetPolicy(quiet)
+	s.Apply(quiet)
 	out.reset()
 	s.fam[ip4].h.handle(broadcastFrom(msg, lanC1))
 	for _, r := range out.replies {

@@ -166,10 +166,10 @@ func (s *Server) newHandler() *handler {
 	return h
 }
 
-// SetPolicy applies a new policy from the next datagram on. A changed
+// Apply applies a new policy from the next datagram on. A changed
 // rate, burst, ratio, window or exemption list starts new limiters (every
 // source begins with a full burst); otherwise they are kept.
-func (s *Server) SetPolicy(p Policy) {
+func (s *Server) Apply(p Policy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pol.Store(newPolicy(p, s.pol.Load(), s.o.Clock))

@@ -47,12 +47,20 @@ type Options struct {
 	Dial func(ctx context.Context, addr netip.AddrPort, opt pvaconn.Options, h pvaconn.Handler) (*pvaconn.Conn, error)
 }
 
+// Settings are what a running pool can change (a configuration reload):
+// the name servers and the template of their connections (Role is set to
+// Client).
+type Settings struct {
+	Servers []netip.AddrPort
+	Conn    pvaconn.Options
+}
+
 // Pool is the set of upstream connections.
 type Pool struct {
 	o      Options
 	ctx    context.Context
 	cancel context.CancelFunc
-	ups    atomic.Pointer[[]*Conn]         // replaced whole by SetServers
+	ups    atomic.Pointer[[]*Conn]         // replaced whole by Apply
 	conn   atomic.Pointer[pvaconn.Options] // template for new connections
 	timer  clock.Timer
 	mu     sync.Mutex
@@ -65,7 +73,7 @@ type Pool struct {
 type Conn struct {
 	p       *Pool
 	addr    netip.AddrPort
-	gone    atomic.Bool // removed by SetServers: do not reconnect
+	gone    atomic.Bool // removed by Apply: do not reconnect
 	cur     atomic.Pointer[pvaconn.Conn]
 	dialing atomic.Bool
 	ready   atomic.Bool
@@ -99,11 +107,12 @@ func New(o Options) *Pool {
 	return p
 }
 
-// SetServers changes the name servers and the connection template (a
-// configuration reload). Connections to servers still listed are kept; a
-// removed server's connection is closed; a new server is connected at once
-// (once Start has run).
-func (p *Pool) SetServers(servers []netip.AddrPort, conn pvaconn.Options) {
+// Apply changes the name servers and the connection template.
+// Connections to servers still listed are kept; a removed server's
+// connection is closed; a new server is connected at once (once Start has
+// run).
+func (p *Pool) Apply(s Settings) {
+	servers, conn := s.Servers, s.Conn
 	conn.Role = pvaconn.Client
 	p.conn.Store(&conn)
 	p.mu.Lock()

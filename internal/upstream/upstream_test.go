@@ -104,9 +104,9 @@ func TestChainSearchAndReconnect(t *testing.T) {
 	}
 }
 
-// SetServers (a reload): a server still listed keeps its connection, a
+// Apply (a reload): a server still listed keeps its connection, a
 // removed one is disconnected, a new one is connected at once.
-func TestSetServers(t *testing.T) {
+func TestApplyServers(t *testing.T) {
 	srvA, _, _ := startNameServer(t, netip.MustParseAddrPort("127.0.0.1:0"))
 	defer srvA.Close()
 	srvB, _, _ := startNameServer(t, netip.MustParseAddrPort("127.0.0.1:0"))
@@ -119,7 +119,7 @@ func TestSetServers(t *testing.T) {
 	ca := p.Conns()[0]
 	waitReady(t, ready, ca)
 
-	p.SetServers([]netip.AddrPort{a, b}, p.o.Conn)
+	p.Apply(Settings{Servers: []netip.AddrPort{a, b}, Conn: p.o.Conn})
 	if cs := p.Conns(); len(cs) != 2 || cs[0] != ca || cs[1].Addr() != b {
 		t.Fatalf("conns after adding b: %v", cs)
 	}
@@ -128,7 +128,7 @@ func TestSetServers(t *testing.T) {
 		t.Fatal("the kept server was reconnected")
 	}
 
-	p.SetServers([]netip.AddrPort{b}, p.o.Conn)
+	p.Apply(Settings{Servers: []netip.AddrPort{b}, Conn: p.o.Conn})
 	deadline := time.Now().Add(5 * time.Second)
 	for ca.Ready() {
 		if time.Now().After(deadline) {
