@@ -20,11 +20,12 @@
 //
 // # Expiry
 //
-// An entry not refreshed for Options.Expiry (360 s, twice the 180 s slow
-// beacon period), or stamped more than 15 s in the future (a stepped wall
-// clock), is dropped with EventLost. The check runs every
-// Options.CheckInterval. PVXS runs it every 180 s and also every 10 s from
-// its channel-cache timer, and so does this tracker by default: a name
+// An entry not refreshed for Options.Expiry (PVXS: 360 s, twice the 180 s
+// slow beacon period; beacon.expiry), or stamped more than 15 s in the
+// future (a stepped wall clock), is dropped with EventLost. The check runs
+// every Options.CheckInterval. PVXS runs it every 180 s and also every 10 s
+// from its channel-cache timer, and so does pvans by default
+// (beacon.check_interval): a name
 // server that keeps answering for a dead server costs every client a failed
 // connect, and a 20 000-entry scan every 10 s is cheap. The check interval
 // is the detection granularity: an entry is lost at the first check at or
@@ -43,15 +44,9 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// Defaults, a PVXS client's (docs/protocol.md, "Beacon tracking").
-const (
-	DefaultExpiry        = 360 * time.Second
-	DefaultCheckInterval = 10 * time.Second
-	DefaultLimit         = 20000
-	// FutureSlack is how far in the future a last-seen time may lie before
-	// the entry is dropped (PVXS tickBeaconClean).
-	FutureSlack = 15 * time.Second
-)
+// FutureSlack is how far in the future a last-seen time may lie before the
+// entry is dropped (PVXS tickBeaconClean).
+const FutureSlack = 15 * time.Second
 
 // Via says how a server was heard from.
 type Via uint8
@@ -161,7 +156,9 @@ type Stats struct {
 	Tracked        int    // entries now
 }
 
-// Options configure a Tracker. Zero values take the defaults.
+// Options configure a Tracker. The timings are the daemon's settings
+// (Apply); here a zero Expiry is no expiry, a zero CheckInterval no
+// check and a zero Limit no bound.
 type Options struct {
 	Clock         clock.Clock
 	Expiry        time.Duration
@@ -200,6 +197,7 @@ type Tracker struct {
 	perSender  map[netip.Addr]int
 	stats      Stats
 	timer      clock.Timer
+	started    bool
 	closed     bool
 	events     outbox.Outbox[Event]
 	warnedFull bool
@@ -209,15 +207,6 @@ type Tracker struct {
 func New(opt Options) *Tracker {
 	if opt.Clock == nil {
 		opt.Clock = clock.Real{}
-	}
-	if opt.Expiry <= 0 {
-		opt.Expiry = DefaultExpiry
-	}
-	if opt.CheckInterval <= 0 {
-		opt.CheckInterval = DefaultCheckInterval
-	}
-	if opt.Limit <= 0 {
-		opt.Limit = DefaultLimit
 	}
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
@@ -234,7 +223,7 @@ func (t *Tracker) Observe(o Observation) {
 	e := t.table[k]
 	switch {
 	case e == nil:
-		if limit := t.opt.Limit; len(t.table) >= limit && !t.evictLocked(now) {
+		if limit := t.opt.Limit; limit > 0 && len(t.table) >= limit && !t.evictLocked(now) {
 			t.stats.Dropped++
 			warn := !t.warnedFull
 			t.warnedFull = true
@@ -386,10 +375,16 @@ func (t *Tracker) Stats() Stats {
 func (t *Tracker) Start() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.timer != nil {
-		return
+	t.started = true
+	t.armLocked()
+}
+
+// armLocked schedules the first check of a started tracker that has a
+// check interval and none scheduled; t.mu held.
+func (t *Tracker) armLocked() {
+	if t.started && !t.closed && t.timer == nil && t.opt.CheckInterval > 0 {
+		t.timer = t.opt.Clock.AfterFunc(t.opt.CheckInterval, t.tick)
 	}
-	t.timer = t.opt.Clock.AfterFunc(t.opt.CheckInterval, t.tick)
 }
 
 // Timings are the options a running tracker can change (a configuration
@@ -412,6 +407,7 @@ func (t *Tracker) Apply(tm Timings) {
 	}
 	if tm.CheckInterval > 0 {
 		t.opt.CheckInterval = tm.CheckInterval
+		t.armLocked() // the first interval of a tracker started without one
 	}
 	if tm.Limit > 0 {
 		t.opt.Limit = tm.Limit
@@ -445,14 +441,14 @@ func (t *Tracker) Expire() int {
 	n := 0
 	for k, e := range t.table {
 		age := now.Sub(e.LastSeen)
-		if age >= t.opt.Expiry || age < -FutureSlack {
+		if (t.opt.Expiry > 0 && age >= t.opt.Expiry) || age < -FutureSlack {
 			t.drop(k)
 			t.stats.Lost++
 			t.events.Push(t.event(EventLost, e, pva.GUID{}, now))
 			n++
 		}
 	}
-	if n > 0 && len(t.table) < t.opt.Limit {
+	if n > 0 && (t.opt.Limit <= 0 || len(t.table) < t.opt.Limit) {
 		t.warnedFull = false
 	}
 	t.mu.Unlock()

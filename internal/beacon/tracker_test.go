@@ -385,3 +385,27 @@ func TestEvictionTakesFromTheBusiestSender(t *testing.T) {
 		})
 	}
 }
+
+// Zero Options are no expiry, no check and no bound (the daemon passes
+// its settings through Apply); Apply's first check interval starts the
+// checks of a tracker already started.
+func TestZeroOptionsAreOff(t *testing.T) {
+	c := clock.NewFake(time.Time{})
+	tr, r := newTracker(t, c, 0, 0, 0)
+	for i := 1; i <= 3; i++ {
+		tr.Observe(beaconObs(guid(byte(i)), netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(i)}), 5075), 0))
+	}
+	if c.Pending() != 0 {
+		t.Fatalf("%d timers pending without a check interval", c.Pending())
+	}
+	c.Advance(24 * time.Hour)
+	if n := tr.Expire(); n != 0 || tr.Stats().Tracked != 3 || tr.Stats().Dropped != 0 {
+		t.Fatalf("expired %d, stats %+v: want every server kept", n, tr.Stats())
+	}
+	r.take()
+	tr.Apply(Timings{Expiry: time.Hour, CheckInterval: time.Minute})
+	c.Advance(time.Minute)
+	if k := kinds(r.take()); len(k) != 3 || k[0] != EventLost {
+		t.Fatalf("events %v after Apply gave an expiry and a check interval, want 3 lost", k)
+	}
+}

@@ -7,7 +7,6 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -142,15 +141,14 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 
 	d.readyWhy.Store("starting")
 	// The settings a reload can change reach the parts through apply
-	// (reload.go) at the end of New, as they do on every reload.
+	// (appliers.go) at the end of New, as they do on every reload.
 	d.Registry = registry.New(registry.Options{Clock: d.clk, Logger: d.log.Named("registry")})
 	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver")})
 	d.Insight = insight.New(insight.Options{
-		Names:      cfg.Insight.Names,
-		Clients:    cfg.Insight.Clients,
-		QueueBytes: int(cfg.Insight.QueueBytes),
-		// 0 in the configuration is "no limit", the package's negative.
-		DigestNamesPerSecond: cmp.Or(cfg.Insight.DigestNamesPerSecond, -1),
+		Names:                cfg.Insight.Names,
+		Clients:              cfg.Insight.Clients,
+		QueueBytes:           int(cfg.Insight.QueueBytes),
+		DigestNamesPerSecond: cfg.Insight.DigestNamesPerSecond,
 		GUIDChangesPerHour:   cfg.Insight.GUIDChangesPerHour,
 		Known:                func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
 		Clock:                d.clk,

@@ -5,24 +5,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
-	"github.com/pvans-project/pvans/internal/httpapi"
-	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pvaconn"
-	"github.com/pvans-project/pvans/internal/registry"
-	"github.com/pvans-project/pvans/internal/resolver"
-	"github.com/pvans-project/pvans/internal/serverpv"
 	"github.com/pvans-project/pvans/internal/tcpsearch"
 	"github.com/pvans-project/pvans/internal/udpsearch"
 )
 
-// TestPackageDefaultsAgreeWithConfig: config.Defaults is the one source of
-// production values. A package keeps a default only so that a zero option
-// is never unsafe, and then it must be the value config.Defaults gives the
-// setting that feeds that option (the daemon always passes the setting).
-func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
+// TestConfigFollowsPeerFacts: config.Defaults is the one source of
+// production values, and packages keep no copy of one: a zero option means
+// the caller did not say (no bound, or off). What packages do keep are
+// facts of the protocol and of PVXS peers (docs/protocol.md, "Constants"),
+// for the tools and simulated peers that have no configuration; where a
+// setting's default follows such a fact, they must agree.
+//
+// The prober's fallbacks (internal/probe, prober.go and backoff.go) are
+// still copies of the probe.* defaults; they are paired here until they go.
+func TestConfigFollowsPeerFacts(t *testing.T) {
 	c := config.Defaults()
 	type pair struct {
 		pkg, setting string
@@ -30,28 +29,16 @@ func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
 	}
 	dur := func(d time.Duration) any { return d }
 	pairs := []pair{
-		{"registry.DefaultMaxServers", "registry.max_servers", registry.DefaultMaxServers, c.Registry.MaxServers},
-		{"insight.DefaultDigestNamesPerSecond", "insight.digest_names_per_second", insight.DefaultDigestNamesPerSecond, c.Insight.DigestNamesPerSecond},
-		{"registry.DefaultMaxNames", "registry.max_names", registry.DefaultMaxNames, c.Registry.MaxNames},
-		{"registry.DefaultUnverifiedTTL", "snapshot.unverified_window", dur(registry.DefaultUnverifiedTTL), c.Snapshot.UnverifiedWindow},
-		{"beacon.DefaultExpiry", "beacon.expiry", dur(beacon.DefaultExpiry), c.Beacon.Expiry},
-		{"beacon.DefaultCheckInterval", "beacon.check_interval", dur(beacon.DefaultCheckInterval), c.Beacon.CheckInterval},
-		{"beacon.DefaultLimit", "registry.max_servers", beacon.DefaultLimit, c.Registry.MaxServers},
-		{"resolver.DefaultMaxWaitsPerClient", "tcp.waiters_per_connection", resolver.DefaultMaxWaitsPerClient, c.TCP.WaitersPerConnection},
+		// EPICS_PVA_SERVER_PORT and EPICS_PVA_BROADCAST_PORT's defaults.
 		{"tcpsearch.DefaultPort", "pva.server_port", tcpsearch.DefaultPort, int(c.PVA.ServerPort)},
-		{"tcpsearch.DefaultMaxConns", "tcp.max_connections", tcpsearch.DefaultMaxConns, c.TCP.MaxConnections},
-		{"tcpsearch.DefaultMaxMessage", "tcp.max_message_bytes", int64(tcpsearch.DefaultMaxMessage), c.TCP.MaxMessageBytes},
-		{"tcpsearch.DefaultSendQueueBytes", "tcp.send_queue_bytes", int64(tcpsearch.DefaultSendQueueBytes), c.TCP.SendQueueBytes},
 		{"udpsearch.DefaultPort", "pva.broadcast_port", udpsearch.DefaultPort, int(c.PVA.BroadcastPort)},
-		// the bounds of docs/SECURITY.md, "Bounds"
-		{"httpapi.DefaultMaxConns", "http.max_connections", httpapi.DefaultMaxConns, c.HTTP.MaxConnections},
-		{"httpapi.DefaultMaxConnsPerSource", "http.max_connections_per_source", httpapi.DefaultMaxConnsPerSource, c.HTTP.MaxConnectionsPerSource},
-		{"httpapi.DefaultDiscoverInterval", "http.discover_interval", dur(httpapi.DefaultDiscoverInterval), c.HTTP.DiscoverInterval},
-		{"serverpv.DefaultTypesPerConn", "tcp.max_cached_types", serverpv.DefaultTypesPerConn, c.TCP.MaxCachedTypes},
-		{"serverpv.DefaultTypeBytesPerConn", "tcp.max_cached_type_bytes", int64(serverpv.DefaultTypeBytesPerConn), c.TCP.MaxCachedTypeBytes},
-		{"serverpv.DefaultTypeBytesTotal", "tcp.max_cached_type_bytes_total", int64(serverpv.DefaultTypeBytesTotal), c.TCP.MaxCachedTypeBytesTotal},
-		{"udpsearch.DefaultBeaconQueue", "udp.beacon_queue", udpsearch.DefaultBeaconQueue, c.UDP.BeaconQueue},
-		{"udpsearch.DefaultReceiveBuffer", "udp.receive_buffer_bytes", int64(udpsearch.DefaultReceiveBuffer), c.UDP.ReceiveBufferBytes},
+		{"probe.DefaultServerPort", "pva.server_port", probe.DefaultServerPort, int(c.PVA.ServerPort)},
+		// PVXS's tcpTimeout and echo period with EPICS_PVA_CONN_TMO unset.
+		{"pvaconn.DefaultIdleTimeout", "pva.conn_tmo (tcpTimeout)", dur(pvaconn.DefaultIdleTimeout), c.PVA.TCPTimeout()},
+		{"pvaconn.DefaultIdleTimeout", "tcp.idle_timeout (auto)", dur(pvaconn.DefaultIdleTimeout), c.TCP.IdleTimeout},
+		{"pvaconn.DefaultEchoInterval", "pva.conn_tmo (echo)", dur(pvaconn.DefaultEchoInterval), c.PVA.EchoInterval()},
+
+		// Copies still kept by the prober.
 		{"probe.DefaultConcurrency", "probe.concurrency", probe.DefaultConcurrency, c.Probe.Concurrency},
 		{"probe.DefaultPerHostConcurrency", "probe.per_host_concurrency", probe.DefaultPerHostConcurrency, c.Probe.PerHostConcurrency},
 		{"probe.DefaultFirstTimeout", "probe.first_timeout", dur(probe.DefaultFirstTimeout), c.Probe.FirstTimeout},
@@ -62,17 +49,6 @@ func TestPackageDefaultsAgreeWithConfig(t *testing.T) {
 		{"probe.DefaultReprobe", "probe.reprobe_interval", dur(probe.DefaultReprobe), c.Probe.ReprobeInterval},
 		{"probe.DefaultBackoff.Min", "probe.backoff_min", probe.DefaultBackoff.Min, c.Probe.BackoffMin},
 		{"probe.DefaultBackoff.Max", "probe.backoff_max", probe.DefaultBackoff.Max, c.Probe.BackoffMax},
-		{"probe.DefaultServerPort", "pva.server_port", probe.DefaultServerPort, int(c.PVA.ServerPort)},
-		{"pvaconn.DefaultIdleTimeout", "tcp.idle_timeout (auto)", dur(pvaconn.DefaultIdleTimeout), c.TCP.IdleTimeout},
-		{"pvaconn.DefaultIdleTimeout", "pva.conn_tmo (tcpTimeout)", dur(pvaconn.DefaultIdleTimeout), c.PVA.TCPTimeout()},
-		{"pvaconn.DefaultEchoInterval", "pva.conn_tmo (echo)", dur(pvaconn.DefaultEchoInterval), c.PVA.EchoInterval()},
-		{"pvaconn.DefaultEchoInterval", "probe.echo_interval", dur(pvaconn.DefaultEchoInterval), c.Probe.EchoInterval},
-		{"pvaconn.DefaultMaxMessage", "probes profile MaxMessageBytes", int64(pvaconn.DefaultMaxMessage), c.Probe.Conn.MaxMessageBytes},
-		{"pvaconn.DefaultSendQueueBytes", "clients profile (tcp.send_queue_bytes)", int64(pvaconn.DefaultSendQueueBytes), c.ClientConn().SendQueueBytes},
-		{"pvaconn.DefaultSendQueueBytes", "probes profile SendQueueBytes", int64(pvaconn.DefaultSendQueueBytes), c.Probe.Conn.SendQueueBytes},
-		{"pvaconn.DefaultHandshakeTimeout", "clients profile (tcp.read_timeout)", dur(pvaconn.DefaultHandshakeTimeout), c.ClientConn().HandshakeTimeout},
-		{"pvaconn.DefaultHandshakeTimeout", "probes profile HandshakeTimeout", dur(pvaconn.DefaultHandshakeTimeout), c.Probe.Conn.HandshakeTimeout},
-		{"pvaconn.DefaultMessageTimeout", "clients profile (tcp.read_timeout)", dur(pvaconn.DefaultMessageTimeout), c.ClientConn().MessageTimeout},
 	}
 	for _, p := range pairs {
 		if fmt.Sprint(p.pkgVal) != fmt.Sprint(p.cfg) {

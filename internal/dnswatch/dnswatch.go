@@ -52,7 +52,8 @@ type Settings struct {
 	Names []string
 	// Refresh is the time between rounds; 0 stops them.
 	Refresh time.Duration `setting:"dns.refresh"`
-	// Timeout bounds one lookup; Concurrency the lookups at once.
+	// Timeout bounds one lookup (0: no bound); Concurrency the lookups at
+	// once (at least one).
 	Timeout     time.Duration `setting:"dns.timeout"`
 	Concurrency int           `setting:"dns.concurrency"`
 	// MaxNames bounds the names followed (the rest are not looked up,
@@ -113,9 +114,6 @@ func New(o Options) *Watcher {
 func (w *Watcher) Apply(l Settings) {
 	if l.Concurrency < 1 {
 		l.Concurrency = 1
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = 5 * time.Second
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -198,7 +196,10 @@ func (w *Watcher) round() {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			ctx, cancel := context.WithTimeout(context.Background(), lim.Timeout)
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if lim.Timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, lim.Timeout)
+			}
 			defer cancel()
 			addrs, err := w.o.Resolver.LookupNetIP(ctx, "ip", n)
 			results[i] = result{n, addrs, err}

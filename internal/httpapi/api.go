@@ -446,10 +446,10 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 
 // wait blocks until changed is closed, the wait passes or the service
 // shuts down. At most half of maxConns requests wait at once, so waiting
-// pages never hold every connection; beyond that it answers 503 and
-// returns false, as it does when the client has gone.
+// pages never hold every connection (no bound without one); beyond that it
+// answers 503 and returns false, as it does when the client has gone.
 func (a *api) wait(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, wait time.Duration, maxConns int) bool {
-	if n := a.waiting.Add(1); n > int64(maxConns/2) {
+	if n := a.waiting.Add(1); maxConns > 0 && n > int64(maxConns/2) {
 		a.waiting.Add(-1)
 		a.o.cnt.waitersBusy.Add(1)
 		a.ll.Hit("http_waiters", "long polls already waiting; /v1/changes answered 503", zap.Int("max_waiting", maxConns/2))

@@ -49,8 +49,9 @@ const (
 	WaitMargin = 5 * time.Second
 )
 
-// Limits are the HTTP listener's settings; zero fields take the defaults.
-// Each tag names the setting the field takes (config.Fill).
+// Limits are the HTTP listener's settings; a zero bound is no bound (the
+// daemon passes the http.* settings). Each tag names the setting the field
+// takes (config.Fill).
 type Limits struct {
 	// MaxConns bounds open connections; extra ones are closed at accept.
 	MaxConns int `setting:"http.max_connections"`
@@ -63,23 +64,7 @@ type Limits struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
-// Default limits.
-const (
-	DefaultMaxConns          = 64
-	DefaultMaxConnsPerSource = 16
-	DefaultDiscoverInterval  = 10 * time.Second
-)
-
 func (l Limits) withDefaults() Limits {
-	if l.MaxConns <= 0 {
-		l.MaxConns = DefaultMaxConns
-	}
-	if l.MaxConnsPerSource <= 0 {
-		l.MaxConnsPerSource = DefaultMaxConnsPerSource
-	}
-	if l.DiscoverInterval <= 0 {
-		l.DiscoverInterval = DefaultDiscoverInterval
-	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
@@ -249,8 +234,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		lim := s.lim.Load()
 		l.mu.Lock()
-		full := s.cnt.open.Load() >= int64(lim.MaxConns)
-		if !full && l.bySource[src] < lim.MaxConnsPerSource {
+		full := lim.MaxConns > 0 && s.cnt.open.Load() >= int64(lim.MaxConns)
+		if !full && (lim.MaxConnsPerSource <= 0 || l.bySource[src] < lim.MaxConnsPerSource) {
 			l.bySource[src]++
 			s.cnt.open.Add(1)
 			l.mu.Unlock()

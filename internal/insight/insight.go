@@ -65,8 +65,9 @@ type Options struct {
 	// summaries take in full; beyond it (a storm of distinct missing
 	// names) they take a random sample of the search messages, each
 	// weighted by the inverse of the sampling rate, so the digest's CPU
-	// stays bounded whatever the search rate. Default 2,000; negative:
-	// no limit. The client summaries always count every message.
+	// stays bounded whatever the search rate. 0 or negative: no limit
+	// (the daemon passes insight.digest_names_per_second). The client
+	// summaries always count every message.
 	DigestNamesPerSecond int
 	// Known reports whether a name is answerable now (the registry holds
 	// it): such a name is taken out of "unresolved". nil: none is.
@@ -131,9 +132,6 @@ func New(o Options) *Insight {
 	}
 	if o.DigestEvery <= 0 {
 		o.DigestEvery = 250 * time.Millisecond
-	}
-	if o.DigestNamesPerSecond == 0 {
-		o.DigestNamesPerSecond = DefaultDigestNamesPerSecond
 	}
 	if o.GUIDChangesPerHour <= 0 {
 		o.GUIDChangesPerHour = 3

@@ -5,13 +5,6 @@ import (
 	"math/rand/v2"
 )
 
-// DefaultDigestNamesPerSecond is Options.DigestNamesPerSecond's default:
-// a distinct name costs both windows' name summaries 1–2 µs (cache
-// misses, measured in the daemon), so at most ~0.4 % of a core goes to
-// them however fast names arrive, while a site's usual missing-name
-// traffic (hundreds a second) is counted exactly.
-const DefaultDigestNamesPerSecond = 2000
-
 // sampler keeps the name summaries' digest within a budget of names per
 // second. The rate of unclaimed names arriving is the larger of the last
 // whole second's count and the current second's so far; when it exceeds

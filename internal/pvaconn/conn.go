@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -73,18 +74,13 @@ func (r Role) String() string {
 	return "client"
 }
 
-// Defaults for zero Options fields, so a zero value is never unbounded.
-// The daemon passes every field from one of config's connection profiles;
-// these are the same values (a test in internal/daemon checks): the
-// timeouts of the clients profile, and the probes profile's message bound
-// (the larger of the two, which a listing reply needs).
+// A PVA peer's timers for a zero IdleTimeout or EchoInterval: PVXS's with
+// EPICS_PVA_CONN_TMO unset (30 s), which the simulated servers and the
+// name-server client keep, as PVXS peers do (docs/protocol.md,
+// "Constants"). The daemon passes its own from config.
 const (
-	DefaultIdleTimeout      = 40 * time.Second // tcpTimeout = 4/3 × EPICS_PVA_CONN_TMO(30)
-	DefaultEchoInterval     = 15 * time.Second // clamp(tcpTimeout×3/8, 1 s, 15 s)
-	DefaultMaxMessage       = 64 << 20
-	DefaultSendQueueBytes   = 1 << 20
-	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultMessageTimeout   = 10 * time.Second
+	DefaultIdleTimeout  = 40 * time.Second // tcpTimeout = 4/3 × EPICS_PVA_CONN_TMO(30)
+	DefaultEchoInterval = 15 * time.Second // clamp(tcpTimeout×3/8, 1 s, 15 s)
 )
 
 // readBufSize is the read buffer a connection keeps; a larger message grows
@@ -101,7 +97,9 @@ const MaxPreHandshake = readBufSize
 // keepWriteBuf is the largest send buffer kept for reuse after a burst.
 const keepWriteBuf = 64 << 10
 
-// Options configure a connection. Zero fields take the defaults above.
+// Options configure a connection. A zero IdleTimeout or EchoInterval takes
+// the PVA timers above; a zero bound below is no bound (the daemon passes
+// every one from a config connection profile).
 type Options struct {
 	Role Role
 	// Local is the source address Dial connects from; zero: the kernel's
@@ -157,16 +155,10 @@ func (o Options) withDefaults() Options {
 		o.EchoInterval = DefaultEchoInterval
 	}
 	if o.MaxMessage <= 0 {
-		o.MaxMessage = DefaultMaxMessage
+		o.MaxMessage = math.MaxInt
 	}
 	if o.SendQueueBytes <= 0 {
-		o.SendQueueBytes = DefaultSendQueueBytes
-	}
-	if o.HandshakeTimeout <= 0 {
-		o.HandshakeTimeout = DefaultHandshakeTimeout
-	}
-	if o.MessageTimeout <= 0 {
-		o.MessageTimeout = DefaultMessageTimeout
+		o.SendQueueBytes = math.MaxInt
 	}
 	if o.AuthUser == "" {
 		o.AuthUser = "pvans"
@@ -275,7 +267,7 @@ func Dial(ctx context.Context, addr netip.AddrPort, opt Options, h Handler) (*Co
 	}
 	if opt.TLS != nil {
 		hctx := ctx
-		if t := opt.withDefaults().HandshakeTimeout; t > 0 {
+		if t := opt.HandshakeTimeout; t > 0 {
 			var cancel context.CancelFunc
 			hctx, cancel = context.WithTimeout(ctx, t)
 			defer cancel()
@@ -583,12 +575,12 @@ func (c *Conn) readMessages(rd *reader) error {
 			rd.partialSince = time.Time{}
 		}
 		dl, kind := now.Add(c.opt.IdleTimeout), dlIdle
-		if !rd.isValidated {
+		if !rd.isValidated && c.opt.HandshakeTimeout > 0 {
 			if t := c.start.Add(c.opt.HandshakeTimeout); t.Before(dl) {
 				dl, kind = t, dlHandshake
 			}
 		}
-		if !rd.partialSince.IsZero() {
+		if !rd.partialSince.IsZero() && c.opt.MessageTimeout > 0 {
 			if t := rd.partialSince.Add(c.opt.MessageTimeout); t.Before(dl) {
 				dl, kind = t, dlMessage
 			}

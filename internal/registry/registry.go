@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,12 +13,13 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// Options configure a Registry. Zero values take the defaults.
+// Options configure a Registry. The bounds are the daemon's settings
+// (Apply), which it passes before anything is registered; a zero bound
+// here is no bound.
 type Options struct {
-	// MaxServers bounds the servers table; default 20,000 (a PVXS
-	// client's beacon tracking limit).
+	// MaxServers bounds the servers table; 0 = no bound.
 	MaxServers int
-	// MaxNames bounds claims (server, name) pairs; default 5,000,000.
+	// MaxNames bounds claims (server, name) pairs; 0 = no bound.
 	MaxNames int
 	// FieldNames answers record.FIELD from the claimant of record.
 	FieldNames bool
@@ -25,19 +27,11 @@ type Options struct {
 	// (counted): no client could search for it. 0 = no bound.
 	MaxNameBytes int
 	// UnverifiedTTL is how long servers loaded from a snapshot are kept
-	// without confirmation; default 2 minutes.
+	// without confirmation; 0 = until confirmed or lost.
 	UnverifiedTTL time.Duration
 	Clock         clock.Clock
 	Logger        *zap.Logger
 }
-
-// Defaults for zero Options fields: the same values as config.Defaults
-// (the daemon always passes its own; a test checks they agree).
-const (
-	DefaultMaxServers    = 20000
-	DefaultMaxNames      = 5_000_000
-	DefaultUnverifiedTTL = 10 * time.Minute
-)
 
 // learned is how and when one name was added outside a listing.
 type learned struct {
@@ -102,13 +96,10 @@ type Registry struct {
 // New returns an empty registry.
 func New(o Options) *Registry {
 	if o.MaxServers <= 0 {
-		o.MaxServers = DefaultMaxServers
+		o.MaxServers = math.MaxInt
 	}
 	if o.MaxNames <= 0 {
-		o.MaxNames = DefaultMaxNames
-	}
-	if o.UnverifiedTTL <= 0 {
-		o.UnverifiedTTL = DefaultUnverifiedTTL
+		o.MaxNames = math.MaxInt
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -167,8 +158,10 @@ func (r *Registry) Apply(l Limits) {
 	}
 	if l.UnverifiedTTL > 0 && l.UnverifiedTTL != r.opts.UnverifiedTTL {
 		r.opts.UnverifiedTTL = l.UnverifiedTTL
-		if r.expiry != nil {
-			r.expiry.Stop()
+		if !r.loadedAt.IsZero() {
+			if r.expiry != nil {
+				r.expiry.Stop()
+			}
 			wait := max(r.loadedAt.Add(l.UnverifiedTTL).Sub(r.clk.Now()), 0)
 			r.expiry = r.clk.AfterFunc(wait, func() { r.expireUnverified(r.clk.Now()) })
 		}

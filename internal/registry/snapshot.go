@@ -459,7 +459,10 @@ func (r *Registry) LoadSnapshot(path string) error {
 		r.expiry.Stop()
 	}
 	r.loadedAt = r.clk.Now()
-	r.expiry = r.clk.AfterFunc(r.opts.UnverifiedTTL, func() { r.expireUnverified(r.clk.Now()) })
+	r.expiry = nil
+	if r.opts.UnverifiedTTL > 0 {
+		r.expiry = r.clk.AfterFunc(r.opts.UnverifiedTTL, func() { r.expireUnverified(r.clk.Now()) })
+	}
 	r.log.Debug("registry snapshot loaded", zap.String("path", path),
 		zap.Int("servers", r.serverCount()), zap.Int("claims", r.claims))
 	return nil

@@ -109,17 +109,13 @@ type Searcher interface {
 	Drop(name string, tls bool)
 }
 
-// DefaultMaxWaitsPerClient is the waiter bound for a zero option: the same
-// value as config.Defaults (tcp.waiters_per_connection; a test checks).
-const DefaultMaxWaitsPerClient = 100_000
-
 // Options configure a Resolver; zero values take the defaults.
 type Options struct {
 	// WaitTTL is how long a waiter lives after the client's last search
 	// for it; default 90s (PVXS retries at least every 30s).
 	WaitTTL time.Duration
-	// MaxWaitsPerClient bounds one connection's waiters; 0 =
-	// DefaultMaxWaitsPerClient.
+	// MaxWaitsPerClient bounds one connection's waiters; 0 = no bound
+	// beyond MaxWaitsPerSource and MaxWaiters.
 	MaxWaitsPerClient int
 	// MaxWaitsPerSource bounds the waiters of all connections from one
 	// source address (NewClientFrom); 0 = no bound beyond MaxWaiters.
@@ -181,9 +177,6 @@ func (o *Options) policy() Policy {
 // the natural way (answered, expired, connection closed). A name the new
 // name policy refuses is no longer answered; its existing waiters expire.
 func (r *Resolver) Apply(p Policy) {
-	if p.MaxWaitsPerClient <= 0 {
-		p.MaxWaitsPerClient = DefaultMaxWaitsPerClient
-	}
 	r.pol.Store(&p)
 }
 
@@ -231,9 +224,6 @@ type waiter struct {
 func New(reg *registry.Registry, o Options) *Resolver {
 	if o.WaitTTL <= 0 {
 		o.WaitTTL = 90 * time.Second
-	}
-	if o.MaxWaitsPerClient <= 0 {
-		o.MaxWaitsPerClient = DefaultMaxWaitsPerClient
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -484,7 +474,7 @@ func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 // once per interval) the bound that refused it.
 func (r *Resolver) roomLocked(c *Client, pol *Policy) bool {
 	switch {
-	case len(c.waits) >= pol.MaxWaitsPerClient:
+	case pol.MaxWaitsPerClient > 0 && len(c.waits) >= pol.MaxWaitsPerClient:
 		r.st.drops.Add(1)
 	case pol.MaxWaitsPerSource > 0 && r.bySource[c.src] >= pol.MaxWaitsPerSource:
 		r.st.dropsSource.Add(1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -64,7 +65,11 @@ func TestTypeCacheBoundedPerConnection(t *testing.T) {
 	defer reg.Close()
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
-	prov := New("pvans test", Limits{})
+	// The production bounds.
+	cfg := config.Defaults()
+	lim := Limits{TypesPerConn: cfg.TCP.MaxCachedTypes, TypeBytesPerConn: int(cfg.TCP.MaxCachedTypeBytes),
+		TypeBytesTotal: int(cfg.TCP.MaxCachedTypeBytesTotal)}
+	prov := New("pvans test", lim)
 	srv := tcpsearch.New(tcpsearch.Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
 		Channels: prov}, tcpsearch.FromResolver(res))
 	if err := srv.Start(); err != nil {
@@ -107,7 +112,7 @@ func TestTypeCacheBoundedPerConnection(t *testing.T) {
 	st := prov.Stats()
 	grown := int64(heapInUse()) - int64(before)
 	t.Logf("sent %d bytes; heap grew %d bytes; %+v", sent, grown, st)
-	if st.TypesRefused != inits || st.CachedTypeBytes > DefaultTypeBytesPerConn || st.CachedTypes > DefaultTypesPerConn {
+	if st.TypesRefused != inits || st.CachedTypeBytes > int64(lim.TypeBytesPerConn) || st.CachedTypes > lim.TypesPerConn {
 		t.Fatalf("cache after %d oversized definitions: %+v", inits, st)
 	}
 	// Old code kept every type: 300 × 12,001 descriptors ≈ 400 MB.
@@ -115,14 +120,14 @@ func TestTypeCacheBoundedPerConnection(t *testing.T) {
 		t.Fatalf("heap grew %d bytes after %d bytes of type definitions; want it bounded", grown, sent)
 	}
 	// Small definitions (pvlist's) are still cached, up to the count bound.
-	for i := 0; i < DefaultTypesPerConn+10; i++ {
+	for i := 0; i < lim.TypesPerConn+10; i++ {
 		c.Write(rpcInitDefining(rep.SID, uint32(1000+i), uint16(1000+i), 2))
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for prov.Stats().TypesRefused < inits+10 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st := prov.Stats(); st.CachedTypes != DefaultTypesPerConn || st.TypesRefused != inits+10 {
+	if st := prov.Stats(); st.CachedTypes != lim.TypesPerConn || st.TypesRefused != inits+10 {
 		t.Fatalf("small definitions: %+v", st)
 	}
 	c.Close()

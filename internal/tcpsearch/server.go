@@ -37,17 +37,10 @@ import (
 // DefaultPort is EPICS_PVAS_SERVER_PORT's default.
 const DefaultPort = 5075
 
-// Defaults for zero Options fields: the same values as config.Defaults
-// (the daemon always passes its own; a test checks they agree).
-const (
-	DefaultMaxConns       = 10000
-	DefaultMaxMessage     = 128 << 10 // searches are ≤ 64 KiB; the server PV's RPCs are small
-	DefaultSendQueueBytes = 1 << 20
-	// DefaultMaxNamesPerSearch bounds the names taken from one CMD_SEARCH.
-	// PVXS packs searches into ≤ 1400 bytes (a few dozen names); the wire
-	// allows 65535.
-	DefaultMaxNamesPerSearch = 4096
-)
+// DefaultMaxNamesPerSearch bounds the names taken from one CMD_SEARCH.
+// PVXS packs searches into ≤ 1400 bytes (a few dozen names); the wire
+// allows 65535. It is no setting: a client needs no more.
+const DefaultMaxNamesPerSearch = 4096
 
 // ChannelProvider lets the daemon serve channels of its own (the `server`
 // PV that pvxlist reads) on name-server connections.
@@ -76,15 +69,17 @@ type Options struct {
 	// containers); nil names the learned endpoint.
 	AddressMap addrmap.Map
 	// MaxConns bounds concurrent connections; extra ones are accepted and
-	// closed at once (counted).
+	// closed at once (counted). 0 = no bound (the daemon passes
+	// tcp.max_connections).
 	MaxConns int
 	// MaxConnsPerSource bounds one source address's concurrent
 	// connections, so one host cannot fill MaxConns; extra ones are closed
 	// at accept (counted). 0 = no bound; RateExempt sources are exempt.
 	MaxConnsPerSource int
 	// Conn carries the per-connection limits (IdleTimeout, MaxMessage,
-	// SendQueueBytes, HandshakeTimeout, MessageTimeout, BigEndian). Role,
-	// Counters and Logger are set by the listener.
+	// SendQueueBytes, HandshakeTimeout, MessageTimeout, BigEndian), zero
+	// ones as pvaconn reads them. Role, Counters and Logger are set by the
+	// listener.
 	Conn pvaconn.Options
 	// Channels is optional; nil refuses every CREATE_CHANNEL.
 	Channels ChannelProvider
@@ -218,15 +213,6 @@ type policy struct {
 // get under a lowered bound). A changed rate, burst or exemption list
 // starts a new limiter: every source begins with a full burst.
 func (s *Server) Apply(p Policy) {
-	if p.MaxConns <= 0 {
-		p.MaxConns = DefaultMaxConns
-	}
-	if p.Conn.MaxMessage <= 0 {
-		p.Conn.MaxMessage = DefaultMaxMessage
-	}
-	if p.Conn.SendQueueBytes <= 0 {
-		p.Conn.SendQueueBytes = DefaultSendQueueBytes
-	}
 	if p.MaxNamesPerSearch == 0 {
 		p.MaxNamesPerSearch = DefaultMaxNamesPerSearch
 	}
@@ -495,7 +481,7 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 				continue
 			}
 		}
-		if s.closed || s.cnt.active.Load() >= int64(pol.MaxConns) {
+		if s.closed || pol.MaxConns > 0 && s.cnt.active.Load() >= int64(pol.MaxConns) {
 			s.mu.Unlock()
 			if !s.closed {
 				s.cnt.rejected.Add(1)

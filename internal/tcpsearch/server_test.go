@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -246,6 +247,7 @@ func TestHostilePeers(t *testing.T) {
 	raiseFDLimit(t, 4096)
 	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{Conn: pvaconn.Options{
+		MaxMessage:     int(config.Defaults().TCP.MaxMessageBytes), // the production bound
 		SendQueueBytes: 64 << 10, MessageTimeout: time.Second,
 		HandshakeTimeout: 10 * time.Second, IdleTimeout: 2 * time.Second,
 	}})

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
@@ -56,7 +57,7 @@ func startServer(t *testing.T, n *netns, o Options) *Server {
 	if o.ListInterfaces == nil {
 		o.ListInterfaces = n.interfaces
 	}
-	s := New(o)
+	s := New(withProduction(o))
 	if err := n.Do(func() error {
 		if err := s.Listen(); err != nil {
 			return err
@@ -68,6 +69,23 @@ func startServer(t *testing.T, n *netns, o Options) *Server {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// withProduction gives o the production values (config.Defaults) of the
+// settings it leaves zero, as the daemon passes them: a flood of beacons
+// needs the receive buffer and the queue to the tracker.
+func withProduction(o Options) Options {
+	c := config.Defaults()
+	if o.ReceiveBuffer == 0 {
+		o.ReceiveBuffer = int(c.UDP.ReceiveBufferBytes)
+	}
+	if o.BeaconQueue == 0 {
+		o.BeaconQueue = c.UDP.BeaconQueue
+	}
+	if o.ReplyQueueBytes == 0 {
+		o.ReplyQueueBytes = int(c.UDP.ReplyQueueBytes)
+	}
+	return o
 }
 
 // udpIn opens a plain UDP socket in the namespace.

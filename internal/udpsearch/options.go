@@ -1,6 +1,7 @@
 package udpsearch
 
 import (
+	"math"
 	"net/netip"
 	"slices"
 	"time"
@@ -14,16 +15,14 @@ import (
 	"github.com/pvans-project/pvans/internal/twin"
 )
 
-// Defaults.
+// Defaults for zero Options that are no setting of pvans: the protocol's
+// port and the socket's own tuning. The settings (the receive buffer, the
+// queues) are the daemon's to pass; a zero one means what its field says.
 const (
-	DefaultPort             = 5076
-	DefaultReceiveBuffer    = 4 << 20
+	DefaultPort             = 5076 // EPICS_PVA_BROADCAST_PORT's (docs/protocol.md, "Constants")
 	DefaultBatch            = 16
-	DefaultBeaconQueue      = 4096 // sightings waiting for the tracker
 	DefaultInterfaceRefresh = 30 * time.Second
 	maxDatagram             = 1 << 16
-	// DefaultReplyQueueBytes bounds the paced replies held.
-	DefaultReplyQueueBytes = 4 << 20
 	// DefaultMaxNamesPerSearch bounds the names taken from one search.
 	DefaultMaxNamesPerSearch = 4096
 )
@@ -74,7 +73,8 @@ type Options struct {
 	// without IPv6 runs IPv4 only, with a warning.
 	IPv6 bool
 
-	// ReceiveBuffer is SO_RCVBUF (SO_RCVBUFFORCE when permitted); 0 = 4 MiB.
+	// ReceiveBuffer is SO_RCVBUF (SO_RCVBUFFORCE when permitted); 0 keeps
+	// the OS default.
 	ReceiveBuffer int
 	// Batch is how many datagrams one receive call may return; 0 = 16.
 	Batch int
@@ -91,7 +91,8 @@ type Options struct {
 	// BeaconQueue bounds the sightings waiting for Beacons: they are
 	// handed over by a goroutine of their own, so a slow tracker never
 	// delays a search answer. Beyond it sightings are dropped (counted).
-	// 0 = DefaultBeaconQueue.
+	// 0 = no queue: a sighting is handed over only while the tracker
+	// waits for one.
 	BeaconQueue int
 	// OnSearchResponse receives every CMD_SEARCH_RESPONSE (on the search
 	// port or the client socket). m and its slices are only valid during
@@ -149,7 +150,7 @@ type Options struct {
 	// ReplyRate paces the replies to one client (address and port) in the
 	// names they answer (a negative reply counts one): replies for
 	// ReplyBurst names go at once, then ReplyRate names a second, the rest
-	// held in a queue of ReplyQueueBytes (0 = DefaultReplyQueueBytes) and
+	// held in a queue of ReplyQueueBytes (0 = no bound) and
 	// sent when due, so a big client's start-up burst does not overflow
 	// its receive buffer. ReplyRate 0 = no pacing.
 	ReplyRate       float64
@@ -305,17 +306,11 @@ func (o *Options) setDefaults() {
 	if o.Port == 0 {
 		o.Port = DefaultPort
 	}
-	if o.ReceiveBuffer == 0 {
-		o.ReceiveBuffer = DefaultReceiveBuffer
-	}
 	if o.ReplyQueueBytes <= 0 {
-		o.ReplyQueueBytes = DefaultReplyQueueBytes
+		o.ReplyQueueBytes = math.MaxInt
 	}
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
-	}
-	if o.BeaconQueue <= 0 {
-		o.BeaconQueue = DefaultBeaconQueue
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

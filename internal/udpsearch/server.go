@@ -136,7 +136,7 @@ func New(o Options) *Server {
 	o.setDefaults()
 	s := &Server{o: o}
 	if o.Beacons != nil {
-		s.bq = newBeaconQueue(o.Beacons, o.BeaconQueue, &s.st, o.Logger)
+		s.bq = newBeaconQueue(o.Beacons, max(o.BeaconQueue, 0), &s.st, o.Logger)
 		s.o.Beacons = s.bq
 	}
 	s.pol.Store(newPolicy(o.policy(), nil, o.Clock))

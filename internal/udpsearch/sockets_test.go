@@ -18,6 +18,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
@@ -448,8 +449,8 @@ func TestClientSocket(t *testing.T) {
 	var size int
 	var gerr error
 	_ = rc.Control(func(fd uintptr) { size, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) })
-	if gerr != nil || size < 4<<20 {
-		t.Fatalf("client socket SO_RCVBUF = %d (%v), want the 4 MiB default", size, gerr)
+	if want := int(config.Defaults().UDP.ReceiveBufferBytes); gerr != nil || size < want {
+		t.Fatalf("client socket SO_RCVBUF = %d (%v), want the production %d (startServer passes it)", size, gerr, want)
 	}
 }
 
