@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated table in docs/configuration.md")
+var update = flag.Bool("update", false, "rewrite the files written from the settings table: configs/pvans.yaml and the table in docs/configuration.md")
 
 const (
 	prodFile    = "../../configs/pvans.yaml"
@@ -40,9 +40,99 @@ func fileKeys(t *testing.T, path string) map[string]bool {
 	return out
 }
 
-// The production example sets every key, each to its default, so it is
-// also a true table of defaults.
+// exampleHeader opens configs/pvans.yaml; the pva section follows it.
+const exampleHeader = `# pvans production configuration: every key, with its default.
+#
+# Written from the settings table (internal/config/settings.go):
+#   go test ./internal/config -run TestProductionExample -update
+#
+# Precedence: command-line flags > EPICS_* environment > this file > defaults.
+# Unknown keys are refused. Lists may be YAML sequences or one
+# whitespace-separated string. Durations are Go durations ("90s", "5m") or a
+# plain number of seconds. Byte counts are integers with an optional KiB, MiB
+# or GiB suffix. Run ` + "`pvans check-config --config FILE`" + ` to see the effective
+# value of every setting and where it came from.
+# Reference: docs/configuration.md
+
+# Network settings with EPICS environment variables (PVXS meanings). The
+# environment variable named on each line overrides the value here.
+`
+
+// exampleYAML is configs/pvans.yaml as the rows give it: every key, set to
+// its default, under its row's doc (or usage) and environment variables.
+func exampleYAML() string {
+	var b strings.Builder
+	b.WriteString(exampleHeader)
+	cur := ""
+	for _, s := range specs {
+		sec, name, _ := strings.Cut(s.key, ".")
+		if sec != cur {
+			if cur != "" {
+				b.WriteString("\n")
+			}
+			cur = sec
+			b.WriteString(sec + ":\n")
+		}
+		doc := s.doc
+		if doc == "" {
+			doc = strings.ToUpper(s.usage[:1]) + s.usage[1:] + "."
+		}
+		if len(s.env) > 0 {
+			doc += " [" + strings.Join(s.env, ", then ") + "]"
+		}
+		for _, para := range strings.Split(doc, "\n") {
+			if strings.HasPrefix(para, "  ") { // preformatted
+				b.WriteString("  #" + para + "\n")
+				continue
+			}
+			writeWrapped(&b, "  # ", para, 78)
+		}
+		v := s.def
+		switch {
+		case s.isList:
+			v = "[" + strings.Join(strings.Fields(v), ", ") + "]"
+		case v == "":
+			v = `""`
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", name, v)
+	}
+	return b.String()
+}
+
+// writeWrapped writes text as lines of at most width bytes, each starting
+// with prefix, broken at spaces.
+func writeWrapped(b *strings.Builder, prefix, text string, width int) {
+	line := prefix
+	for _, w := range strings.Fields(text) {
+		if line != prefix && len(line)+1+len(w) > width {
+			b.WriteString(line + "\n")
+			line = prefix
+		}
+		if line != prefix {
+			line += " "
+		}
+		line += w
+	}
+	b.WriteString(line + "\n")
+}
+
+// TestProductionExample keeps configs/pvans.yaml equal to what the rows
+// give (-update writes it), and checks that it loads to exactly the
+// defaults, so it is also a true table of them.
 func TestProductionExample(t *testing.T) {
+	gen := exampleYAML()
+	if *update {
+		if err := os.WriteFile(prodFile, []byte(gen), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(prodFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != gen {
+		t.Errorf("%s is out of date; run go test ./internal/config -run TestProductionExample -update", prodFile)
+	}
 	keys := fileKeys(t, prodFile)
 	for _, s := range specs {
 		if !keys[s.key] {
@@ -54,18 +144,6 @@ func TestProductionExample(t *testing.T) {
 	for _, s := range c.Provenance() {
 		if want := specByKey[s.Key].get(&d); s.Value != want {
 			t.Errorf("%s: %s = %q, default is %q", prodFile, s.Key, s.Value, want)
-		}
-	}
-	// Every key carries a comment in the example.
-	data, _ := os.ReadFile(prodFile)
-	lines := strings.Split(string(data), "\n")
-	for i, l := range lines {
-		trimmed := strings.TrimSpace(l)
-		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(trimmed, "#") || trimmed == "" {
-			continue
-		}
-		if i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "#") {
-			t.Errorf("%s:%d: key without a comment above it: %q", prodFile, i+1, l)
 		}
 	}
 }

@@ -45,6 +45,10 @@ type spec struct {
 	def string
 	// reload is what a reload does with a changed value (reload.go).
 	reload reloadClass
+	// doc is the comment above the key in configs/pvans.yaml, when it has
+	// more to say than usage ("": usage). The example file is written from
+	// the rows (TestProductionExample).
+	doc    string
 	isBool bool
 	isList bool
 	late   bool // parsed after the ports, which give list entries their default port
@@ -60,10 +64,11 @@ var (
 	sections  = map[string]bool{}
 )
 
-// add appends one row: the setting s, its default def (see spec.def)
-// and its reload class r (restart or live).
-func add(s spec, def string, r reloadClass) {
-	s.def, s.reload = def, r
+// add appends one row: the setting s, its default def (see spec.def),
+// its reload class r (restart or live) and the example file's comment doc
+// (see spec.doc).
+func add(s spec, def string, r reloadClass, doc string) {
+	s.def, s.reload, s.doc = def, r, doc
 	sec, name, _ := strings.Cut(s.key, ".")
 	if s.flag == "" {
 		f := s.key
@@ -118,11 +123,13 @@ func init() {
 			}
 			return ""
 		}},
-		"0.0.0.0", restart("the listening sockets are bound at start"))
+		"0.0.0.0", restart("the listening sockets are bound at start"),
+		"Local interfaces the UDP (search) and TCP (name-server) listeners bind. Servers are learned only from these interfaces' networks (beacons, discovery and search replies; see udp.learn_interfaces). Ports are ignored.")
 	add(portSpec("pva.server_port", []string{"EPICS_PVAS_SERVER_PORT", "EPICS_PVA_SERVER_PORT"},
 		"TCP port of the name-server listener and default port of name servers and static servers",
 		func(c *Config) *uint16 { return &c.PVA.ServerPort }),
-		"5075", restart("the TCP listener is bound at start"))
+		"5075", restart("the TCP listener is bound at start"),
+		"TCP port clients connect to as a name server (EPICS_PVA_NAME_SERVERS on the clients).")
 	add(spec{key: "pva.tls_keychain", ptr: field(func(c *Config) *string { return &c.PVA.TLSKeychain }), env: []string{"EPICS_PVAS_TLS_KEYCHAIN", "EPICS_PVA_TLS_KEYCHAIN"},
 		usage: "Secure PVAccess keychain, file[;password] (PKCS#12): serve searches over TLS on tls_port (clients name pvans pvas://host:port); empty: no TLS listener; re-read on reload",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSKeychain = strings.TrimSpace(v.text); return nil },
@@ -132,11 +139,13 @@ func init() {
 			}
 			return c.PVA.TLSKeychain
 		}},
-		"", live("the TLS listener: the keychain is read again on every reload (a changed file too), next handshake; turning TLS on or off needs a restart", "keychain"))
+		"", live("the TLS listener: the keychain is read again on every reload (a changed file too), next handshake; turning TLS on or off needs a restart", "keychain"),
+		"Secure PVAccess: a PKCS#12 keychain, file[;password]. Set, pvans also serves searches over TLS on tls_port (clients name it pvas://host:port); re-read on reload (SIGHUP). Empty: no TLS listener.")
 	add(portSpec("pva.tls_port", []string{"EPICS_PVAS_TLS_PORT", "EPICS_PVA_TLS_PORT"},
 		"TCP port of the TLS listener (with tls_keychain)",
 		func(c *Config) *uint16 { return &c.PVA.TLSPort }),
-		"5076", restart("the TLS listener is bound at start"))
+		"5076", restart("the TLS listener is bound at start"),
+		"TCP port of the TLS listener.")
 	add(spec{key: "pva.tls_options", ptr: field(func(c *Config) *string { return &c.PVA.TLSOptions }), env: []string{"EPICS_PVAS_TLS_OPTIONS", "EPICS_PVA_TLS_OPTIONS"},
 		usage: "TLS options: client_cert=optional (default: a client certificate is verified when sent) or client_cert=require",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.PVA.TLSOptions = strings.TrimSpace(v.text); return nil },
@@ -147,40 +156,48 @@ func init() {
 			}
 			return ""
 		}},
-		"", restart("the TLS listener takes its client-certificate rule at start"))
+		"", restart("the TLS listener takes its client-certificate rule at start"),
+		"client_cert=optional (a client certificate is verified when sent) or client_cert=require.")
 	add(portSpec("pva.broadcast_port", []string{"EPICS_PVAS_BROADCAST_PORT", "EPICS_PVA_BROADCAST_PORT"},
 		"UDP port for searches and beacons, and default port of the address lists",
 		func(c *Config) *uint16 { return &c.PVA.BroadcastPort }),
-		"5076", restart("the UDP search socket is bound at start"))
+		"5076", restart("the UDP search socket is bound at start"),
+		"UDP port of searches and beacons.")
 	add(endpointListSpec("pva.addr_list", []string{"EPICS_PVA_ADDR_LIST"},
 		"destinations of discovery pings and search-through searches (host[:port][,TTL][@iface], IPv6 as [addr]; default port broadcast_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
 		func(c *Config) *[]Endpoint { return &c.PVA.AddrList }),
-		"", live("UDP search destinations, next send; a discovery ping goes to them at once", "destinations", "dns"))
+		"", live("UDP search destinations, next send; a discovery ping goes to them at once", "destinations", "dns"),
+		"Where discovery pings and search-through searches are sent: host[:port], IPv6 as [addr]:port; default port broadcast_port.")
 	add(boolSpec("pva.auto_addr_list", []string{"EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to addr_list",
 		func(c *Config) *bool { return &c.PVA.AutoAddrList }),
-		"YES", live("UDP search destinations (interfaces read again)", "destinations"))
+		"YES", live("UDP search destinations (interfaces read again)", "destinations"),
+		"Also send to every interface's broadcast address.")
 	add(addrListSpec("pva.ignore_addr_list", []string{"EPICS_PVAS_IGNORE_ADDR_LIST"},
 		"UDP searches from these sources are dropped; no port or port 0 matches any port",
 		nil, false,
 		func(c *Config) *[]netip.AddrPort { return &c.PVA.IgnoreAddrList }, nil),
-		"", live("UDP policy, next datagram", "udp"))
+		"", live("UDP policy, next datagram", "udp"),
+		"UDP searches from these sources are dropped; no port (or port 0) means any port.")
 	add(endpointListSpec("pva.beacon_addr_list", []string{"EPICS_PVAS_BEACON_ADDR_LIST", "EPICS_PVA_ADDR_LIST"},
 		"destinations of the daemon's own beacons (only with udp.send_beacons), same form as addr_list, default port broadcast_port",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
 		func(c *Config) *[]Endpoint { return &c.PVA.BeaconAddrList }),
-		"", live("beacon destinations, next beacon", "destinations"))
+		"", live("beacon destinations, next beacon", "destinations"),
+		"Destinations of the daemon's own beacons (only used with udp.send_beacons).")
 	add(boolSpec("pva.auto_beacon_addr_list", []string{"EPICS_PVAS_AUTO_BEACON_ADDR_LIST", "EPICS_PVA_AUTO_ADDR_LIST"}, true,
 		"add every interface broadcast address to beacon_addr_list",
 		func(c *Config) *bool { return &c.PVA.AutoBeaconAddrList }),
-		"YES", live("beacon destinations (interfaces read again)", "destinations"))
+		"YES", live("beacon destinations (interfaces read again)", "destinations"),
+		"Also beacon to every interface's broadcast address.")
 	add(addrListSpec("pva.name_servers", []string{"EPICS_PVA_NAME_SERVERS"},
 		"upstream TCP name servers (host[:port], IPv6 as [addr]:port, default port server_port); a host name is resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.PVA.NameServers },
 		func(c *Config) *[]Endpoint { return &c.PVA.NameServerEntries }),
-		"", live("upstream pool: removed servers disconnected, new ones connected", "upstream", "dns"))
+		"", live("upstream pool: removed servers disconnected, new ones connected", "upstream", "dns"),
+		"Upstream TCP name servers searched too (host[:port], default port server_port).")
 	add(spec{key: "pva.conn_tmo", ptr: field(func(c *Config) *float64 { return &c.PVA.ConnTmo }), env: []string{"EPICS_PVA_CONN_TMO"},
 		usage: "connection timeout in seconds; TCP idle timeout is 4/3 of it (<=0 or non-finite: 40 s; minimum 2 s)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
@@ -192,7 +209,8 @@ func init() {
 			return nil
 		},
 		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }},
-		"30", live("client idle timeout (auto) and upstream timers, for new connections", "upstream", "tcp"))
+		"30", live("client idle timeout (auto) and upstream timers, for new connections", "upstream", "tcp"),
+		"Connection timeout in seconds; the TCP idle timeout is 4/3 of it (40 s by default; <=0 or non-finite means 40 s; never below 2 s).")
 
 	// Daemon settings.
 	// Loopback by default: POST /v1/discover acts and /v1/names lists the
@@ -219,16 +237,20 @@ func init() {
 			}
 			return ""
 		}},
-		"127.0.0.1:9076", restart("the HTTP listener is bound at start"))
+		"127.0.0.1:9076", restart("the HTTP listener is bound at start"),
+		"HTTP API, status page, metrics (/metrics) and health endpoints; empty turns them off. Loopback by default: the API lists the site's names and POST /v1/discover sends broadcasts. To let Prometheus scrape from another host, listen on \":9076\" with web_config_file (TLS, client certificates or basic auth), and restrict port 9076 to the monitoring hosts with the firewall (docs/SECURITY.md).")
 	add(intSpec("http.max_connections", "HTTP connections open at most; extra ones are closed at accept", 1, 1_000_000,
 		func(c *Config) *int { return &c.HTTP.MaxConnections }),
-		"64", live("HTTP service, next accepted connection", "http"))
+		"64", live("HTTP service, next accepted connection", "http"),
+		"HTTP connections open at most; extra ones are closed at accept.")
 	add(intSpec("http.max_connections_per_source", "HTTP connections open at most from one client address", 1, 1_000_000,
 		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }),
-		"16", live("HTTP service, next accepted connection", "http"))
+		"16", live("HTTP service, next accepted connection", "http"),
+		"HTTP connections open at most from one client address.")
 	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }),
-		"10s", live("HTTP service, next POST /v1/discover", "http"))
+		"10s", live("HTTP service, next POST /v1/discover", "http"),
+		"At most one POST /v1/discover round per interval; extra requests get 429.")
 	add(spec{key: "http.web_config_file", ptr: field(func(c *Config) *string { return &c.HTTP.WebConfigFile }), flag: "web.config.file",
 		usage: "exporter-toolkit web configuration file (the Prometheus exporters' --web.config.file): TLS, client certificates, basic auth; read again at every request and TLS handshake; empty serves plain HTTP without authentication (see docs/SECURITY.md)",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.HTTP.WebConfigFile = strings.TrimSpace(v.text); return nil },
@@ -239,58 +261,73 @@ func init() {
 			}
 			return ""
 		}},
-		"", restart("the HTTP listener takes the file's path, and whether it serves TLS, at start (the file's contents are read again at every request and TLS handshake)"))
+		"", restart("the HTTP listener takes the file's path, and whether it serves TLS, at start (the file's contents are read again at every request and TLS handshake)"),
+		"Exporter-toolkit web configuration file (--web.config.file, as for node_exporter): TLS, client certificates, basic auth with bcrypt hashes. Example: configs/web-config.yml. Empty: plain HTTP, no authentication.")
 	add(enumSpec("log.level", "least severe level logged", []string{"debug", "info", "warn", "error"},
 		func(c *Config) *string { return &c.Log.Level }),
-		"info", live("cmd/pvans: the logger", "log"))
+		"info", live("cmd/pvans: the logger", "log"),
+		"debug, info, warn or error.")
 	add(enumSpec("log.format", "auto (console on a terminal, json otherwise), console or json",
 		[]string{"auto", "console", "json"}, func(c *Config) *string { return &c.Log.Format }),
-		"auto", live("cmd/pvans: the logger", "log"))
+		"auto", live("cmd/pvans: the logger", "log"),
+		"auto (console on a terminal, json otherwise), console or json.")
 
 	add(spec{key: "snapshot.path", ptr: field(func(c *Config) *string { return &c.Snapshot.Path }), usage: "registry snapshot file; empty disables saving and loading",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Snapshot.Path = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.Snapshot.Path }},
-		"/var/lib/pvans/registry.snapshot", restart("the snapshot is loaded at start; a new path would lose the loaded registry's file"))
+		"/var/lib/pvans/registry.snapshot", restart("the snapshot is loaded at start; a new path would lose the loaded registry's file"),
+		"Registry snapshot, so a restarted daemon answers at once. Empty disables.")
 	add(durSpec("snapshot.interval", "time between snapshot saves", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.Snapshot.Interval }),
-		"1m", live("next snapshot save", "snapshot"))
+		"1m", live("next snapshot save", "snapshot"),
+		"Time between saves.")
 	add(durSpec("snapshot.unverified_window", "how long names loaded from a snapshot are answered before a probe must confirm their server",
 		time.Second, 0, func(c *Config) *time.Duration { return &c.Snapshot.UnverifiedWindow }),
-		"10m", live("registry: the expiry of unconfirmed snapshot servers is re-armed", "registry"))
+		"10m", live("registry: the expiry of unconfirmed snapshot servers is re-armed", "registry"),
+		"Names loaded from a snapshot are answered this long before a probe must confirm their server; unconfirmed ones are then dropped.")
 
 	add(intSpec("registry.max_servers", "servers tracked at most (also the beacon tracking limit)", 1, 10_000_000,
 		func(c *Config) *int { return &c.Registry.MaxServers }),
-		"20000", live("registry and beacon tracker: raised now, lowered at the next natural eviction", "registry", "beacon"))
+		"20000", live("registry and beacon tracker: raised now, lowered at the next natural eviction", "registry", "beacon"),
+		"Servers tracked at most; also the beacon tracking limit (PVXS: 20000).")
 	add(intSpec("registry.max_names", "names held at most over all servers", 1, 1_000_000_000,
 		func(c *Config) *int { return &c.Registry.MaxNames }),
-		"5000000", live("registry: raised now, lowered at the next natural eviction", "registry"))
+		"5000000", live("registry: raised now, lowered at the next natural eviction", "registry"),
+		"Names held at most over all servers.")
 	add(boolSpec("registry.field_names", nil, false, `answer "rec.FIELD" with the server that claims "rec"`,
 		func(c *Config) *bool { return &c.Registry.FieldNames }),
-		"true", live("registry, next lookup", "registry"))
+		"true", live("registry, next lookup", "registry"),
+		"Answer \"rec.FIELD\" with the server claiming \"rec\" (QSRV serves field channels it never lists).")
 
 	add(intSpec("tcp.max_connections", "name-server client connections at most", 1, 10_000_000,
 		func(c *Config) *int { return &c.TCP.MaxConnections }),
-		"10000", live("TCP policy, next accepted connection", "tcp"))
+		"10000", live("TCP policy, next accepted connection", "tcp"),
+		"Name-server client connections at most.")
 	// A console host runs a few dozen PVA clients, each with one connection
 	// per name server; a NAT gateway is exempted with rate_limit.exempt.
 	add(intSpec("tcp.max_connections_per_source", "name-server connections from one client address at most; 0 = no bound (rate_limit.exempt sources are exempt)", 0, 10_000_000,
 		func(c *Config) *int { return &c.TCP.MaxConnectionsPerSource }),
-		"256", live("TCP policy, next accepted connection", "tcp"))
+		"256", live("TCP policy, next accepted connection", "tcp"),
+		"Connections from one client address at most, so one host cannot take them all; 0 = no bound. rate_limit.exempt sources (a NAT gateway) are exempt.")
 	add(bytesSpec("tcp.send_queue_bytes", "bytes queued to one slow client before it is disconnected", 4<<10, 1<<30,
 		func(c *Config) *int64 { return &c.TCP.SendQueueBytes }),
-		"1MiB", live("TCP policy, connections accepted from then on", "tcp"))
+		"1MiB", live("TCP policy, connections accepted from then on", "tcp"),
+		"Bytes queued to one slow client before it is disconnected.")
 	add(intSpec("tcp.waiters_per_connection", "unanswered names remembered per connection for push answers; 0 = no bound", 0, 100_000_000,
 		func(c *Config) *int { return &c.TCP.WaitersPerConnection }),
-		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"))
+		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"),
+		"Unanswered names remembered per connection, answered as soon as learned.")
 	// A waiter only speeds an answer up (the client's own retry finds the
 	// name anyway), so these bound memory, not service: about 1 KiB per
 	// waiter with its search-through entry.
 	add(intSpec("tcp.waiters_per_source", "unanswered names remembered for push over all connections from one client address; 0 = no bound", 0, 100_000_000,
 		func(c *Config) *int { return &c.TCP.WaitersPerSource }),
-		"10000", live("resolver policy: raised now, lowered as waiters leave", "resolver"))
+		"10000", live("resolver policy: raised now, lowered as waiters leave", "resolver"),
+		"The same over all connections from one client address (about 1 KiB each); 0 = no bound.")
 	add(intSpec("tcp.waiters_total", "unanswered names remembered for push over all connections; 0 = no bound", 0, 100_000_000,
 		func(c *Config) *int { return &c.TCP.WaitersTotal }),
-		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"))
+		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"),
+		"The same over all connections; 0 = no bound.")
 	add(spec{key: "tcp.idle_timeout", ptr: field(func(c *Config) *time.Duration { return &c.TCP.IdleTimeout }), usage: "close a client silent this long; auto = 4/3 x pva.conn_tmo (PVXS tcpTimeout)",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			t := strings.TrimSpace(v.text)
@@ -312,42 +349,53 @@ func init() {
 			}
 			return ""
 		}},
-		"auto", live("TCP policy, connections accepted from then on", "tcp"))
+		"auto", live("TCP policy, connections accepted from then on", "tcp"),
+		"Close a client that sent nothing for this long; auto follows pva.conn_tmo (4/3 x, PVXS tcpTimeout). PVXS clients echo every 15 s.")
 	add(durSpec("tcp.read_timeout", "time allowed for the handshake, and for one message from its first byte to its last segment (control messages do not restart it)", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.TCP.ReadTimeout }),
-		"10s", live("TCP policy, connections accepted from then on", "tcp"))
+		"10s", live("TCP policy, connections accepted from then on", "tcp"),
+		"Time allowed for the handshake, and for a message from its first byte to its last segment (slow-loris defence; control messages do not restart it).")
 	add(bytesSpec("tcp.max_message_bytes", "largest PVA message accepted from a client", 16<<10, 64<<20,
 		func(c *Config) *int64 { return &c.TCP.MaxMessageBytes }),
-		"128KiB", live("TCP policy, connections accepted from then on", "tcp"))
+		"128KiB", live("TCP policy, connections accepted from then on", "tcp"),
+		"Largest PVA message accepted from a client (searches are <= 1400 bytes).")
 	// 1,000 clients each 256 KiB behind; 10,000 × (1 MiB queue + 256 KiB
 	// message buffers) would be 12 GiB without it.
 	add(bytesSpec("tcp.buffer_bytes_total", "bytes all client connections together may make pvans buffer beyond their base buffers (queued replies beyond 64 KiB each, large messages being received); a connection needing more is closed; 0 = no bound", 0, 1<<40,
 		func(c *Config) *int64 { return &c.TCP.BufferBytesTotal }),
-		"256MiB", live("TCP policy: the shared budget's bound, from the next byte charged", "tcp"))
+		"256MiB", live("TCP policy: the shared budget's bound, from the next byte charged", "tcp"),
+		"Bytes all client connections together may make pvans buffer beyond their base buffers (replies queued beyond 64 KiB per connection, large messages being received); a connection needing more is closed. 0 = no bound.")
 	// pvlist and pvxlist cache a handful of descriptors of a few hundred
 	// bytes.
 	add(intSpec("tcp.max_cached_types", "pvData types one client may have the server PV cache (0xFD definitions)", 1, 65536,
 		func(c *Config) *int { return &c.TCP.MaxCachedTypes }),
-		"64", restart("the server PV takes its type-cache bounds when it is built"))
+		"64", restart("the server PV takes its type-cache bounds when it is built"),
+		"pvData types one client may have the server PV cache (0xFD definitions in its RPC requests; pvlist uses a handful), their expanded size, and that size over all connections. Definitions beyond are refused.")
 	add(bytesSpec("tcp.max_cached_type_bytes", "expanded size of the types one client may have cached", 1<<10, 1<<30,
 		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytes }),
-		"64KiB", restart("the server PV takes its type-cache bounds when it is built"))
+		"64KiB", restart("the server PV takes its type-cache bounds when it is built"),
+		"Expanded size of one client's cached types.")
 	add(bytesSpec("tcp.max_cached_type_bytes_total", "expanded size of the types cached over all connections", 1<<10, 1<<34,
 		func(c *Config) *int64 { return &c.TCP.MaxCachedTypeBytesTotal }),
-		"16MiB", restart("the server PV takes its type-cache bounds when it is built"))
+		"16MiB", restart("the server PV takes its type-cache bounds when it is built"),
+		"Expanded size of the cached types over all connections.")
 
 	add(bytesSpec("udp.receive_buffer_bytes", "SO_RCVBUF of the UDP socket; 0 keeps the OS default", 0, 1<<30,
 		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }),
-		"4MiB", live("UDP sockets, at once (0 leaves the current buffer until a restart)", "udp_buffer"))
+		"4MiB", live("UDP sockets, at once (0 leaves the current buffer until a restart)", "udp_buffer"),
+		"SO_RCVBUF of the search socket; reply and search bursts overrun small buffers. 0 keeps the OS default (capped by net.core.rmem_max).")
 	add(boolSpec("udp.answer_searches", nil, false, "answer UDP searches with names from the registry",
 		func(c *Config) *bool { return &c.UDP.AnswerSearches }),
-		"true", live("UDP policy, next datagram", "udp"))
+		"true", live("UDP policy, next datagram", "udp"),
+		"Answer UDP searches with names from the registry.")
 	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
 		func(c *Config) *bool { return &c.UDP.SendBeacons }),
-		"false", live("pvans's own beacons start (a beacon at once) or stop", "beacons", "destinations"))
+		"false", live("pvans's own beacons start (a beacon at once) or stop", "beacons", "destinations"),
+		"Announce the daemon with its own beacons (to beacon_addr_list).")
 	add(intSpec("udp.beacon_queue", "beacons and discovery answers waiting for the server tracker; beyond it they are dropped (counted)", 1, 10_000_000,
 		func(c *Config) *int { return &c.UDP.BeaconQueue }),
-		"4096", restart("the queue is allocated when the UDP side is built"))
+		"4096", restart("the queue is allocated when the UDP side is built"),
+		"Beacons and discovery answers waiting for the server tracker (a queue, so the search port never waits for the registry); beyond it they are dropped and counted (pvans_udp_drops_total{reason=\"beacon_queue\"}).")
 	add(spec{key: "udp.learn_interfaces", ptr: field(func(c *Config) *[]netip.Addr { return &c.UDP.LearnInterfaces }), isList: true,
 		usage: "local interface addresses whose networks beacons, discovery replies and search replies are also taken from, besides those of pva.interfaces (the arrival interface decides, see \"UDP binding\"); all takes them from every interface; empty: pva.interfaces's only",
 		set: func(c *Config, x *loadCtx, v raw) error {
@@ -379,29 +427,37 @@ func init() {
 			}
 			return joinStrings(c.UDP.LearnInterfaces)
 		}},
-		"", live("UDP policy, next datagram", "udp"))
+		"", live("UDP policy, next datagram", "udp"),
+		"More interfaces (by local address) whose networks servers are learned from, besides pva.interfaces's, or [all]; counted when dropped: pvans_hints_dropped_total{reason=\"interface\"}. Nothing changes while pva.interfaces is 0.0.0.0.")
 	add(floatSpec("udp.client_reply_names_per_second", "names answered over UDP to one client socket per second beyond its burst, later replies held and sent when due; 0 = no pacing", 0, 1e9,
 		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }),
-		"40000", restart("the reply pacer is made when the UDP side is built"))
+		"40000", restart("the reply pacer is made when the UDP side is built"),
+		"Names answered to one client socket a second beyond client_reply_name_burst, later replies held and sent when due, so a big client's start-up burst (thousands of replies at once) does not overflow its receive buffer; 0 turns pacing off.")
 	add(intSpec("udp.client_reply_name_burst", "names answered over UDP to one client socket at once before replies are paced", 1, 1_000_000,
 		func(c *Config) *int { return &c.UDP.ClientReplyNameBurst }),
-		"4096", restart("the reply pacer is made when the UDP side is built"))
+		"4096", restart("the reply pacer is made when the UDP side is built"),
+		"Names answered to one client socket at once before replies are paced.")
 	add(bytesSpec("udp.reply_queue_bytes", "paced UDP replies held at most, over all clients; beyond it they are dropped (counted)", 1<<10, 1<<30,
 		func(c *Config) *int64 { return &c.UDP.ReplyQueueBytes }),
-		"4MiB", restart("the reply pacer is made when the UDP side is built"))
+		"4MiB", restart("the reply pacer is made when the UDP side is built"),
+		"Paced replies held at most, over all clients; beyond it they are dropped (pvans_udp_drops_total{reason=\"reply_queue\"}).")
 
 	add(intSpec("probe.concurrency", "servers listed at the same time", 1, 4096,
 		func(c *Config) *int { return &c.Probe.Concurrency }),
-		"16", live("prober, probes started from then on", "probe"))
+		"16", live("prober, probes started from then on", "probe"),
+		"Servers listed at the same time...")
 	add(intSpec("probe.per_host_concurrency", "servers of one IP address listed at the same time (its share of probe.concurrency)", 1, 4096,
 		func(c *Config) *int { return &c.Probe.PerHostConcurrency }),
-		"4", live("prober, probes started from then on", "probe"))
+		"4", live("prober, probes started from then on", "probe"),
+		"...and of them, servers of one IP address (its share of the pool).")
 	add(durSpec("probe.reprobe_interval", "time between listings of a watched server", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.Probe.ReprobeInterval }),
-		"5m", live("prober, next schedule", "probe"))
+		"5m", live("prober, next schedule", "probe"),
+		"Time between listings of a server that is being watched.")
 	add(durSpec("probe.backoff_min", "first retry delay after a failed probe", 10*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.Probe.BackoffMin }),
-		"1s", live("prober, next schedule", "probe"))
+		"1s", live("prober, next schedule", "probe"),
+		"Retry delay after a failed probe starts here and doubles...")
 	add(spec{key: "probe.backoff_max", ptr: field(func(c *Config) *time.Duration { return &c.Probe.BackoffMax }), usage: "longest retry delay after failed probes",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.BackoffMax }),
 		get: func(c *Config) string { return c.Probe.BackoffMax.String() },
@@ -411,7 +467,8 @@ func init() {
 			}
 			return ""
 		}},
-		"5m", live("prober, next schedule", "probe"))
+		"5m", live("prober, next schedule", "probe"),
+		"...up to this.")
 	add(spec{key: "probe.echo_interval", ptr: field(func(c *Config) *time.Duration { return &c.Probe.EchoInterval }), usage: "ECHO period on probe connections; peers drop silent clients after their tcpTimeout (40 s)",
 		set: durSet(func(c *Config) *time.Duration { return &c.Probe.EchoInterval }),
 		get: func(c *Config) string { return c.Probe.EchoInterval.String() },
@@ -421,23 +478,29 @@ func init() {
 			}
 			return ""
 		}},
-		"15s", live("prober, watch connections opened from then on", "probe"))
+		"15s", live("prober, watch connections opened from then on", "probe"),
+		"ECHO period on probe connections (servers drop silent clients at 40 s).")
 	add(durSpec("probe.timeout", "time allowed to connect to a server and list its names", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.Probe.Timeout }),
-		"30s", live("prober, next attempt", "probe"))
+		"30s", live("prober, next attempt", "probe"),
+		"Time allowed to connect to a server and list its names.")
 	add(intSpec("probe.search_through_retries", "failed probes after which an endpoint known only from search replies is forgotten", 1, 1000,
 		func(c *Config) *int { return &c.Probe.ThroughRetries }),
-		"4", live("prober, next failed probe", "probe"))
+		"4", live("prober, next failed probe", "probe"),
+		"Endpoints known only from search replies (anyone can name any endpoint in one) are forgotten after this many failed probes in a row...")
 	add(intSpec("probe.search_through_max", "endpoints known only from search replies probed at most (and search-through answers being checked over TCP); beyond it new ones are dropped (counted)", 1, 10_000_000,
 		func(c *Config) *int { return &c.Probe.ThroughMax }),
-		"1024", live("prober, next search reply naming a new endpoint", "probe"))
+		"1024", live("prober, next search reply naming a new endpoint", "probe"),
+		"...and at most this many are probed; replies naming more are dropped (pvans_probe_search_through_dropped_total).")
 	add(durSpec("probe.first_timeout", "probe.timeout for the first attempt at a server never listed (at most probe.timeout; retries get probe.timeout)", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.Probe.FirstTimeout }),
-		"5s", live("prober, next attempt", "probe"))
+		"5s", live("prober, next attempt", "probe"),
+		"The timeout of the first attempt at a server never listed (retries get probe.timeout), so a server that holds the connection silent does not hold a probe slot for long.")
 
 	add(durSpec("beacon.expiry", "a server not heard from for this long is lost (PVXS: 360s)", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.Beacon.Expiry }),
-		"360s", live("beacon tracker, next expiry check", "beacon"))
+		"360s", live("beacon tracker, next expiry check", "beacon"),
+		"A server not heard from for this long is lost (PVXS: 360 s).")
 	add(spec{key: "beacon.check_interval", ptr: field(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }), usage: "how often beacon expiry is checked",
 		set: durSet(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }),
 		get: func(c *Config) string { return c.Beacon.CheckInterval.String() },
@@ -450,37 +513,45 @@ func init() {
 			}
 			return ""
 		}},
-		"10s", live("beacon tracker, after the next check", "beacon"))
+		"10s", live("beacon tracker, after the next check", "beacon"),
+		"How often expiry is checked.")
 
 	add(addrListSpec("static.servers", nil, "servers always probed, without waiting for a beacon (host[:port], default port server_port); a host name stands for all its addresses, resolved again every dns.refresh",
 		func(c *Config) uint16 { return c.PVA.ServerPort }, true,
 		func(c *Config) *[]netip.AddrPort { return &c.Static.Servers },
 		func(c *Config) *[]Endpoint { return &c.Static.ServerEntries }),
-		"", live("prober: new ones probed at once, removed ones forgotten", "static", "dns"))
+		"", live("prober: new ones probed at once, removed ones forgotten", "static", "dns"),
+		"Servers always probed, without waiting for a beacon (host[:port], default port pva.server_port).")
 	add(spec{key: "static.names_dir", ptr: field(func(c *Config) *string { return &c.Static.NamesDir }), usage: "directory of static name lists; empty means none",
 		set: func(c *Config, _ *loadCtx, v raw) error { c.Static.NamesDir = strings.TrimSpace(v.text); return nil },
 		get: func(c *Config) string { return c.Static.NamesDir }},
-		"", live("static name files: old directory's servers lost, new one scanned at once", "names"))
+		"", live("static name files: old directory's servers lost, new one scanned at once", "names"),
+		"Directory of static name lists; empty means none.")
 
 	add(boolSpec("search.through", nil, false, "search names no probe could list on addr_list and name_servers, like a client",
 		func(c *Config) *bool { return &c.Search.Through }),
-		"true", live("resolver: waited names handed to (or taken from) the search ring", "search"))
+		"true", live("resolver: waited names handed to (or taken from) the search ring", "search"),
+		"Search names that no probe could list on addr_list and name_servers, with the spec's client ring (one search per distinct name however many clients wait, 30 s saturation), as a PVXS client would for them. Turn it off to answer only from beacons, probes and static lists.")
 	s := boolSpec("search.discovery_at_start", nil, false, "send one discovery ping to addr_list at start",
 		func(c *Config) *bool { return &c.Search.DiscoveryAtStart })
 	s.flag = "discovery-at-start"
 	add(s,
-		"true", restart("it only means something at start"))
+		"true", restart("it only means something at start"),
+		"Send one discovery ping to addr_list at start, so servers are found before their next beacon (up to 180 s).")
 	add(intSpec("search.through_max_names", "distinct names searched through at once; names wanted beyond are not searched through (counted); 0 = no bound. Also bounds the (server, name) claims remembered for asking unlistable servers, oldest forgotten first (10000 when 0)", 0, 100_000_000,
 		func(c *Config) *int { return &c.Search.ThroughMaxNames }),
-		"10000", live("search ring: new names; a lowered bound drops none being searched", "ring"))
+		"10000", live("search ring: new names; a lowered bound drops none being searched", "ring"),
+		"Distinct names searched through at once; names wanted beyond are not searched through (counted). 0 = no bound.")
 	// A PVXS client searching 10,000 names sends about 10 datagrams/s once
 	// its ring saturates; 50/s leaves room for start-up bursts.
 	add(floatSpec("search.through_datagrams_per_second", "search-through datagrams sent per second at most (each to every destination); 0 = no bound", 0, 1_000_000,
 		func(c *Config) *float64 { return &c.Search.ThroughDatagramsPerSecond }),
-		"50", live("search ring: next datagram, with a full burst", "ring"))
+		"50", live("search ring: next datagram, with a full burst", "ring"),
+		"Search-through datagrams sent per second at most, each to every addr_list destination and name server. 0 = no bound.")
 	add(intSpec("search.max_name_bytes", "names longer than this are not answered, waited for or searched through (pvAccessCPP refuses over 500); 0 = no bound", 0, 65535,
 		func(c *Config) *int { return &c.Search.MaxNameBytes }),
-		"500", live("resolver policy, next lookup; registry, next listing", "resolver", "registry"))
+		"500", live("resolver policy, next lookup; registry, next listing", "resolver", "registry"),
+		"Names longer than this are not answered, waited for or searched through (pvAccessCPP refuses channel names over 500 bytes). 0 = no bound.")
 
 	add(spec{key: "access.tcp_client_allow", ptr: field(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }), isList: true,
 		usage: "TCP clients allowed (CIDR), and on the TLS listener x509:NAME, a client whose verified certificate's subject CN is NAME; empty allows all",
@@ -517,28 +588,36 @@ func init() {
 			return s
 		},
 		check: checkEach(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }, netip.Prefix.IsValid, "invalid prefix in list")},
-		"", live("TCP policy: refused clients' open connections closed, next accept checked", "tcp"))
+		"", live("TCP policy: refused clients' open connections closed, next accept checked", "tcp"),
+		"TCP clients allowed (CIDR; a bare address is itself); empty allows all.")
 	add(prefixSpec("access.tcp_client_deny", "TCP clients refused (CIDR); wins over allow",
 		func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientDeny }),
-		"", live("TCP policy: refused clients' open connections closed, next accept checked", "tcp"))
+		"", live("TCP policy: refused clients' open connections closed, next accept checked", "tcp"),
+		"TCP clients refused; deny wins over allow.")
 	add(prefixSpec("access.udp_client_allow", "UDP search sources answered (CIDR); empty allows all",
 		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientAllow }),
-		"", live("UDP policy, next datagram", "udp"))
+		"", live("UDP policy, next datagram", "udp"),
+		"UDP search sources answered; empty allows all.")
 	add(prefixSpec("access.udp_client_deny", "UDP search sources ignored (CIDR); wins over allow",
 		func(c *Config) *[]netip.Prefix { return &c.Access.UDPClientDeny }),
-		"", live("UDP policy, next datagram", "udp"))
+		"", live("UDP policy, next datagram", "udp"),
+		"UDP search sources ignored; deny wins over allow.")
 	add(patternSpec("access.name_allow", "names answered (globs with * and ?, or re:REGEXP); empty allows all",
 		func(c *Config) *[]NamePattern { return &c.Access.NameAllow }),
-		"", live("resolver policy, next lookup", "resolver"))
+		"", live("resolver policy, next lookup", "resolver"),
+		"Names answered: globs (* and ?) or re:REGEXP (whole-name match); empty allows all.")
 	add(patternSpec("access.name_deny", "names never answered; wins over allow",
 		func(c *Config) *[]NamePattern { return &c.Access.NameDeny }),
-		"", live("resolver policy, next lookup", "resolver"))
+		"", live("resolver policy, next lookup", "resolver"),
+		"Names never answered; deny wins over allow.")
 	add(prefixSpec("access.server_allow", "server endpoints probed and named in answers (CIDR); empty allows all",
 		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }),
-		"", live("servers no longer admitted dropped and no longer probed; next sighting checked", "udp", "denied", "static"))
+		"", live("servers no longer admitted dropped and no longer probed; next sighting checked", "udp", "denied", "static"),
+		"Server endpoints probed and named in answers (CIDR); empty allows all. A beacon or search reply must also come from an allowed sender.")
 	add(prefixSpec("access.trusted_relays", "senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays); empty: a datagram must come from the address it names",
 		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }),
-		"", live("UDP policy, next datagram", "udp"))
+		"", live("UDP policy, next datagram", "udp"),
+		"Senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays). Anyone else must send from the address it names (or name \"any\", meaning its own).")
 
 	add(spec{key: "map.rules", ptr: field(func(c *Config) *addrmap.Map { return &c.Map.Rules }), isList: true,
 		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=REAL:PUBLISHED,...]; first match wins",
@@ -551,43 +630,55 @@ func init() {
 			return nil
 		},
 		get: func(c *Config) string { return joinStrings(c.Map.Rules) }},
-		"", live("TCP and UDP policies and the API's ?client= view: next answer", "tcp", "udp"))
+		"", live("TCP and UDP policies and the API's ?client= view: next answer", "tcp", "udp"),
+		"Endpoints named to clients instead of the learned ones, for servers behind NAT or in containers (docs/operations.md, \"NAT and containers\"). One rule per item; the first that matches a (server, client) applies:\n  - \"servers=172.17.0.0/16 except_clients=172.17.0.0/16 to=10.0.0.5 ports=5075:15075\"")
 
 	add(floatSpec("rate_limit.udp_searches_per_second", "UDP search datagrams handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }),
-		"1000", live("UDP policy: a new limiter, every source with a full burst", "udp"))
+		"1000", live("UDP policy: a new limiter, every source with a full burst", "udp"),
+		"UDP search datagrams handled per source address per second; 0 = no limit.")
 	add(intSpec("rate_limit.udp_search_burst", "UDP search datagrams a source may send at once above its rate", 1, 1_000_000_000,
 		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }),
-		"10000", live("UDP policy: a new limiter, every source with a full burst", "udp"))
+		"10000", live("UDP policy: a new limiter, every source with a full burst", "udp"),
+		"Datagrams a source may send at once above that rate (a PVXS client searches every new channel at once: 100,000 names are ~2,700 datagrams).")
 	add(floatSpec("rate_limit.udp_names_per_second", "names in UDP searches handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }),
-		"40000", live("UDP policy: a new name budget, every source with a full burst", "udp"))
+		"40000", live("UDP policy: a new name budget, every source with a full burst", "udp"),
+		"Names in UDP searches handled per source address per second, however they are packed; 0 = no limit.")
 	add(intSpec("rate_limit.udp_name_burst", "names in UDP searches a source may send at once above its rate (a big client searches all its channels at start)", 1, 1_000_000_000,
 		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }),
-		"400000", live("UDP policy: a new name budget, every source with a full burst", "udp"))
+		"400000", live("UDP policy: a new name budget, every source with a full burst", "udp"),
+		"Names a source may search at once above that rate.")
 	add(floatSpec("rate_limit.tcp_messages_per_second", "TCP messages handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }),
-		"1000", live("TCP policy: a new limiter, every source with a full burst", "tcp"))
+		"1000", live("TCP policy: a new limiter, every source with a full burst", "tcp"),
+		"TCP messages handled per source address per second; 0 = no limit.")
 	add(intSpec("rate_limit.tcp_message_burst", "TCP messages a source may send at once above its rate", 1, 1_000_000_000,
 		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }),
-		"2000", live("TCP policy: a new limiter, every source with a full burst", "tcp"))
+		"2000", live("TCP policy: a new limiter, every source with a full burst", "tcp"),
+		"Messages a source may send at once above that rate.")
 	add(floatSpec("rate_limit.reflection_ratio", "UDP reply bytes to a source at most this multiple of its search bytes; 0 = off", 0, 1000,
 		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }),
-		"4", live("UDP policy: a new reflection account", "udp"))
+		"4", live("UDP policy: a new reflection account", "udp"),
+		"UDP reply bytes to a source at most this multiple of the search bytes it sent, so a spoofed search cannot be amplified; 0 turns the check off.")
 	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
 		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }),
-		"10s", live("UDP policy: a new reflection account", "udp"))
+		"10s", live("UDP policy: a new reflection account", "udp"),
+		"Window over which reflection_ratio is measured.")
 	// A host of 200 IOCs starting at once sends 200 first beacons; steady
 	// state is one per IOC per 15 s (fast) or 180 s.
 	add(floatSpec("rate_limit.beacons_per_second", "beacons and discovery replies taken per sender address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }),
-		"20", live("UDP policy: a new beacon limiter", "udp"))
+		"20", live("UDP policy: a new beacon limiter", "udp"),
+		"Beacons and discovery replies taken per sender address per second; 0 = no limit.")
 	add(intSpec("rate_limit.beacon_burst", "beacons and discovery replies a sender may send at once above its rate", 1, 1_000_000_000,
 		func(c *Config) *int { return &c.RateLimit.BeaconBurst }),
-		"200", live("UDP policy: a new beacon limiter", "udp"))
+		"200", live("UDP policy: a new beacon limiter", "udp"),
+		"Beacons a sender may send at once above that rate (a host of 200 IOCs starting together).")
 	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
 		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }),
-		"", live("TCP and UDP policies: new limiters", "tcp", "udp"))
+		"", live("TCP and UDP policies: new limiters", "tcp", "udp"),
+		"Source addresses (CIDR) exempt from every rate and reflection limit, e.g. a trusted gateway that speaks for many clients.")
 
 	add(spec{key: "discovery.interval", ptr: field(func(c *Config) *time.Duration { return &c.Discovery.Interval }), usage: "time between discovery pings to every addr_list destination (servers there answer and are listed over TCP); 0: only at start, after a reload that changed the destinations and on POST /v1/discover",
 		set: durSet(func(c *Config) *time.Duration { return &c.Discovery.Interval }),
@@ -598,7 +689,8 @@ func init() {
 			}
 			return ""
 		}},
-		"0s", live("periodic discovery: the next ping is due one new interval after the reload (0 stops them)", "discovery"))
+		"0s", live("periodic discovery: the next ping is due one new interval after the reload (0 stops them)", "discovery"),
+		"Time between discovery pings to every pva.addr_list destination, so a server that starts where beacons do not reach pvans (across a router) is found within one interval and listed over TCP. 0 = only at start, after a reload that changed addr_list, and on POST /v1/discover (as EPICS servers and clients behave). 60s-300s suits a routed site; see docs/operations.md, \"Reaching IOCs on other networks\".")
 
 	// Kubernetes restarts a pod under a new address; 30 s is what a client
 	// waits before it searches again anyway.
@@ -611,33 +703,41 @@ func init() {
 			}
 			return ""
 		}},
-		"30s", live("DNS following: a round at once, then every new interval (0: none after it)", "dns"))
+		"30s", live("DNS following: a round at once, then every new interval (0: none after it)", "dns"),
+		"Host names in pva.addr_list, pva.name_servers, static.servers and relay.to are resolved again this often, with all their A and AAAA records (a restarted Kubernetes pod has a new address). 0 = once, at load.")
 	add(durSpec("dns.timeout", "time allowed for one lookup; a failed lookup keeps the last answer", 100*time.Millisecond, time.Minute,
 		func(c *Config) *time.Duration { return &c.DNS.Timeout }),
-		"5s", live("DNS following, next round", "dns"))
+		"5s", live("DNS following, next round", "dns"),
+		"Time allowed for one lookup; a failed lookup keeps the last answer.")
 	add(intSpec("dns.concurrency", "lookups running at once", 1, 64,
 		func(c *Config) *int { return &c.DNS.Concurrency }),
-		"4", live("DNS following, next round", "dns"))
+		"4", live("DNS following, next round", "dns"),
+		"Lookups running at once.")
 	add(intSpec("dns.max_names", "host names followed at most; the others keep their address from load (counted)", 1, 100_000,
 		func(c *Config) *int { return &c.DNS.MaxNames }),
-		"256", live("DNS following, next round", "dns"))
+		"256", live("DNS following, next round", "dns"),
+		"Host names followed at most; the others keep their address from load.")
 	add(intSpec("dns.max_addresses", "addresses one host name stands for at most; the rest of an answer is dropped (counted)", 1, 4096,
 		func(c *Config) *int { return &c.DNS.MaxAddresses }),
-		"64", live("DNS following, next round", "dns"))
+		"64", live("DNS following, next round", "dns"),
+		"Addresses one host name stands for at most.")
 
 	add(endpointListSpec("relay.to", nil,
 		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; empty: no relaying",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
 		func(c *Config) *[]Endpoint { return &c.Relay.To }),
-		"", live("relay, next sighting (its host names resolved in the next DNS round)", "relay", "dns"))
+		"", live("relay, next sighting (its host names resolved in the next DNS round)", "relay", "dns"),
+		"Central pvans instances each accepted beacon and discovery reply is sent on to, naming the server's own address (host[:port], default port pva.broadcast_port). They must list this host in access.trusted_relays.")
 	// 1,000 IOCs beaconing every 15 s at start are 67/s; a relay never sends
 	// the central side more than this.
 	add(floatSpec("relay.max_per_second", "sightings relayed per second at most (each to every relay.to destination); beyond the burst they are dropped (counted); 0 = no bound", 0, 1e6,
 		func(c *Config) *float64 { return &c.Relay.PerSecond }),
-		"500", live("relay: a new bound with a full burst", "relay"))
+		"500", live("relay: a new bound with a full burst", "relay"),
+		"Sightings relayed per second at most; beyond the burst they are dropped (pvans_relay_dropped_total). 0 = no bound.")
 	add(intSpec("relay.burst", "sightings relayed at once above relay.max_per_second", 1, 1_000_000,
 		func(c *Config) *int { return &c.Relay.Burst }),
-		"2000", live("relay: a new bound with a full burst", "relay"))
+		"2000", live("relay: a new bound with a full burst", "relay"),
+		"Sightings relayed at once above max_per_second (1,000 IOCs starting).")
 	add(spec{key: "relay.only", ptr: field(func(c *Config) *bool { return &c.Relay.Only }), usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
 		isBool: true, set: setTo(func(c *Config) *bool { return &c.Relay.Only }, fromText(ParseBool)),
 		get: func(c *Config) string { return strconv.FormatBool(c.Relay.Only) },
@@ -647,27 +747,33 @@ func init() {
 			}
 			return ""
 		}},
-		"false", restart("the profile decides at start whether the TCP name server is opened"))
+		"false", restart("the profile decides at start whether the TCP name server is opened"),
+		"The relay profile (what `pvans relay` runs): no TCP name server, no answers to UDP searches; sightings are only relayed.")
 
 	add(intSpec("insight.names", "unresolved names kept per summary (4 summaries: two windows of two periods); memory is allocated at start", 10, 1_000_000,
 		func(c *Config) *int { return &c.Insight.Names }),
-		"10000", restart("the insight summaries are allocated at start"))
+		"10000", restart("the insight summaries are allocated at start"),
+		"Heavy-hitter summaries of search traffic (/v1/insight, pvans list --unresolved/--clients). Slots per summary; four summaries each (two windows of two periods), allocated at start. With k slots a count is off by at most (searches in the window)/k.")
 	add(intSpec("insight.clients", "searching clients kept per summary (4 summaries); memory is allocated at start", 10, 1_000_000,
 		func(c *Config) *int { return &c.Insight.Clients }),
-		"10000", restart("the insight summaries are allocated at start"))
+		"10000", restart("the insight summaries are allocated at start"),
+		"Searching clients kept per summary, the same way.")
 	add(bytesSpec("insight.queue_bytes", "staging between the answer paths and the insight summaries; searches beyond it are not summarised (counted)", 32<<10, 1<<30,
 		func(c *Config) *int64 { return &c.Insight.QueueBytes }),
-		"4MiB", restart("the insight staging buffers are allocated at start"))
+		"4MiB", restart("the insight staging buffers are allocated at start"),
+		"Staging between the answer paths and the summaries; beyond it searches are not summarised (pvans_insight_dropped_names_total).")
 	// A distinct name costs both windows' name summaries 1–2 µs (cache
 	// misses, measured in the daemon): 2000 bounds them to ~0.4 % of a
 	// core, while a site's usual missing-name traffic (hundreds a second)
 	// is counted exactly.
 	add(intSpec("insight.digest_names_per_second", "unclaimed names a second the name summaries count in full; beyond it (a storm of distinct missing names) they count a weighted random sample, so their CPU stays bounded; 0 = no limit", 0, 1_000_000_000,
 		func(c *Config) *int { return &c.Insight.DigestNamesPerSecond }),
-		"2000", restart("insight takes its budget when it is built"))
+		"2000", restart("insight takes its budget when it is built"),
+		"Unclaimed names a second the name summaries count in full. Beyond it (a storm of distinct missing names) they count a weighted random sample, so the digest costs at most ~0.4 % of a core; the reports then give sample_rate < 1 (pvans_insight_sampled_out_names_total). 0 = no limit.")
 	add(intSpec("insight.guid_changes_per_hour", "more GUID changes than this at one server endpoint within an hour is reported as an anomaly event", 1, 1_000_000,
 		func(c *Config) *int { return &c.Insight.GUIDChangesPerHour }),
-		"3", restart("insight takes its threshold when it is built"))
+		"3", restart("insight takes its threshold when it is built"),
+		"More GUID changes than this at one server endpoint within an hour is reported as an anomaly event.")
 }
 
 // field is a spec's ptr: the Config field p points to.
