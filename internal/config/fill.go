@@ -22,9 +22,29 @@ import (
 // is a programming error and panics; every daemon test applies every part,
 // so it panics there first.
 func Fill(part Part, dst any, c *Config) {
+	fill("config.Fill", dst, c, func(s *spec) string {
+		if !slices.Contains(s.reload.parts, part) {
+			return fmt.Sprintf("whose row does not name the part %q", part)
+		}
+		return ""
+	})
+}
+
+// FillAtStart is Fill for the options a part is built with, once, from the
+// configuration the daemon starts with: a tag may name any setting,
+// restart-only or live (its first value; a reload reaches a live one only
+// through the part's applier). So a new restart-only setting reaches its
+// part through its row and the tagged option alone, too.
+func FillAtStart(dst any, c *Config) {
+	fill("config.FillAtStart", dst, c, func(*spec) string { return "" })
+}
+
+// fill is Fill's work; refuse says why a tagged setting has no place in
+// dst ("": it has).
+func fill(fn string, dst any, c *Config, refuse func(*spec) string) {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		panic(fmt.Sprintf("config.Fill: %T is not a pointer to a struct", dst))
+		panic(fmt.Sprintf("%s: %T is not a pointer to a struct", fn, dst))
 	}
 	v = v.Elem()
 	t := v.Type()
@@ -35,15 +55,15 @@ func Fill(part Part, dst any, c *Config) {
 		}
 		s := specByKey[key]
 		if s == nil {
-			panic(fmt.Sprintf("config.Fill: %s.%s names %q, which is not a setting", t, t.Field(i).Name, key))
+			panic(fmt.Sprintf("%s: %s.%s names %q, which is not a setting", fn, t, t.Field(i).Name, key))
 		}
-		if !slices.Contains(s.reload.parts, part) {
-			panic(fmt.Sprintf("config.Fill: %s.%s takes %s, whose row does not name the part %q", t, t.Field(i).Name, key, part))
+		if why := refuse(s); why != "" {
+			panic(fmt.Sprintf("%s: %s.%s takes %s, %s", fn, t, t.Field(i).Name, key, why))
 		}
 		val := reflect.ValueOf(s.ptr(c)).Elem()
 		f := v.Field(i)
 		if !convertible(val.Type(), f.Type()) {
-			panic(fmt.Sprintf("config.Fill: %s (%s) does not convert to %s.%s (%s)", key, val.Type(), t, t.Field(i).Name, f.Type()))
+			panic(fmt.Sprintf("%s: %s (%s) does not convert to %s.%s (%s)", fn, key, val.Type(), t, t.Field(i).Name, f.Type()))
 		}
 		f.Set(val.Convert(f.Type()))
 	}

@@ -74,3 +74,17 @@ func TestFill(t *testing.T) {
 		})
 	}
 }
+
+// FillAtStart takes restart-only settings too: a part's build-time options.
+func TestFillAtStart(t *testing.T) {
+	c := Defaults()
+	c.Relay.Only = true
+	var got struct {
+		Only  bool `setting:"relay.only"`
+		Queue int  `setting:"udp.beacon_queue"`
+	}
+	FillAtStart(&got, &c)
+	if !got.Only || got.Queue != c.UDP.BeaconQueue {
+		t.Errorf("FillAtStart = %+v", got)
+	}
+}

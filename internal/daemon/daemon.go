@@ -144,15 +144,14 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	// (appliers.go) at the end of New, as they do on every reload.
 	d.Registry = registry.New(registry.Options{Clock: d.clk, Logger: d.log.Named("registry")})
 	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver")})
-	d.Insight = insight.New(insight.Options{
-		Names:                cfg.Insight.Names,
-		Clients:              cfg.Insight.Clients,
-		QueueBytes:           int(cfg.Insight.QueueBytes),
-		DigestNamesPerSecond: cfg.Insight.DigestNamesPerSecond,
-		GUIDChangesPerHour:   cfg.Insight.GUIDChangesPerHour,
-		Known:                func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
-		Clock:                d.clk,
-	})
+	// The settings a part takes when it is built reach it through its
+	// options' tags (config.FillAtStart).
+	insightOpt := insight.Options{
+		Known: func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
+		Clock: d.clk,
+	}
+	config.FillAtStart(&insightOpt, cfg)
+	d.Insight = insight.New(insightOpt)
 	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Proven: d.beaconProven, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
 	d.Relay = relay.New(relay.Options{Clock: d.clk, Logger: d.log.Named("relay")})
@@ -178,12 +177,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.nameFiles = &probe.NameFiles{Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
-	d.ServerPV = serverpv.New("pvans "+buildinfo.Get(), serverpv.Limits{
-		TypesPerConn:     cfg.TCP.MaxCachedTypes,
-		TypeBytesPerConn: int(cfg.TCP.MaxCachedTypeBytes),
-		TypeBytesTotal:   int(cfg.TCP.MaxCachedTypeBytesTotal),
-		Logger:           d.log.Named("serverpv"),
-	})
+	pvLim := serverpv.Limits{Logger: d.log.Named("serverpv")}
+	config.FillAtStart(&pvLim, cfg)
+	d.ServerPV = serverpv.New("pvans "+buildinfo.Get(), pvLim)
 	d.Twins = twin.New(d.clk)
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:    d.tcpListen(),
@@ -205,30 +201,28 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	}
 	addrList, beaconList := d.destinations(cfg)
 	d.addrList = addrList
-	d.UDP = udpsearch.New(udpsearch.Options{
-		Port:             cfg.PVA.BroadcastPort,
+	// The port, the TCP port (the bound one, if 0 was asked, is set in
+	// Start), the receive buffer, own beacons, the beacon queue (the receive
+	// path never waits for the registry) and reply pacing come from the
+	// options' tags.
+	udpOpt := udpsearch.Options{
 		Interfaces:       ifaces,
 		GUID:             d.guid,
 		IPv6:             udpIPv6(cfg.PVA.Interfaces),
 		Groups:           endpoints(cfg.PVA.SearchGroups),
-		TCPPort:          cfg.PVA.ServerPort, // the bound port, if 0 was asked, is set in Start
-		ReceiveBuffer:    int(cfg.UDP.ReceiveBufferBytes),
 		AddrList:         addrList,
-		SendBeacons:      cfg.UDP.SendBeacons,
 		BeaconAddrList:   beaconList,
 		Resolver:         d.Resolver,
 		Beacons:          beaconFilter{d},
-		BeaconQueue:      cfg.UDP.BeaconQueue, // the receive path never waits for the registry
-		ReplyRate:        cfg.UDP.ClientReplyNamesPerSecond,
-		ReplyBurst:       cfg.UDP.ClientReplyNameBurst,
-		ReplyQueueBytes:  int(cfg.UDP.ReplyQueueBytes),
 		OnSearchResponse: d.onUDPSearchResponse,
 		OnPingAnswer:     d.Prober.PingAnswer,
 		Insight:          d.Insight,
 		Twins:            d.Twins,
 		Clock:            d.clk,
 		Logger:           d.log.Named("udp"),
-	})
+	}
+	config.FillAtStart(&udpOpt, cfg)
+	d.UDP = udpsearch.New(udpOpt)
 
 	ring, err := searchring.New(searchring.Options{
 		Clock:       d.clk,
@@ -250,7 +244,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Clock:      d.clk,
 		Logger:     d.log.Named("upstream"),
 	})
-	d.httpSrv = httpapi.New(httpapi.Options{
+	httpOpt := httpapi.Options{
 		Registry: regView{d.Registry, d.Tracker},
 		Events:   d.Events,
 		Insight:  d.Insight,
@@ -263,12 +257,13 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 			return resolver.Endpoint{Addr: server}.Wire(client, d.conf().Map.Rules)
 		},
 		// Connection limits, timeouts, bounded bodies and patterns,
-		// discovery rate limit.
-		Limits:        httpLimits(cfg),
-		WebConfigFile: cfg.HTTP.WebConfigFile,
-		Logger:        d.log.Named("http"),
-		Clock:         d.clk,
-	})
+		// discovery rate limit; the web configuration file from the tag.
+		Limits: httpLimits(cfg),
+		Logger: d.log.Named("http"),
+		Clock:  d.clk,
+	}
+	config.FillAtStart(&httpOpt, cfg)
+	d.httpSrv = httpapi.New(httpOpt)
 	// pvans's own beacons tell peers what it answers moved.
 	d.Registry.SubscribeChanges(d.UDP.BumpChangeCount)
 	d.apply(nil, cfg, nil)

@@ -67,7 +67,7 @@ type Options struct {
 	Limits Limits
 	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
 	// client certificates, basic auth) for New; "" = plain HTTP.
-	WebConfigFile string
+	WebConfigFile string `setting:"http.web_config_file"`
 	Logger        *zap.Logger
 	// Clock times the discovery rate limit and the long poll's wait; nil =
 	// clock.Real.

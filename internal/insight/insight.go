@@ -48,14 +48,16 @@ import (
 	"github.com/pvans-project/pvans/internal/clock"
 )
 
-// Options configure an Insight; zero values take the defaults.
+// Options configure an Insight; zero values take the defaults. A field's
+// tag names the setting the daemon builds it from (config.FillAtStart).
 type Options struct {
 	// Names and Clients are the slots of each summary (per window period);
 	// defaults 10,000 each.
-	Names, Clients int
+	Names   int `setting:"insight.names"`
+	Clients int `setting:"insight.clients"`
 	// QueueBytes bounds the staging buffers (all shards, double
 	// buffered); default 4 MiB.
-	QueueBytes int
+	QueueBytes int `setting:"insight.queue_bytes"`
 	// DigestEvery is how soon after a search is staged it is folded in at
 	// the latest; default 250 ms (sooner when a staging buffer is half
 	// full). Nothing is scheduled while nothing is staged: an idle daemon
@@ -68,13 +70,13 @@ type Options struct {
 	// stays bounded whatever the search rate. 0 or negative: no limit
 	// (the daemon passes insight.digest_names_per_second). The client
 	// summaries always count every message.
-	DigestNamesPerSecond int
+	DigestNamesPerSecond int `setting:"insight.digest_names_per_second"`
 	// Known reports whether a name is answerable now (the registry holds
 	// it): such a name is taken out of "unresolved". nil: none is.
 	Known func(name string) bool
 	// GUIDChangesPerHour is the beacon anomaly threshold (GUIDChanged);
 	// default 3.
-	GUIDChangesPerHour int
+	GUIDChangesPerHour int `setting:"insight.guid_changes_per_hour"`
 	Clock              clock.Clock
 }
 

@@ -65,10 +65,13 @@ func TestTypeCacheBoundedPerConnection(t *testing.T) {
 	defer reg.Close()
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
-	// The production bounds.
+	// The production bounds, as the daemon passes them.
+	var lim Limits
 	cfg := config.Defaults()
-	lim := Limits{TypesPerConn: cfg.TCP.MaxCachedTypes, TypeBytesPerConn: int(cfg.TCP.MaxCachedTypeBytes),
-		TypeBytesTotal: int(cfg.TCP.MaxCachedTypeBytesTotal)}
+	config.FillAtStart(&lim, &cfg)
+	if lim.TypesPerConn <= 0 || lim.TypeBytesPerConn <= 0 || lim.TypeBytesTotal <= 0 {
+		t.Fatalf("production limits %+v", lim)
+	}
 	prov := New("pvans test", lim)
 	srv := tcpsearch.New(tcpsearch.Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")},
 		Channels: prov}, tcpsearch.FromResolver(res))

@@ -31,10 +31,13 @@ const (
 // forwarded to (docs/protocol.md, "Unicast forwarding").
 var ForwardGroup = netip.AddrFrom4([4]byte{224, 0, 0, 128})
 
-// Options configures a Server. Zero values mean the defaults noted.
+// Options configures a Server. Zero values mean the defaults noted. A
+// field's tag names the setting the daemon builds it from
+// (config.FillAtStart); a reload changes only the Policy and what
+// SetDestinations, SetSendBeacons and SetReceiveBuffer set.
 type Options struct {
 	// Port is the search port (EPICS_PVAS_BROADCAST_PORT); 0 = 5076.
-	Port uint16
+	Port uint16 `setting:"pva.broadcast_port"`
 	// Interfaces (EPICS_PVAS_INTF_ADDR_LIST) restricts which local
 	// addresses pvans answers from. As in PVXS the socket is always the
 	// wildcard one; a search whose reply would come from an address not in
@@ -49,7 +52,7 @@ type Options struct {
 	// answers, negative MustReply answers and beacons. TCPPort is the
 	// name-server port.
 	GUID    pva.GUID
-	TCPPort uint16
+	TCPPort uint16 `setting:"pva.server_port"`
 	// AddressMap rewrites the endpoint named to a client (NAT,
 	// containers); the client is the reply destination. Nil names the
 	// learned endpoint.
@@ -75,7 +78,7 @@ type Options struct {
 
 	// ReceiveBuffer is SO_RCVBUF (SO_RCVBUFFORCE when permitted); 0 keeps
 	// the OS default.
-	ReceiveBuffer int
+	ReceiveBuffer int `setting:"udp.receive_buffer_bytes"`
 	// Batch is how many datagrams one receive call may return; 0 = 16.
 	Batch int
 
@@ -83,7 +86,7 @@ type Options struct {
 	// is computed automatically; see AutoAddrList.
 	AddrList []Destination
 	// SendBeacons turns on pvans's own beacons to BeaconAddrList.
-	SendBeacons    bool
+	SendBeacons    bool `setting:"udp.send_beacons"`
 	BeaconAddrList []Destination
 
 	Resolver Resolver   // nil: no names are held
@@ -93,7 +96,7 @@ type Options struct {
 	// delays a search answer. Beyond it sightings are dropped (counted).
 	// 0 = no queue: a sighting is handed over only while the tracker
 	// waits for one.
-	BeaconQueue int
+	BeaconQueue int `setting:"udp.beacon_queue"`
 	// OnSearchResponse receives every CMD_SEARCH_RESPONSE (on the search
 	// port or the client socket). m and its slices are only valid during
 	// the call. May be called from two goroutines at once.
@@ -153,9 +156,9 @@ type Options struct {
 	// held in a queue of ReplyQueueBytes (0 = no bound) and
 	// sent when due, so a big client's start-up burst does not overflow
 	// its receive buffer. ReplyRate 0 = no pacing.
-	ReplyRate       float64
-	ReplyBurst      int
-	ReplyQueueBytes int
+	ReplyRate       float64 `setting:"udp.client_reply_names_per_second"`
+	ReplyBurst      int     `setting:"udp.client_reply_name_burst"`
+	ReplyQueueBytes int     `setting:"udp.reply_queue_bytes"`
 	// LimitExempt addresses are neither rate limited nor capped.
 	LimitExempt []netip.Prefix
 	// RateSources bounds the addresses each limiter remembers; 0 = 65536.
