@@ -231,6 +231,7 @@ type TCP struct {
 type UDP struct {
 	ReceiveBufferBytes int64 // SO_RCVBUF; 0 leaves the OS default
 	AnswerSearches     bool  // answer UDP searches with registry names
+	AnswerOverTCP      bool  // answer a paired client's UDP searches over its TCP connection
 	SendBeacons        bool  // announce the daemon itself with beacons
 	// BeaconQueue bounds the sightings (beacons, discovery answers) waiting
 	// for the tracker; beyond it they are dropped and counted, so the

@@ -388,6 +388,10 @@ func init() {
 		func(c *Config) *bool { return &c.UDP.AnswerSearches }),
 		"true", live("UDP policy, next datagram", "udp"),
 		"Answer UDP searches with names from the registry.")
+	add(boolSpec("udp.answer_over_tcp", nil, false, "answer a client's UDP searches over its own TCP name-server connection when the two are paired (same search over both)",
+		func(c *Config) *bool { return &c.UDP.AnswerOverTCP }),
+		"true", live("UDP policy, next datagram", "udp"),
+		"Answer a client's UDP searches over its own TCP name-server connection once the two are paired (it sent the same search over both), where no answer is lost; false answers them over UDP only (docs/operations.md, \"Big clients\").")
 	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
 		func(c *Config) *bool { return &c.UDP.SendBeacons }),
 		"false", live("pvans's own beacons start (a beacon at once) or stop", "beacons", "destinations"),

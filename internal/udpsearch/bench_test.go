@@ -54,12 +54,9 @@ func search38(b *testing.B, flags uint8, prefix string) []byte {
 	return msg
 }
 
-func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards bool, opts ...func(*Options)) {
+func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards bool, setup ...func(*handler)) {
 	out := &discardSender{}
 	o := Options{AnswerNames: true, Resolver: r, GUID: ownGUID, TCPPort: 5075}
-	for _, f := range opts {
-		f(&o)
-	}
 	if os.Getenv("PVANS_BENCH_INSIGHT") != "off" {
 		// As in the daemon: every answered search is staged for insight,
 		// digested in the background. PVANS_BENCH_INSIGHT=off measures
@@ -70,6 +67,9 @@ func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards b
 		o.Insight = in
 	}
 	h, _ := testHandler(b, o, out)
+	for _, f := range setup {
+		f(h)
+	}
 	h.handle(&d) // warm the scratch buffers
 	// Finish the setup's garbage collection now: a cycle still running in
 	// the loop turns on write barriers in the decoder's stores and charges
@@ -135,7 +135,7 @@ func BenchmarkHandleSearch38Paired(b *testing.B) {
 	fp, _ := tw.Fingerprint(p)
 	tw.UDPSearch(netip.AddrPortFrom(d.src.Addr(), 40000), fp)
 	c.TCPSearch(fp)
-	runHandle(b, r, d, false, false, func(o *Options) { o.Twins = tw })
+	runHandle(b, r, d, false, false, func(h *handler) { pairingOn(h, tw, true) })
 	if offered == 0 {
 		b.Fatal("nothing answered over the connection")
 	}

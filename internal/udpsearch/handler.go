@@ -425,7 +425,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 func (h *handler) pairing(o origin, d *datagram, dest netip.AddrPort, payload []byte) {
 	h.twin, h.candidate = nil, false
 	tw := h.o.Twins
-	if tw == nil || (o != originUnicast && o != originBroadcast) || d.src.Addr().Unmap() != dest.Addr() {
+	if tw == nil || !h.p.AnswerOverTCP || (o != originUnicast && o != originBroadcast) || d.src.Addr().Unmap() != dest.Addr() {
 		return
 	}
 	if fp, ok := tw.Fingerprint(payload); ok {

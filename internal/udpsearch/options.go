@@ -210,6 +210,9 @@ type Policy struct {
 	ClientAllowed func(netip.Addr) bool
 	IgnoreAddrs   []netip.AddrPort `setting:"pva.ignore_addr_list"`
 	AnswerNames   bool
+	// AnswerOverTCP answers a client paired with its TCP name-server
+	// connection (Options.Twins) over that connection.
+	AnswerOverTCP bool `setting:"udp.answer_over_tcp"`
 	// Silent answers no search at all, discovery pings included (the
 	// relay profile: it has no name server whose port an answer would
 	// name); unicast searches are still forwarded to the host's others.

@@ -31,6 +31,14 @@ func (s *tcpSink) names(t *testing.T) int {
 	return n
 }
 
+// pairingOn gives h the production setting udp.answer_over_tcp.
+func pairingOn(h *handler, tw *twin.Table, on bool) {
+	h.o.Twins = tw
+	p := *h.pol.Load()
+	p.AnswerOverTCP = on
+	h.pol.Store(&p)
+}
+
 // tcpCopy is the fingerprint of search37(i) as a PVXS client sends it to
 // its name server: the unicast flag set, the response port zeroed.
 func tcpCopy(t *testing.T, tw *twin.Table, i int) uint64 {
@@ -57,7 +65,7 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
 	tw := twin.New(clk)
 	tw.OnPair(h.pace.onPair)
-	h.o.Twins = tw
+	pairingOn(h, tw, true)
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	for i := range 20 {
@@ -108,7 +116,7 @@ func TestStashWithoutPairDropped(t *testing.T) {
 	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
 	tw := twin.New(clk)
 	tw.OnPair(h.pace.onPair)
-	h.o.Twins = tw
+	pairingOn(h, tw, true)
 	tw.Join(lanC1.Addr(), (&tcpSink{}).offer) // another process's connection
 	for i := range 20 {
 		h.handle(broadcastFrom(search37(i), lanC1))
@@ -135,7 +143,7 @@ func TestStashWithoutPairDropped(t *testing.T) {
 func TestPairOnlyFromTheClientsOwnAddress(t *testing.T) {
 	h, st, _, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
 	tw := twin.New(clk)
-	h.o.Twins = tw
+	pairingOn(h, tw, true)
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	// lanC2 names lanC1 as its reply address.
@@ -149,5 +157,24 @@ func TestPairOnlyFromTheClientsOwnAddress(t *testing.T) {
 	}
 	if s := st.snapshot(); s.RepliesOverTCP != 0 {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// udp.answer_over_tcp false: the same client is answered over UDP only,
+// paced and dropped as without a connection, and nothing is stashed.
+func TestAnswerOverTCPOff(t *testing.T) {
+	h, st, now, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw := twin.New(clk)
+	tw.OnPair(h.pace.onPair)
+	pairingOn(h, tw, false)
+	var conn tcpSink
+	c := tw.Join(lanC1.Addr(), conn.offer)
+	for i := range 20 {
+		h.handle(broadcastFrom(search37(i), lanC1))
+	}
+	c.TCPSearch(tcpCopy(t, tw, 0))
+	h.handle(broadcastFrom(search37(0), lanC2))
+	if s := st.snapshot(); s.RepliesStashed != 0 || s.DropReplyHold != 9 || s.RepliesOverTCP != 0 || len(conn.got) != 0 || len(now.replies) != 2 {
+		t.Fatalf("answered otherwise than over UDP alone: %+v, %d over TCP", s, len(conn.got))
 	}
 }
