@@ -310,7 +310,7 @@ func upstreamConnOptions(cfg *config.Config) pvaconn.Options {
 // probeBackoff: the bounds are settings, the shape (doubling, ±20 %) is
 // the prober's.
 func probeBackoff(cfg *config.Config) probe.Backoff {
-	b := probe.DefaultBackoff
+	b := probe.BackoffShape
 	b.Min, b.Max = cfg.Probe.BackoffMin, cfg.Probe.BackoffMax
 	return b
 }

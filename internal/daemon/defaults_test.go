@@ -18,9 +18,6 @@ import (
 // facts of the protocol and of PVXS peers (docs/protocol.md, "Constants"),
 // for the tools and simulated peers that have no configuration; where a
 // setting's default follows such a fact, they must agree.
-//
-// The prober's fallbacks (internal/probe, prober.go and backoff.go) are
-// still copies of the probe.* defaults; they are paired here until they go.
 func TestConfigFollowsPeerFacts(t *testing.T) {
 	c := config.Defaults()
 	type pair struct {
@@ -37,18 +34,6 @@ func TestConfigFollowsPeerFacts(t *testing.T) {
 		{"pvaconn.DefaultIdleTimeout", "pva.conn_tmo (tcpTimeout)", dur(pvaconn.DefaultIdleTimeout), c.PVA.TCPTimeout()},
 		{"pvaconn.DefaultIdleTimeout", "tcp.idle_timeout (auto)", dur(pvaconn.DefaultIdleTimeout), c.TCP.IdleTimeout},
 		{"pvaconn.DefaultEchoInterval", "pva.conn_tmo (echo)", dur(pvaconn.DefaultEchoInterval), c.PVA.EchoInterval()},
-
-		// Copies still kept by the prober.
-		{"probe.DefaultConcurrency", "probe.concurrency", probe.DefaultConcurrency, c.Probe.Concurrency},
-		{"probe.DefaultPerHostConcurrency", "probe.per_host_concurrency", probe.DefaultPerHostConcurrency, c.Probe.PerHostConcurrency},
-		{"probe.DefaultFirstTimeout", "probe.first_timeout", dur(probe.DefaultFirstTimeout), c.Probe.FirstTimeout},
-		{"probe.DefaultThroughRetries", "probe.search_through_retries", probe.DefaultThroughRetries, c.Probe.ThroughRetries},
-		{"probe.DefaultMaxThrough", "probe.search_through_max", probe.DefaultMaxThrough, c.Probe.ThroughMax},
-		{"probe.DefaultEchoInterval", "probe.echo_interval", dur(probe.DefaultEchoInterval), c.Probe.EchoInterval},
-		{"probe.DefaultProbeTimeout", "probe.timeout", dur(probe.DefaultProbeTimeout), c.Probe.Timeout},
-		{"probe.DefaultReprobe", "probe.reprobe_interval", dur(probe.DefaultReprobe), c.Probe.ReprobeInterval},
-		{"probe.DefaultBackoff.Min", "probe.backoff_min", probe.DefaultBackoff.Min, c.Probe.BackoffMin},
-		{"probe.DefaultBackoff.Max", "probe.backoff_max", probe.DefaultBackoff.Max, c.Probe.BackoffMax},
 	}
 	for _, p := range pairs {
 		if fmt.Sprint(p.pkgVal) != fmt.Sprint(p.cfg) {

@@ -12,10 +12,15 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
+
+// stagingBytes is the production staging (config.Defaults): these tests
+// stage up to thousands of searches between digests.
+var stagingBytes = int(config.Defaults().Insight.QueueBytes)
 
 // searchAs records one search for names by client as the answer path
 // would: an encoded CMD_SEARCH, decoded, its names views into the payload.
@@ -47,7 +52,7 @@ func insightSite(t *testing.T) (*fakeReg, *insight.Insight, *clock.Fake) {
 		servers: []registry.ServerInfo{{GUID: g1, Addr: a1, Protocol: "tcp", Names: 1, Held: 1, Verified: true, ProbeState: registry.ProbeListed}},
 		names:   []registry.NameInfo{{Name: "ioc:a:temp", GUID: g1, Addr: a1, How: registry.SourceProbe, At: clk.Now().Add(-time.Hour)}},
 	}
-	in := insight.New(insight.Options{Names: 100, Clients: 100, Clock: clk,
+	in := insight.New(insight.Options{QueueBytes: stagingBytes, Names: 100, Clients: 100, Clock: clk,
 		Known: func(n string) bool { _, ok := reg.Name(n); return ok }})
 	for range 20 {
 		for range 40 {
@@ -183,7 +188,7 @@ func TestInsightAPIErrors(t *testing.T) {
 
 // limit is capped at MaxInsightLimit.
 func TestInsightLimitCapped(t *testing.T) {
-	in := insight.New(insight.Options{Names: 2000, Clients: 10, Clock: clock.NewFake(time.Time{})})
+	in := insight.New(insight.Options{QueueBytes: stagingBytes, Names: 2000, Clients: 10, Clock: clock.NewFake(time.Time{})})
 	for i := range 1500 {
 		searchAs(t, in, "10.0.0.1", false, []int{0}, 0, fmt.Sprintf("missing:%d", i))
 	}

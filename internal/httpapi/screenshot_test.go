@@ -93,7 +93,7 @@ func screenshotSite() Options {
 // name too.
 func shotInsight(reg *fakeReg) *insight.Insight {
 	clk := clock.NewFake(time.Now().Add(-time.Minute))
-	in := insight.New(insight.Options{Names: 100, Clients: 100, Clock: clk,
+	in := insight.New(insight.Options{QueueBytes: stagingBytes, Names: 100, Clients: 100, Clock: clk,
 		Known: func(n string) bool { _, ok := reg.Name(n); return ok }})
 	var t testing.T // searchAs only fails on a codec bug, caught by the insight tests
 	for range 60 {

@@ -56,6 +56,9 @@ func (a *anomalyState) due(kind, key string, now int64) bool {
 // "changed"). It returns the event detail when the endpoint has now changed
 // GUID more than insight.guid_changes_per_hour times within an hour.
 func (in *Insight) GUIDChanged(ep netip.AddrPort, at time.Time) (string, bool) {
+	if in.o.GUIDChangesPerHour <= 0 {
+		return "", false
+	}
 	in.amu.Lock()
 	defer in.amu.Unlock()
 	now := at.UnixNano()

@@ -1,7 +1,9 @@
 package insight
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 // anomaly, reported once an hour per endpoint; changes spread over more
 // than an hour are not.
 func TestGUIDChurn(t *testing.T) {
-	in := New(Options{GUIDChangesPerHour: 3, Clock: clock.NewFake(time.Time{})})
+	in := New(withProduction(Options{GUIDChangesPerHour: 3, Clock: clock.NewFake(time.Time{})}))
 	ep := netip.MustParseAddrPort("10.0.0.5:5075")
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
@@ -46,7 +48,7 @@ func TestGUIDChurn(t *testing.T) {
 }
 
 func TestBeaconsStoppedAndNotAllowedOncePerHour(t *testing.T) {
-	in := New(Options{Clock: clock.NewFake(time.Time{})})
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ep := netip.MustParseAddrPort("10.0.0.5:5075")
 	a := netip.MustParseAddr("192.0.2.66")
@@ -70,7 +72,7 @@ func TestBeaconsStoppedAndNotAllowedOncePerHour(t *testing.T) {
 // The tables are bounded: beyond maxTracked endpoints, new ones are not
 // remembered (nothing grows), old ones expire and make room.
 func TestAnomalyTablesBounded(t *testing.T) {
-	in := New(Options{Clock: clock.NewFake(time.Time{})})
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range maxTracked + 100 {
 		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
@@ -82,5 +84,34 @@ func TestAnomalyTablesBounded(t *testing.T) {
 	}
 	if _, due := in.NotAllowed(netip.MustParseAddr("192.0.2.1"), t0.Add(2*time.Hour)); !due {
 		t.Error("expired entries did not make room")
+	}
+}
+
+// Names and Clients are required: New says so rather than allocate
+// summaries of no slot. The other settings' zero values are off or the
+// least: no GUID churn is checked, and staging takes the smallest buffers.
+func TestZeroOptions(t *testing.T) {
+	for _, o := range []Options{{}, {Names: 10}, {Clients: 10}} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "insight.names") {
+					t.Errorf("New(%+v) recovered %v, want a panic naming the settings", o, r)
+				}
+			}()
+			New(o)
+		}()
+	}
+	in := New(Options{Names: 10, Clients: 10, Clock: clock.NewFake(time.Time{})})
+	for i := range in.stages {
+		if c := cap(in.stages[i].buf); c != minStage {
+			t.Errorf("staging buffer %d: cap %d, want %d", i, c, minStage)
+		}
+	}
+	ep := netip.MustParseAddrPort("10.0.0.5:5075")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		if _, due := in.GUIDChanged(ep, t0.Add(time.Duration(i)*time.Second)); due {
+			t.Fatalf("change %d reported without a GUIDChangesPerHour", i+1)
+		}
 	}
 }

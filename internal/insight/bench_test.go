@@ -39,7 +39,7 @@ func names38(b *testing.B, prefix string, i int) msg {
 func BenchmarkSearched38Missing(b *testing.B) {
 	for _, mode := range []string{"repeat", "distinct", "storm"} {
 		b.Run(mode, func(b *testing.B) {
-			in := New(Options{})
+			in := New(withProduction(Options{}))
 			if mode == "storm" {
 				in.stageP.Store(math.Float64bits(0.01))
 			}
@@ -80,7 +80,7 @@ func BenchmarkSearched38Missing(b *testing.B) {
 func BenchmarkDigest38Missing(b *testing.B) {
 	for _, mode := range []string{"repeat", "distinct"} {
 		b.Run(mode, func(b *testing.B) {
-			in := New(Options{DigestNamesPerSecond: -1})
+			in := New(withProduction(Options{DigestNamesPerSecond: -1}))
 			miss := all(38)
 			qs := make([]msg, 50)
 			for i := range qs {

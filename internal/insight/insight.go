@@ -37,6 +37,7 @@
 package insight
 
 import (
+	"fmt"
 	"hash/maphash"
 	"math"
 	"net/netip"
@@ -48,15 +49,18 @@ import (
 	"github.com/pvans-project/pvans/internal/clock"
 )
 
-// Options configure an Insight; zero values take the defaults. A field's
-// tag names the setting the daemon builds it from (config.FillAtStart).
+// Options configure an Insight. A field's tag names the setting the daemon
+// builds it from (config.FillAtStart); Names and Clients are required, and
+// the other settings' zero values mean what their fields say.
 type Options struct {
-	// Names and Clients are the slots of each summary (per window period);
-	// defaults 10,000 each.
+	// Names and Clients are the slots of each summary (per window period),
+	// allocated by New, which panics without them: a summary of no slot
+	// has nothing to count in.
 	Names   int `setting:"insight.names"`
 	Clients int `setting:"insight.clients"`
 	// QueueBytes bounds the staging buffers (all shards, double
-	// buffered); default 4 MiB.
+	// buffered); each buffer takes at least minStage bytes, which is all
+	// a zero QueueBytes gets.
 	QueueBytes int `setting:"insight.queue_bytes"`
 	// DigestEvery is how soon after a search is staged it is folded in at
 	// the latest; default 250 ms (sooner when a staging buffer is half
@@ -75,7 +79,7 @@ type Options struct {
 	// it): such a name is taken out of "unresolved". nil: none is.
 	Known func(name string) bool
 	// GUIDChangesPerHour is the beacon anomaly threshold (GUIDChanged);
-	// default 3.
+	// 0 = not checked.
 	GUIDChangesPerHour int `setting:"insight.guid_changes_per_hour"`
 	Clock              clock.Clock
 }
@@ -123,20 +127,11 @@ type Insight struct {
 // New allocates every summary and staging buffer. Call Start to digest in
 // the background; queries digest on their own either way.
 func New(o Options) *Insight {
-	if o.Names <= 0 {
-		o.Names = 10000
-	}
-	if o.Clients <= 0 {
-		o.Clients = 10000
-	}
-	if o.QueueBytes <= 0 {
-		o.QueueBytes = 4 << 20
+	if o.Names <= 0 || o.Clients <= 0 {
+		panic(fmt.Sprintf("insight.New: %d name and %d client slots: both summaries need slots (the daemon passes insight.names and insight.clients)", o.Names, o.Clients))
 	}
 	if o.DigestEvery <= 0 {
 		o.DigestEvery = 250 * time.Millisecond
-	}
-	if o.GUIDChangesPerHour <= 0 {
-		o.GUIDChangesPerHour = 3
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -150,7 +145,7 @@ func New(o Options) *Insight {
 	in.samp.init(2*o.DigestNamesPerSecond, o.Clock.Now().UnixNano())
 	in.stageSamp.init(o.DigestNamesPerSecond, o.Clock.Now().UnixNano())
 	in.stageP.Store(math.Float64bits(1))
-	per := max(o.QueueBytes/(2*shards), 4096)
+	per := max(o.QueueBytes/(2*shards), minStage)
 	for i := range in.stages {
 		in.stages[i].buf = make([]byte, 0, per)
 		in.stages[i].last = -1

@@ -12,8 +12,32 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 )
+
+// withProduction gives o the production values (config.Defaults) of the
+// settings it leaves zero, as the daemon builds it (config.FillAtStart).
+// DigestNamesPerSecond stays as given: these tests take every name (0, no
+// limit) unless they test the budget.
+func withProduction(o Options) Options {
+	var p Options
+	c := config.Defaults()
+	config.FillAtStart(&p, &c)
+	if o.Names == 0 {
+		o.Names = p.Names
+	}
+	if o.Clients == 0 {
+		o.Clients = p.Clients
+	}
+	if o.QueueBytes == 0 {
+		o.QueueBytes = p.QueueBytes
+	}
+	if o.GUIDChangesPerHour == 0 {
+		o.GUIDChangesPerHour = p.GUIDChangesPerHour
+	}
+	return o
+}
 
 // srch encodes a search for names as a client would, decodes it as the
 // answer path does (names are views into the payload) and records it.
@@ -66,7 +90,7 @@ func TestRankingAndFigures(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	known := map[string]bool{}
 	var kmu sync.Mutex
-	in := New(Options{Names: 100, Clients: 10, Clock: clk, Known: func(n string) bool { kmu.Lock(); defer kmu.Unlock(); return known[n] }})
+	in := New(withProduction(Options{Names: 100, Clients: 10, Clock: clk, Known: func(n string) bool { kmu.Lock(); defer kmu.Unlock(); return known[n] }}))
 	// 10 s: A searches typo:A 50/s over UDP, B searches retired:B 20/s
 	// over TCP, C searches typo:A and gone:C 5/s each over UDP, plus one
 	// found name per message.
@@ -158,7 +182,7 @@ func TestRankingAndFigures(t *testing.T) {
 // hour still remembers; after more than an hour both are empty.
 func TestWindowsRoll(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	in := New(Options{Names: 10, Clients: 10, Clock: clk})
+	in := New(withProduction(Options{Names: 10, Clients: 10, Clock: clk}))
 	srch(t, in, cA, false, []int{0}, 0, "x")
 	in.Flush() // records are stamped when digested
 	clk.Advance(40 * time.Second)
@@ -188,7 +212,7 @@ func TestHeavyHittersSurviveChurn(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	// Every message counted (no sampling) even though the fake clock does
 	// not move: this is the space-saving bound alone.
-	in := New(Options{Names: 50, Clients: 50, Clock: clk, DigestNamesPerSecond: -1})
+	in := New(withProduction(Options{Names: 50, Clients: 50, Clock: clk, DigestNamesPerSecond: -1}))
 	truth := map[string]uint64{}
 	for i := range 20000 {
 		n := fmt.Sprintf("noise:%d", i) // 20,000 distinct one-offs
@@ -221,7 +245,7 @@ func TestHeavyHittersSurviveChurn(t *testing.T) {
 // A full staging buffer drops records (counted), never blocks and never
 // grows.
 func TestStagingBound(t *testing.T) {
-	in := New(Options{QueueBytes: 1, Clock: clock.NewFake(time.Time{})}) // rounded up to the minimum
+	in := New(withProduction(Options{QueueBytes: 1, Clock: clock.NewFake(time.Time{})})) // rounded up to the minimum
 	name := q(string(make([]byte, 1000)))
 	for range 100 {
 		in.Searched(cA, false, nil, name, []int{0}, 0)
@@ -242,7 +266,7 @@ func TestStagingBound(t *testing.T) {
 // are copied one by one: both read back the same.
 func TestSpanAndCopyPathsAgree(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
-	a, b := New(Options{Clock: clk}), New(Options{Clock: clk})
+	a, b := New(withProduction(Options{Clock: clk})), New(withProduction(Options{Clock: clk}))
 	p, qs := encoded(t, "first", "found:1", "x:middle", "found:2", "last:one")
 	miss := []int{0, 2, 4}
 	a.Searched(cA, false, p, qs, miss, 2)
@@ -263,7 +287,7 @@ func TestSpanAndCopyPathsAgree(t *testing.T) {
 func TestSpanLongNamesBothOrders(t *testing.T) {
 	long := strings.Repeat("L", 300)
 	for _, flags := range []uint8{pva.FlagBigEndian, 0} {
-		in := New(Options{Clock: clock.NewFake(time.Time{})})
+		in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
 		msg := pva.AppendSearch(nil, flags, &pva.Search{Seq: 1, Names: q("a", long+"1", "found", long+"2")})
 		h, payload, _, err := pva.SplitMessage(msg)
 		if err != nil {
@@ -285,7 +309,7 @@ func TestSpanLongNamesBothOrders(t *testing.T) {
 // repeats), never across clients or different searches, and every one is
 // counted.
 func TestRepeatsCounted(t *testing.T) {
-	in := New(Options{Clock: clock.NewFake(time.Time{}), QueueBytes: 64 << 20})
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{}), QueueBytes: 64 << 20}))
 	pa, qa := encoded(t, "storm:1", "storm:2", "ok")
 	pb, qb := encoded(t, "other")
 	for i := range 70000 {
@@ -311,7 +335,7 @@ func TestRepeatsCounted(t *testing.T) {
 
 // The background digest runs on its own (real clock) and stops on Close.
 func TestBackgroundDigest(t *testing.T) {
-	in := New(Options{DigestEvery: 10 * time.Millisecond})
+	in := New(withProduction(Options{DigestEvery: 10 * time.Millisecond}))
 	in.Start()
 	defer in.Close()
 	srch(t, in, cA, true, []int{0}, 0, "bg")
@@ -340,7 +364,7 @@ func TestMemoryFixedUnderMillionDistinctNames(t *testing.T) {
 	}
 	// Production sizes (10,000 names and clients), every name digested:
 	// the summaries, not the sampler, must keep memory fixed.
-	in := New(Options{DigestNamesPerSecond: -1})
+	in := New(withProduction(Options{DigestNamesPerSecond: -1}))
 	batch := make([]pva.SearchName, 38)
 	bufs := make([][]byte, 38)
 	for i := range bufs {
@@ -435,7 +459,7 @@ func absDiff(a, b uint64) uint64 {
 func TestStormOfDistinctNamesIsSampled(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	const budget = 1000
-	in := New(Options{Names: 200, Clients: 50, Clock: clk, DigestNamesPerSecond: budget})
+	in := New(withProduction(Options{Names: 200, Clients: 50, Clock: clk, DigestNamesPerSecond: budget}))
 	truth := map[string]uint64{}
 	const secs, perSec = 10, 20000 // 20× the budget
 	for s := range secs {
@@ -493,7 +517,7 @@ func TestStormOfDistinctNamesIsSampled(t *testing.T) {
 // first search staged after a digest, not by a ticker.
 func TestNoDigestTimerWhileIdle(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
-	in := New(Options{Clock: clk})
+	in := New(withProduction(Options{Clock: clk}))
 	in.Start()
 	defer in.Close()
 	if n := clk.Pending(); n != 0 {
@@ -525,7 +549,7 @@ func TestNoDigestTimerWhileIdle(t *testing.T) {
 // not their names), so the staging copy stops growing with the names.
 func TestStormStagesLightOnTheAnswerPath(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	in := New(Options{Names: 100, Clients: 10, Clock: clk, DigestNamesPerSecond: 100})
+	in := New(withProduction(Options{Names: 100, Clients: 10, Clock: clk, DigestNamesPerSecond: 100}))
 	if p := in.stageRate(); p != 1 {
 		t.Fatalf("stage rate %v before any traffic", p)
 	}

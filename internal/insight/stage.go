@@ -52,6 +52,9 @@ const (
 	// shards spread TCP sessions (one goroutine each) over independent
 	// locks; the UDP receive loop is one goroutine.
 	shards = 4
+	// minStage is the smallest staging buffer, whatever QueueBytes says:
+	// room for a few records of the longest name (maxName).
+	minStage = 4096
 )
 
 type stage struct {

@@ -1,47 +1,63 @@
 package probe
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Backoff is the retry schedule after failed probes: Min, then Min×Factor,
 // Min×Factor², … capped at Max, each multiplied by a random factor in
 // [1−Jitter, 1+Jitter) so that servers that failed together (a network
 // outage, a gateway restart) are not all retried in the same instant.
+//
+// Min and Max are the daemon's settings (probe.backoff_min,
+// probe.backoff_max). A zero Min is no backoff: nothing is retried on a
+// timer (a failed or lost server waits to be asked for again) and hints
+// are not spaced out. A zero Max is no cap; a Max below Min is Min.
 type Backoff struct {
 	Min    time.Duration
 	Max    time.Duration
-	Factor float64
-	Jitter float64 // 0 ≤ Jitter < 1
+	Factor float64 // < 1: BackoffShape's
+	Jitter float64 // 0 ≤ Jitter < 1; outside: BackoffShape's
 }
 
-// DefaultBackoff: 1 s, 2 s, 4 s … 5 min, ±20 %.
-var DefaultBackoff = Backoff{Min: time.Second, Max: 5 * time.Minute, Factor: 2, Jitter: 0.2}
+// BackoffShape is the shape of the schedule pvans runs, its bounds aside:
+// doubling, ±20 %.
+var BackoffShape = Backoff{Factor: 2, Jitter: 0.2}
 
 func (b Backoff) withDefaults() Backoff {
-	if b.Min <= 0 {
-		b.Min = DefaultBackoff.Min
+	if b.Min < 0 {
+		b.Min = 0
 	}
-	if b.Max < b.Min {
-		b.Max = max(DefaultBackoff.Max, b.Min)
+	if b.Max > 0 && b.Max < b.Min {
+		b.Max = b.Min
 	}
 	if b.Factor < 1 {
-		b.Factor = DefaultBackoff.Factor
+		b.Factor = BackoffShape.Factor
 	}
 	if b.Jitter < 0 || b.Jitter >= 1 {
-		b.Jitter = DefaultBackoff.Jitter
+		b.Jitter = BackoffShape.Jitter
 	}
 	return b
 }
 
 // Delay is the wait before retry number failures (1 for the first retry
-// after one failure). u is a uniform random number in [0, 1); the caller
-// owns the random source, so the schedule is a pure function of its inputs.
+// after one failure); 0 without a backoff (a zero Min). u is a uniform
+// random number in [0, 1); the caller owns the random source, so the
+// schedule is a pure function of its inputs.
 func (b Backoff) Delay(failures int, u float64) time.Duration {
 	b = b.withDefaults()
+	// Without a cap, the delay still stops short of time.Duration's range,
+	// jitter included.
+	ceiling := float64(math.MaxInt64) / 2
+	if b.Max > 0 {
+		ceiling = float64(b.Max)
+	}
 	d := float64(b.Min)
-	for i := 1; i < failures && d < float64(b.Max); i++ {
+	for i := 1; i < failures && d < ceiling; i++ {
 		d *= b.Factor
 	}
-	d = min(d, float64(b.Max))
+	d = min(d, ceiling)
 	return jitter(time.Duration(d), b.Jitter, u)
 }
 

@@ -32,7 +32,7 @@ func (s *blockingSink) Lost(g pva.GUID, ep netip.AddrPort, reason string) {
 func TestCloseWaitsForReportsInFlight(t *testing.T) {
 	srv := startServer(t, sim.Options{}, "x")
 	k := &blockingSink{sink: newSink(), inLost: make(chan struct{}, 1), release: make(chan struct{})}
-	p := New(Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+	p := New(withProduction(Options{Clock: clock.NewFake(time.Time{}), Sink: k}))
 	p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
 	k.next(t, "listed", 5*time.Second)
 	srv.CloseConns()

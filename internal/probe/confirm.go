@@ -32,7 +32,7 @@ func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done 
 		done(nil)
 		return
 	}
-	if p.confirming >= p.tm.Load().maxThrough {
+	if mt := p.tm.Load().maxThrough; mt > 0 && p.confirming >= mt {
 		// As many checks waiting or running as search-through endpoints
 		// may be known: a flood of replies is not a flood of goroutines.
 		p.stats.ThroughDropped++
@@ -88,7 +88,7 @@ func (c *confirmer) Message(_ *pvaconn.Conn, h pva.Header, payload []byte) {
 
 func (p *Prober) confirm(guid pva.GUID, ep netip.AddrPort, names []string) []string {
 	tm := p.tm.Load()
-	wait := min(max(4*p.opt.PingWait, 2*time.Second), tm.probeTimeout)
+	wait := within(max(4*p.opt.PingWait, 2*time.Second), tm.probeTimeout)
 	ctx, cancel := context.WithTimeout(p.ctx, wait)
 	defer cancel()
 	c := &confirmer{got: make(chan pva.SearchResponse, 1)}

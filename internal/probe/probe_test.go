@@ -17,6 +17,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/sim"
@@ -113,9 +114,40 @@ func newProber(t *testing.T, opt Options) *Prober {
 	if opt.Rand == nil {
 		opt.Rand = rand.New(rand.NewPCG(1, 2))
 	}
-	p := New(opt)
+	p := New(withProduction(opt))
 	t.Cleanup(p.Close)
 	return p
+}
+
+// withProduction gives opt the production values (config.Defaults) of the
+// settings it leaves zero, as the daemon passes them (Apply): a zero
+// option means none, and these tests run the prober as it runs in pvans.
+// A zero Backoff takes the production bounds only, so a test's retry
+// delays stay exact (no jitter).
+func withProduction(opt Options) Options {
+	c := config.Defaults()
+	set := func(f *time.Duration, v time.Duration) {
+		if *f == 0 {
+			*f = v
+		}
+	}
+	setN := func(f *int, v int) {
+		if *f == 0 {
+			*f = v
+		}
+	}
+	setN(&opt.Concurrency, c.Probe.Concurrency)
+	setN(&opt.PerHostConcurrency, c.Probe.PerHostConcurrency)
+	setN(&opt.ThroughRetries, c.Probe.ThroughRetries)
+	setN(&opt.MaxThrough, c.Probe.ThroughMax)
+	set(&opt.EchoInterval, c.Probe.EchoInterval)
+	set(&opt.ProbeTimeout, c.Probe.Timeout)
+	set(&opt.FirstTimeout, c.Probe.FirstTimeout)
+	set(&opt.Reprobe, c.Probe.ReprobeInterval)
+	if opt.Backoff.Min == 0 {
+		opt.Backoff.Min, opt.Backoff.Max = c.Probe.BackoffMin, c.Probe.BackoffMax
+	}
+	return opt
 }
 
 // --- backoff --------------------------------------------------------------
@@ -137,8 +169,14 @@ func TestBackoffDelay(t *testing.T) {
 	if d := b.Delay(1000, 0.5); d != 10*time.Second {
 		t.Errorf("many failures: %v", d)
 	}
-	if d := (Backoff{}).Delay(1, 0.5); d != time.Second {
-		t.Errorf("zero policy takes defaults: %v", d)
+	if d := (Backoff{}).Delay(3, 0.5); d != 0 {
+		t.Errorf("a zero Min is no backoff, but Delay = %v", d)
+	}
+	if d := (Backoff{Min: time.Second, Factor: 2}).Delay(1000, 0.5); d < time.Duration(1<<61) {
+		t.Errorf("without a cap: Delay(1000) = %v, want the ceiling, short of overflow", d)
+	}
+	if d := (Backoff{Min: time.Second, Max: time.Millisecond}).Delay(5, 0.5); d != time.Second {
+		t.Errorf("a Max below Min is Min, but Delay = %v", d)
 	}
 }
 
@@ -219,8 +257,8 @@ func TestListAndRelist(t *testing.T) {
 	// Periodic re-listing at Reprobe ±10 %.
 	srv.SetNames([]string{"d:four"})
 	next := p.Servers()[0].NextAttempt.Sub(c.Now())
-	if next < DefaultReprobe*9/10 || next >= DefaultReprobe*11/10 {
-		t.Fatalf("re-listing in %v, want %v ±10%%", next, DefaultReprobe)
+	if re := config.Defaults().Probe.ReprobeInterval; next < re*9/10 || next >= re*11/10 {
+		t.Fatalf("re-listing in %v, want %v ±10%%", next, re)
 	}
 	c.Advance(next - time.Nanosecond)
 	k.none(t, 20*time.Millisecond)
@@ -765,7 +803,7 @@ func BenchmarkList100kNames(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		k := newSink()
-		p := New(Options{Clock: clock.NewFake(time.Time{}), Sink: k})
+		p := New(withProduction(Options{Clock: clock.NewFake(time.Time{}), Sink: k}))
 		p.Probe(srv.GUID(), srv.Addr(), ReasonNew)
 		r := <-k.ch
 		if r.kind != "listed" || len(r.names) != len(names) {

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -59,26 +60,14 @@ func (r Reason) hint() bool {
 	return r == ReasonNew || r == ReasonChanged || r == ReasonSourcesChanged || r == ReasonSearchThrough
 }
 
-// Defaults.
+// The prober's own values for zero Options that are no setting of pvans.
+// The settings (the pool, the timeouts, the schedule, the search-through
+// bounds) are the daemon's to pass; a zero one means what its field says.
 const (
-	DefaultConcurrency = 16
-	// DefaultPerHostConcurrency is a host's share of the pool: the
-	// servers of one IP address list at most this many at once.
-	DefaultPerHostConcurrency = 4
-	// DefaultFirstTimeout bounds the first attempt at a server never
-	// listed: a real server lists in milliseconds, one that holds the
-	// connection silent must not hold a slot for the full ProbeTimeout.
-	DefaultFirstTimeout = 5 * time.Second
-	// DefaultThroughRetries is the retry budget of an endpoint known only
-	// from search replies: after this many failed probes in a row it is
-	// forgotten (the next reply naming it starts over).
-	DefaultThroughRetries = 4
-	// DefaultMaxThrough bounds endpoints known only from search replies.
-	DefaultMaxThrough   = 1024
-	DefaultEchoInterval = pvaconn.DefaultEchoInterval
-	DefaultProbeTimeout = 30 * time.Second
-	DefaultReprobe      = 5 * time.Minute
-	DefaultPingWait     = 500 * time.Millisecond
+	// DefaultPingWait is PingWait's: the ping goes out before the listing
+	// on the same connection, so a server that answers it at all has
+	// mostly answered by the time the listing returns.
+	DefaultPingWait = 500 * time.Millisecond
 	// reprobeJitter spreads periodic re-listings of servers probed together.
 	reprobeJitter = 0.1
 )
@@ -86,36 +75,43 @@ const (
 // DialFunc opens a client connection; tests replace it.
 type DialFunc func(ctx context.Context, addr netip.AddrPort, opt pvaconn.Options, h pvaconn.Handler) (*pvaconn.Conn, error)
 
-// Options configure a Prober. Zero values take the defaults.
+// Options configure a Prober. The daemon passes its settings through
+// Apply before anything is probed; here a zero bound is no bound, a zero
+// timeout none and a zero period off, as each field says.
 type Options struct {
 	Sink  Sink
 	Clock clock.Clock // schedules: backoff, periodic re-listing
 	// Concurrency bounds probes connecting or listing at once (watch
 	// connections do not count); PerHostConcurrency is one server IP
-	// address's share of them.
+	// address's share of them. 0 = no bound.
 	Concurrency        int
 	PerHostConcurrency int
 	// EchoInterval is the ECHO period on watch connections; IdleTimeout
-	// (default EchoInterval + min(EchoInterval, 10 s)) is how long a silent
-	// server is tolerated.
+	// (0: DefaultIdleTimeout of EchoInterval) is how long a silent server
+	// is tolerated. With neither, watch connections keep pvaconn's PVA
+	// timers (a PVXS client's).
 	EchoInterval time.Duration
 	IdleTimeout  time.Duration
-	// ProbeTimeout bounds one connect-and-list (wall clock);
-	// FirstTimeout (at most ProbeTimeout) the first one of a server never
-	// listed.
+	// ProbeTimeout bounds one connect-and-list (wall clock); 0 = no bound
+	// but the connection's own (Conn's handshake and message timeouts, the
+	// idle timeout). FirstTimeout (at most ProbeTimeout) bounds the
+	// first one of a server never listed; 0 = ProbeTimeout.
 	ProbeTimeout time.Duration
 	FirstTimeout time.Duration
-	// Reprobe is the period of re-listing a listed server (±10 %); < 0
-	// disables it.
+	// Reprobe is the period of re-listing a listed server (±10 %); 0 or
+	// negative: no periodic re-listing.
 	Reprobe time.Duration
+	// Backoff is the retry schedule after failures; a zero Min retries
+	// nothing on a timer (see Backoff).
 	Backoff Backoff
 	// ThroughRetries is the retry budget, and MaxThrough the global bound,
 	// of endpoints known only from search replies (ReasonSearchThrough):
-	// anyone can name any endpoint in a UDP reply.
+	// anyone can name any endpoint in a UDP reply. 0 = no bound.
 	ThroughRetries int
 	MaxThrough     int
 	// PingWait is how long a static server's GUID is awaited after its
-	// listing before a synthetic one (StaticGUID) is used.
+	// listing before a synthetic one (StaticGUID) is used; 0 =
+	// DefaultPingWait.
 	PingWait time.Duration
 	// Conn is the template for watch connections (Role, EchoInterval and
 	// IdleTimeout are set from the fields above).
@@ -303,32 +299,8 @@ func New(opt Options) *Prober {
 	if opt.Clock == nil {
 		opt.Clock = clock.Real{}
 	}
-	if opt.Concurrency <= 0 {
-		opt.Concurrency = DefaultConcurrency
-	}
-	if opt.EchoInterval <= 0 {
-		opt.EchoInterval = DefaultEchoInterval
-	}
-	if opt.IdleTimeout <= 0 {
+	if opt.EchoInterval > 0 && opt.IdleTimeout <= 0 {
 		opt.IdleTimeout = DefaultIdleTimeout(opt.EchoInterval)
-	}
-	if opt.ProbeTimeout <= 0 {
-		opt.ProbeTimeout = DefaultProbeTimeout
-	}
-	if opt.FirstTimeout <= 0 {
-		opt.FirstTimeout = DefaultFirstTimeout
-	}
-	if opt.PerHostConcurrency <= 0 {
-		opt.PerHostConcurrency = DefaultPerHostConcurrency
-	}
-	if opt.ThroughRetries <= 0 {
-		opt.ThroughRetries = DefaultThroughRetries
-	}
-	if opt.MaxThrough <= 0 {
-		opt.MaxThrough = DefaultMaxThrough
-	}
-	if opt.Reprobe == 0 {
-		opt.Reprobe = DefaultReprobe
 	}
 	if opt.PingWait <= 0 {
 		opt.PingWait = DefaultPingWait
@@ -354,13 +326,37 @@ func New(opt Options) *Prober {
 		opt: opt, log: opt.Logger,
 		ctx: ctx, cancel: cancel, servers: make(map[netip.AddrPort]*server), rnd: opt.Rand,
 		pings: make(map[uint32]*client),
-		sched: newSched(opt.Concurrency, opt.PerHostConcurrency),
+		sched: newSched(bound(opt.Concurrency), bound(opt.PerHostConcurrency)),
 		full:  limitlog.New(opt.Logger, 0, opt.Clock),
 	}
 	p.idle.L = &p.mu
 	p.tm.Store(&timings{probeTimeout: opt.ProbeTimeout, firstTimeout: opt.FirstTimeout, reprobe: opt.Reprobe,
 		backoff: opt.Backoff, conn: opt.Conn, throughRetries: opt.ThroughRetries, maxThrough: opt.MaxThrough})
 	return p
+}
+
+// bound is a bound option's value: 0 or negative is no bound.
+func bound(n int) int {
+	if n <= 0 {
+		return math.MaxInt
+	}
+	return n
+}
+
+// within is the shorter of two timeouts, 0 being none.
+func within(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return max(b, 0)
+	}
+	return a
+}
+
+// withTimeout is context.WithTimeout, 0 or negative being none.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // timings are the options Apply replaces as one value, so an attempt
@@ -464,7 +460,7 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 	s := p.servers[ep]
 	if s == nil {
 		through := why == ReasonSearchThrough
-		if through && p.through >= p.tm.Load().maxThrough {
+		if mt := p.tm.Load().maxThrough; through && mt > 0 && p.through >= mt {
 			p.stats.ThroughDropped++
 			p.mu.Unlock()
 			p.full.Hit("through", "search-through endpoints at their bound (probe.search_through_max): new ones are not probed",
@@ -787,9 +783,15 @@ func (p *Prober) schedule(s *server, d time.Duration) {
 	}
 }
 
-// retry schedules the next attempt after a failure.
+// retry schedules the next attempt after a failure; without a backoff
+// (a zero Min) there is none until the server is asked for again.
 func (p *Prober) retry(s *server) {
-	p.schedule(s, p.tm.Load().backoff.Delay(s.failures, p.rnd.Float64()))
+	b := p.tm.Load().backoff
+	if b.Min <= 0 {
+		p.stopTimer(s)
+		return
+	}
+	p.schedule(s, b.Delay(s.failures, p.rnd.Float64()))
 }
 
 // report queues a Sink call; deliver runs them in order outside the lock.
@@ -937,16 +939,16 @@ func (p *Prober) attempt(s *server) outcome {
 		// A server never listed has not shown it deserves the full
 		// timeout: one that holds the connection silent gives its slot
 		// back soon, and its retry (behind fresh probes) gets the full one.
-		timeout = min(timeout, tm.firstTimeout)
+		timeout = within(timeout, tm.firstTimeout)
 	}
-	ctx, cancel := context.WithTimeout(s.context(p.ctx), timeout)
+	ctx, cancel := withTimeout(s.context(p.ctx), timeout)
 	defer cancel()
 	pinged := false
 	if cl == nil {
 		if !verify && p.opt.TLS != nil && tlsEP.IsValid() && !guid.IsZero() {
 			// The server is known to serve TLS: list and watch it there,
 			// within half the time, so plain TCP still has the rest.
-			tctx, tcancel := context.WithTimeout(ctx, timeout/2)
+			tctx, tcancel := withTimeout(ctx, timeout/2)
 			tcl, _, err := p.dialTLS(tctx, s, tlsEP, guid)
 			tcancel()
 			if err == nil {
@@ -1139,7 +1141,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		p.apply(s, event{kind: evLists, names: o.names, info: info})
 		p.log.Debug("server listed", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(o.names)))
 	}
-	if s.life.origin == originThrough && s.failures >= p.tm.Load().throughRetries {
+	if budget := p.tm.Load().throughRetries; s.life.origin == originThrough && budget > 0 && s.failures >= budget {
 		p.stats.ThroughForgotten++
 		p.log.Debug("search-through endpoint forgotten after its retry budget", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures))
 		p.apply(s, event{kind: evDrop, reason: "forgotten: known only from search replies, and failed its retry budget"})

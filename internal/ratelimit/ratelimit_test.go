@@ -250,6 +250,23 @@ func TestReflectionExemptAndOff(t *testing.T) {
 	}
 }
 
+// Without a window (a zero Window) received bytes never expire, and
+// neither do replies sent: the ratio holds over all time.
+func TestReflectionWithoutWindow(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	r := NewReflection(ReflectionOptions{Ratio: 2, Clock: clk})
+	r.Received(srcA, 10)
+	clk.Advance(24 * time.Hour)
+	if !r.Reply(srcA, 20) || r.Reply(srcA, 1) {
+		t.Fatal("a day later: want exactly 2×10 bytes allowed")
+	}
+	clk.Advance(24 * time.Hour)
+	r.Received(srcA, 1)
+	if !r.Reply(srcA, 2) || r.Reply(srcA, 1) {
+		t.Fatal("after 1 more byte received: want exactly 2 more allowed")
+	}
+}
+
 func BenchmarkLimiterAllow(b *testing.B) {
 	l := New(Options{Rate: 1e9, Burst: 1 << 30})
 	addrs := make([]netip.Addr, 1024)

@@ -15,8 +15,10 @@ type ReflectionOptions struct {
 	// received from it in the current window; <= 0 makes NewReflection
 	// return nil (no cap).
 	Ratio float64
-	// Window is how long received bytes count; 0 = 10 s. Windows are fixed
-	// per address and start at its first datagram after the last expired.
+	// Window is how long received bytes count. Windows are fixed per
+	// address and start at its first datagram after the last expired. 0 =
+	// no window: the ratio holds over everything since the address was
+	// first seen (or evicted), which still never amplifies.
 	Window time.Duration
 	// Sources bounds the addresses remembered; 0 = 65536. An evicted
 	// address starts again with nothing received, so eviction only ever
@@ -62,9 +64,6 @@ func NewReflection(o ReflectionOptions) *Reflection {
 	if !(o.Ratio > 0) {
 		return nil
 	}
-	if o.Window <= 0 {
-		o.Window = 10 * time.Second
-	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
@@ -75,7 +74,7 @@ func NewReflection(o ReflectionOptions) *Reflection {
 // acct returns a's account with its window rolled; r.mu held.
 func (r *Reflection) acct(a netip.Addr, now time.Duration) *account {
 	ac, fresh := r.t.get(a)
-	if fresh || now-ac.start >= r.window {
+	if fresh || (r.window > 0 && now-ac.start >= r.window) {
 		*ac = account{start: now}
 	}
 	return ac

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -50,7 +51,7 @@ func BenchmarkAnswer38(b *testing.B) {
 	msg := names38(b, reg)
 	var o Options
 	if os.Getenv("PVANS_BENCH_INSIGHT") != "off" { // as in the daemon; off: the same code without it
-		in := insight.New(insight.Options{})
+		in := insight.New(benchInsight())
 		in.Start()
 		defer in.Close()
 		o.Insight = in
@@ -88,7 +89,7 @@ func BenchmarkSocketPipelined38(b *testing.B) {
 	msg := names38(b, reg)
 	o := Options{Listen: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:0")}}
 	if os.Getenv("PVANS_BENCH_INSIGHT") != "off" {
-		in := insight.New(insight.Options{})
+		in := insight.New(benchInsight())
 		in.Start()
 		defer in.Close()
 		o.Insight = in
@@ -172,4 +173,13 @@ func BenchmarkPushLatency(b *testing.B) {
 		total += time.Since(start)
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N), "µs/push")
+}
+
+// benchInsight: insight's options as the daemon builds them, from the
+// production settings.
+func benchInsight() insight.Options {
+	var o insight.Options
+	c := config.Defaults()
+	config.FillAtStart(&o, &c)
+	return o
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -61,7 +62,10 @@ func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards b
 		// As in the daemon: every answered search is staged for insight,
 		// digested in the background. PVANS_BENCH_INSIGHT=off measures
 		// the same code without it (the before/after in PERFORMANCE.md).
-		in := insight.New(insight.Options{})
+		var io insight.Options
+		c := config.Defaults()
+		config.FillAtStart(&io, &c)
+		in := insight.New(io)
 		in.Start()
 		b.Cleanup(in.Close)
 		o.Insight = in

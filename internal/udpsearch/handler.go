@@ -75,7 +75,7 @@ type handler struct {
 	expected func(a netip.Addr, port uint16) bool
 
 	// pol is the policy in force (shared with the Server, which replaces
-	// it on SetPolicy); p is the one loaded for the datagram being handled,
+	// it on Apply); p is the one loaded for the datagram being handled,
 	// so one datagram sees one policy throughout.
 	pol *atomic.Pointer[policy]
 	p   *policy

@@ -147,7 +147,7 @@ type Options struct {
 	// ReflectionRatio caps the reply bytes sent to an address at this
 	// multiple of the search bytes whose replies go to it, received within
 	// ReflectionWindow: pvans never amplifies a spoofed search by more
-	// than the ratio. 0 = no cap; ReflectionWindow 0 = 10 s.
+	// than the ratio. 0 = no cap; ReflectionWindow 0 = no window.
 	ReflectionRatio  float64
 	ReflectionWindow time.Duration
 	// ReplyRate paces the replies to one client (address and port) in the
