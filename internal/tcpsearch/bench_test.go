@@ -151,7 +151,9 @@ func BenchmarkPushLatency(b *testing.B) {
 	w := newWorld(b, Options{})
 	nc := rawConn(b, w.ep)
 	g := pva.GUID{0x77}
-	if _, err := w.reg.UpsertServer(registry.ServerInfo{GUID: g, Addr: epA, Protocol: "tcp"}); err != nil {
+	// An endpoint of its own: the world's server A holds epA.
+	ep := netip.MustParseAddrPort("10.1.2.9:5075")
+	if _, err := w.reg.UpsertServer(registry.ServerInfo{GUID: g, Addr: ep, Protocol: "tcp"}); err != nil {
 		b.Fatal(err)
 	}
 	var total time.Duration
