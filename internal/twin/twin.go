@@ -32,8 +32,9 @@
 // docs/SECURITY.md says this.
 //
 // Bounds: at most maxRecent fingerprints per host and maxRecentTotal in
-// all, each kept at most recentFor; at most maxPortsPerConn sockets per
-// connection. A host with no TCP connection costs nothing.
+// all, each matched at most recentFor (a full total sweeps the expired
+// away); at most maxPortsPerConn sockets per connection and maxContested
+// disputes per host. A host with no TCP connection costs nothing.
 package twin
 
 import (
@@ -58,9 +59,17 @@ const (
 	recentFor = 2 * time.Second
 	// contestedFor keeps a socket shown on two connections unpaired.
 	contestedFor = 30 * time.Second
+	// maxContested bounds the disputes remembered per host: a search's
+	// reply port is the client's word, so one host could dispute every
+	// port. Beyond it a dispute still unpairs but is not remembered.
+	maxContested = 64
 	// maxPortsPerConn: a PVXS client answers on one port per address
 	// family.
 	maxPortsPerConn = 2
+	// sweepEvery: at most this often, a full total sends every host's
+	// expired fingerprints away (a host's own go only when it searches
+	// again, and a client whose channels are connected does not).
+	sweepEvery = recentFor / 8
 )
 
 // Table is the pairing of one daemon: its TCP name server's connections
@@ -71,12 +80,12 @@ type Table struct {
 
 	conns atomic.Int64 // live connections: none, nothing to do
 
-	mu        sync.Mutex
-	hosts     map[netip.Addr]*host
-	bound     map[netip.AddrPort]*Conn
-	contested map[netip.AddrPort]time.Time
-	total     int // fingerprints kept, all hosts
-	onPair    func(to netip.AddrPort, c *Conn)
+	mu     sync.Mutex
+	hosts  map[netip.Addr]*host
+	bound  map[netip.AddrPort]*Conn
+	total  int       // fingerprints kept, all hosts
+	swept  time.Time // the last sweep of every host (sweep)
+	onPair func(to netip.AddrPort, c *Conn)
 
 	cnt counters
 }
@@ -89,6 +98,9 @@ type host struct {
 	conns int
 	udp   recent[netip.AddrPort]
 	tcp   recent[*Conn]
+	// contested: until when each reply port shown on two connections
+	// stays unpaired (at most maxContested).
+	contested map[uint16]time.Time
 }
 
 // recent is a bounded set of fingerprints seen from one side, each with
@@ -120,7 +132,7 @@ func New(clk clock.Clock) *Table {
 		clk = clock.Real{}
 	}
 	return &Table{seed: maphash.MakeSeed(), clk: clk, hosts: map[netip.Addr]*host{},
-		bound: map[netip.AddrPort]*Conn{}, contested: map[netip.AddrPort]time.Time{}}
+		bound: map[netip.AddrPort]*Conn{}}
 }
 
 // OnPair sets f, called (outside the table's lock) when the socket whose
@@ -189,11 +201,6 @@ func (c *Conn) Leave() {
 	if h.conns--; h.conns <= 0 {
 		t.total -= len(h.udp.order) + len(h.tcp.order)
 		delete(t.hosts, c.host)
-		for p := range t.contested {
-			if p.Addr() == c.host {
-				delete(t.contested, p)
-			}
-		}
 	}
 }
 
@@ -214,7 +221,7 @@ func (c *Conn) TCPSearch(fp uint64) {
 	if !found {
 		t.noteTCP(h, fp, c, now)
 	}
-	f := t.pairLocked(pairTo, c, now)
+	f := t.pairLocked(h, pairTo, c, now)
 	t.mu.Unlock()
 	if f != nil {
 		f(pairTo, c)
@@ -244,9 +251,9 @@ func (t *Table) UDPSearch(to netip.AddrPort, fp uint64) (c *Conn, candidate bool
 	if !found {
 		t.noteUDP(h, fp, to, now)
 	}
-	f := t.pairLocked(to, c, now)
+	f := t.pairLocked(h, to, c, now)
 	cur := t.bound[to]
-	until, contested := t.contested[to]
+	until, contested := h.contested[to.Port()]
 	candidate = cur == nil && (!contested || !now.Before(until))
 	t.mu.Unlock()
 	if f != nil {
@@ -255,17 +262,18 @@ func (t *Table) UDPSearch(to netip.AddrPort, fp uint64) (c *Conn, candidate bool
 	return cur, candidate
 }
 
-// pairLocked pairs to with c when both are set and nothing contests it;
-// it returns the OnPair callback to run after unlocking (nil: no new pair).
-func (t *Table) pairLocked(to netip.AddrPort, c *Conn, now time.Time) func(netip.AddrPort, *Conn) {
+// pairLocked pairs to with c, both of host h, when both are set and
+// nothing contests it; it returns the OnPair callback to run after
+// unlocking (nil: no new pair).
+func (t *Table) pairLocked(h *host, to netip.AddrPort, c *Conn, now time.Time) func(netip.AddrPort, *Conn) {
 	if c == nil || !to.IsValid() || c.gone || to.Addr() != c.host {
 		return nil
 	}
-	if until, ok := t.contested[to]; ok {
+	if until, ok := h.contested[to.Port()]; ok {
 		if now.Before(until) {
 			return nil
 		}
-		delete(t.contested, to)
+		delete(h.contested, to.Port())
 	}
 	switch cur := t.bound[to]; {
 	case cur == c:
@@ -275,7 +283,7 @@ func (t *Table) pairLocked(to netip.AddrPort, c *Conn, now time.Time) func(netip
 		// sending the same bytes, or a forgery. Pair neither.
 		cur.unport(to)
 		delete(t.bound, to)
-		t.contested[to] = now.Add(contestedFor)
+		h.contest(to.Port(), now)
 		t.cnt.Contested.Add(1)
 		t.cnt.Unpaired.Add(1)
 		return nil
@@ -290,6 +298,25 @@ func (t *Table) pairLocked(to netip.AddrPort, c *Conn, now time.Time) func(netip
 	return t.onPair
 }
 
+// contest keeps port unpaired for contestedFor, if there is room once
+// the expired disputes are gone.
+func (h *host) contest(port uint16, now time.Time) {
+	if h.contested == nil {
+		h.contested = map[uint16]time.Time{}
+	}
+	if _, ok := h.contested[port]; !ok && len(h.contested) >= maxContested {
+		for p, until := range h.contested {
+			if !now.Before(until) {
+				delete(h.contested, p)
+			}
+		}
+		if len(h.contested) >= maxContested {
+			return
+		}
+	}
+	h.contested[port] = now.Add(contestedFor)
+}
+
 func (c *Conn) unport(to netip.AddrPort) {
 	for i, p := range c.ports {
 		if p == to {
@@ -300,15 +327,31 @@ func (c *Conn) unport(to netip.AddrPort) {
 }
 
 func (t *Table) noteUDP(h *host, fp uint64, to netip.AddrPort, now time.Time) {
-	if !h.udp.add(fp, to, now, &t.total) {
+	if !h.udp.add(fp, to, now, &t.total) && !(t.sweep(now) && h.udp.add(fp, to, now, &t.total)) {
 		t.cnt.RecentFull.Add(1)
 	}
 }
 
 func (t *Table) noteTCP(h *host, fp uint64, c *Conn, now time.Time) {
-	if !h.tcp.add(fp, c, now, &t.total) {
+	if !h.tcp.add(fp, c, now, &t.total) && !(t.sweep(now) && h.tcp.add(fp, c, now, &t.total)) {
 		t.cnt.RecentFull.Add(1)
 	}
+}
+
+// sweep drops every host's expired fingerprints when the total is
+// reached and the last sweep is sweepEvery old; it reports whether any
+// went.
+func (t *Table) sweep(now time.Time) bool {
+	if t.total < maxRecentTotal || now.Sub(t.swept) < sweepEvery {
+		return false
+	}
+	t.swept = now
+	n := t.total
+	for _, h := range t.hosts {
+		h.udp.expire(now, &t.total)
+		h.tcp.expire(now, &t.total)
+	}
+	return t.total < n
 }
 
 // other returns who sent fp on the other side when one sender did
