@@ -262,6 +262,18 @@ func (t *Table) UDPSearch(to netip.AddrPort, fp uint64) (c *Conn, candidate bool
 	return cur, candidate
 }
 
+// Paired returns the connection the socket whose replies go to is
+// paired with (nil: none).
+func (t *Table) Paired(to netip.AddrPort) *Conn {
+	if t == nil || t.conns.Load() == 0 {
+		return nil
+	}
+	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bound[to]
+}
+
 // pairLocked pairs to with c, both of host h, when both are set and
 // nothing contests it; it returns the OnPair callback to run after
 // unlocking (nil: no new pair).

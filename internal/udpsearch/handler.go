@@ -507,8 +507,16 @@ func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids [
 		h.st.reflectionCapped.Add(1)
 		return
 	}
-	if h.pace.send(h.out, h.buf, dest, from, pin, cids, h.candidate && len(cids) > 0) {
+	ok, stashed := h.pace.send(h.out, h.buf, dest, from, pin, cids, h.candidate && len(cids) > 0)
+	if ok {
 		h.st.responses.Add(1)
+	}
+	if stashed {
+		// The pair may have come since pairing looked, its divert run
+		// before this reply was stashed.
+		if c := h.o.Twins.Paired(dest); c != nil {
+			h.pace.divert(dest, c.Send)
+		}
 	}
 }
 
