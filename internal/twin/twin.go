@@ -22,8 +22,9 @@
 // contestedFor. A pair ends with its connection.
 //
 // Trust: a pair is made only from a connection the host opened itself,
-// and only with a socket on that host whose search came from that host's
-// address (not a forwarded copy); answers sent over it name only what the
+// and only with a socket on that host whose search came from that socket
+// itself (not a forwarded copy, nor another socket naming its port; the
+// caller checks); answers sent over it name only what the
 // resolver would have answered over UDP. A host that can forge its
 // neighbour's source address and predict its next TCP search can pair a
 // port of its choosing with the neighbour's connection, and then have
@@ -229,7 +230,7 @@ func (c *Conn) TCPSearch(fp uint64) {
 }
 
 // UDPSearch notes a search with fingerprint fp from the UDP socket whose
-// replies go to to (a search that came from to's own address, not a
+// replies go to to (a search that came from to itself, not a
 // forwarded copy), and returns the connection to is paired with, or nil
 // and whether it may yet be paired (its host has a connection and it is
 // not contested).

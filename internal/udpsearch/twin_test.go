@@ -1,6 +1,7 @@
 package udpsearch
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -216,5 +217,30 @@ func TestStashAfterThePairIsDiverted(t *testing.T) {
 	clk.Advance(3 * time.Second)
 	if n := namesIn(t, now.replies) + namesIn(t, later.replies) + conn.names(t); n != 20*37 {
 		t.Fatalf("%d names answered in all, want %d: %+v", n, 20*37, st.snapshot())
+	}
+}
+
+// Another process on the client's host (or behind the same NAT address)
+// sends a search from its own socket naming the client's port as its reply
+// port, and the same bytes over its own connection: the client's socket
+// must not be paired with that connection, or the client's answers would
+// go to it. A PVXS client's searches leave from the socket its replies
+// come to.
+func TestPairOnlyFromTheSocketItself(t *testing.T) {
+	h, _, _, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw := twin.New(clk)
+	pairingOn(h, tw, true)
+	var victim, intruder tcpSink
+	tw.Join(lanC1.Addr(), victim.offer)
+	c := tw.Join(lanC1.Addr(), intruder.offer)
+	other := netip.AddrPortFrom(lanC1.Addr(), lanC1.Port()+1)
+	h.handle(broadcastFrom(search37(0), other)) // reply port: lanC1's
+	c.TCPSearch(tcpCopy(t, tw, 0))
+	if s := tw.Stats(); s.PairsMade != 0 {
+		t.Fatal("the client's socket paired with a connection by a search from another socket")
+	}
+	h.handle(broadcastFrom(search37(1), lanC1))
+	if n := len(intruder.got); n != 0 {
+		t.Fatalf("%d of the client's answers went over another process's connection", n)
 	}
 }
