@@ -17,9 +17,10 @@
 // from a UDP socket whose replies go to host:port and one over a TCP
 // connection from the same host, pair that socket with that connection.
 // Whichever copy arrives second makes the pair; a fingerprint seen from
-// two sockets or over two connections of one host pairs nothing, and a
-// socket shown on two connections is unpaired and not paired again for
-// contestedFor. A pair ends with its connection.
+// two sockets or over two connections of one host pairs nothing (a pair
+// it made before the second sender showed ends), and a socket shown on
+// two connections is unpaired and not paired again for contestedFor. A
+// pair ends with its connection.
 //
 // Trust: a pair is made only from a connection the host opened itself,
 // and only with a socket on that host whose search came from that socket
@@ -83,7 +84,7 @@ type Table struct {
 
 	mu     sync.Mutex
 	hosts  map[netip.Addr]*host
-	bound  map[netip.AddrPort]*Conn
+	bound  map[netip.AddrPort]pair
 	total  int       // fingerprints kept, all hosts
 	swept  time.Time // the last sweep of every host (sweep)
 	onPair func(to netip.AddrPort, c *Conn)
@@ -93,6 +94,14 @@ type Table struct {
 
 type counters struct {
 	Paired, Unpaired, Contested, Ambiguous, RecentFull atomic.Uint64
+}
+
+// pair is the connection a socket is paired with, and the fingerprint
+// that paired them: that fingerprint from a second sender on either side
+// ends the pair.
+type pair struct {
+	c  *Conn
+	fp uint64
 }
 
 type host struct {
@@ -133,7 +142,7 @@ func New(clk clock.Clock) *Table {
 		clk = clock.Real{}
 	}
 	return &Table{seed: maphash.MakeSeed(), clk: clk, hosts: map[netip.Addr]*host{},
-		bound: map[netip.AddrPort]*Conn{}}
+		bound: map[netip.AddrPort]pair{}}
 }
 
 // OnPair sets f, called (outside the table's lock) when the socket whose
@@ -188,7 +197,7 @@ func (c *Conn) Leave() {
 	c.gone = true
 	t.conns.Add(-1)
 	for _, p := range c.ports {
-		if t.bound[p] == c {
+		if t.bound[p].c == c {
 			delete(t.bound, p)
 			t.cnt.Unpaired.Add(1)
 		}
@@ -222,7 +231,7 @@ func (c *Conn) TCPSearch(fp uint64) {
 	if !found {
 		t.noteTCP(h, fp, c, now)
 	}
-	f := t.pairLocked(h, pairTo, c, now)
+	f := t.pairLocked(h, pairTo, c, fp, now)
 	t.mu.Unlock()
 	if f != nil {
 		f(pairTo, c)
@@ -252,8 +261,8 @@ func (t *Table) UDPSearch(to netip.AddrPort, fp uint64) (c *Conn, candidate bool
 	if !found {
 		t.noteUDP(h, fp, to, now)
 	}
-	f := t.pairLocked(h, to, c, now)
-	cur := t.bound[to]
+	f := t.pairLocked(h, to, c, fp, now)
+	cur := t.bound[to].c
 	until, contested := h.contested[to.Port()]
 	candidate = cur == nil && (!contested || !now.Before(until))
 	t.mu.Unlock()
@@ -272,13 +281,13 @@ func (t *Table) Paired(to netip.AddrPort) *Conn {
 	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.bound[to]
+	return t.bound[to].c
 }
 
-// pairLocked pairs to with c, both of host h, when both are set and
-// nothing contests it; it returns the OnPair callback to run after
-// unlocking (nil: no new pair).
-func (t *Table) pairLocked(h *host, to netip.AddrPort, c *Conn, now time.Time) func(netip.AddrPort, *Conn) {
+// pairLocked pairs to with c, both of host h, by fingerprint fp when
+// both are set and nothing contests it; it returns the OnPair callback to
+// run after unlocking (nil: no new pair).
+func (t *Table) pairLocked(h *host, to netip.AddrPort, c *Conn, fp uint64, now time.Time) func(netip.AddrPort, *Conn) {
 	if c == nil || !to.IsValid() || c.gone || to.Addr() != c.host {
 		return nil
 	}
@@ -288,17 +297,13 @@ func (t *Table) pairLocked(h *host, to netip.AddrPort, c *Conn, now time.Time) f
 		}
 		delete(h.contested, to.Port())
 	}
-	switch cur := t.bound[to]; {
+	switch cur := t.bound[to].c; {
 	case cur == c:
 		return nil
 	case cur != nil:
 		// One socket's searches over two connections: two processes
 		// sending the same bytes, or a forgery. Pair neither.
-		cur.unport(to)
-		delete(t.bound, to)
-		h.contest(to.Port(), now)
-		t.cnt.Contested.Add(1)
-		t.cnt.Unpaired.Add(1)
+		t.unpair(h, to, cur, now)
 		return nil
 	}
 	if len(c.ports) >= maxPortsPerConn {
@@ -306,9 +311,19 @@ func (t *Table) pairLocked(h *host, to netip.AddrPort, c *Conn, now time.Time) f
 		return nil
 	}
 	c.ports = append(c.ports, to)
-	t.bound[to] = c
+	t.bound[to] = pair{c: c, fp: fp}
 	t.cnt.Paired.Add(1)
 	return t.onPair
+}
+
+// unpair ends the pair of to with cur and keeps to unpaired for
+// contestedFor.
+func (t *Table) unpair(h *host, to netip.AddrPort, cur *Conn, now time.Time) {
+	cur.unport(to)
+	delete(t.bound, to)
+	h.contest(to.Port(), now)
+	t.cnt.Contested.Add(1)
+	t.cnt.Unpaired.Add(1)
 }
 
 // contest keeps port unpaired for contestedFor, if there is room once
@@ -339,15 +354,45 @@ func (c *Conn) unport(to netip.AddrPort) {
 	}
 }
 
+// noteUDP records fp from to. When another socket sent fp first and was
+// paired by it (its copy over the connection came before this one), that
+// pair ends: the same bytes from two sockets pair neither, whichever
+// order they come in.
 func (t *Table) noteUDP(h *host, fp uint64, to netip.AddrPort, now time.Time) {
-	if !h.udp.add(fp, to, now, &t.total) && !(t.sweep(now) && h.udp.add(fp, to, now, &t.total)) {
+	ok, first, split := h.udp.add(fp, to, now, &t.total)
+	if !ok && t.sweep(now) {
+		ok, first, split = h.udp.add(fp, to, now, &t.total)
+	}
+	if !ok {
 		t.cnt.RecentFull.Add(1)
+	}
+	if !split {
+		return
+	}
+	if b := t.bound[first]; b.c != nil && b.fp == fp {
+		t.unpair(h, first, b.c, now)
 	}
 }
 
+// noteTCP records fp over c. When another connection sent fp first and a
+// socket was paired with it by fp, that pair ends, as in noteUDP.
 func (t *Table) noteTCP(h *host, fp uint64, c *Conn, now time.Time) {
-	if !h.tcp.add(fp, c, now, &t.total) && !(t.sweep(now) && h.tcp.add(fp, c, now, &t.total)) {
+	ok, first, split := h.tcp.add(fp, c, now, &t.total)
+	if !ok && t.sweep(now) {
+		ok, first, split = h.tcp.add(fp, c, now, &t.total)
+	}
+	if !ok {
 		t.cnt.RecentFull.Add(1)
+	}
+	if !split {
+		return
+	}
+	for i := 0; i < len(first.ports); {
+		if to := first.ports[i]; t.bound[to] == (pair{c: first, fp: fp}) {
+			t.unpair(h, to, first, now) // removes first.ports[i]
+			continue
+		}
+		i++
 	}
 }
 
@@ -391,20 +436,21 @@ func (r *recent[T]) get(fp uint64, now time.Time) (seen[T], bool) {
 }
 
 // add records fp from from; the same fingerprint from another sender
-// marks it ambiguous. It reports false when there was no room. Entries
-// are added in time order and never refreshed, so expiry takes from the
-// front.
-func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) bool {
+// marks it ambiguous (split, the first sender in first). It reports false
+// when there was no room. Entries are added in time order and never
+// refreshed, so expiry takes from the front.
+func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) (ok bool, first T, split bool) {
 	r.expire(now, total)
 	if s, ok := r.m[fp]; ok {
 		if s.from != from && !s.ambiguous {
 			s.ambiguous = true
 			r.m[fp] = s
+			return true, s.from, true
 		}
-		return true
+		return true, first, false
 	}
 	if len(r.order) >= maxRecent || *total >= maxRecentTotal {
-		return false
+		return false, first, false
 	}
 	if r.m == nil {
 		r.m = map[uint64]seen[T]{}
@@ -412,7 +458,7 @@ func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) bool {
 	r.order = append(r.order, fp)
 	*total++
 	r.m[fp] = seen[T]{from: from, at: now}
-	return true
+	return true, first, false
 }
 
 // expire drops the entries older than recentFor (the oldest come first).

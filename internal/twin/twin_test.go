@@ -323,3 +323,44 @@ func TestIdleHostsDoNotHoldTheTotal(t *testing.T) {
 		t.Fatalf("a new host not paired while idle hosts' expired fingerprints fill the total: %+v", tb.Stats())
 	}
 }
+
+// The same bytes over two connections pair nothing, whichever order the
+// copies come in: when another connection's copy came first (a process
+// of the client's host that predicted the search; a PVXS client's search
+// bytes follow from the channels it creates) and the client's socket was
+// paired with it, the client's own copy ends that pair.
+func TestSameBytesOverTwoConnectionsUnpairLate(t *testing.T) {
+	tb, _ := newTable()
+	intruder := tb.Join(hostA, (&sink{}).offer)
+	own := tb.Join(hostA, (&sink{}).offer)
+	f := fp(t, tb, search(0, 40001, 1))
+	intruder.TCPSearch(f)
+	if got, _ := tb.UDPSearch(portA, f); got != intruder {
+		t.Fatal("setup: the socket did not pair with the first connection")
+	}
+	own.TCPSearch(f)
+	if got, cand := tb.UDPSearch(portA, 5); got != nil || cand {
+		t.Fatalf("the socket stays paired with a connection whose search another connection also sent (got %v, candidate %v)", got == intruder, cand)
+	}
+}
+
+// The same for two sockets: a socket paired by a search that another
+// socket of the host then sends too is unpaired.
+func TestSameBytesFromTwoSocketsUnpairLate(t *testing.T) {
+	tb, _ := newTable()
+	c := tb.Join(hostA, (&sink{}).offer)
+	other := netip.AddrPortFrom(hostA, 40002)
+	f := fp(t, tb, search(0, 40001, 1))
+	tb.UDPSearch(other, f)
+	c.TCPSearch(f)
+	if got, _ := tb.UDPSearch(other, 5); got != c {
+		t.Fatal("setup: not paired")
+	}
+	tb.UDPSearch(portA, f)
+	if got, _ := tb.UDPSearch(other, 6); got != nil {
+		t.Fatal("a socket stays paired by a search another socket of its host also sent")
+	}
+	if got, _ := tb.UDPSearch(portA, 7); got != nil {
+		t.Fatal("the second socket paired")
+	}
+}
