@@ -17,13 +17,15 @@
 // from a UDP socket whose replies go to host:port and one over a TCP
 // connection from the same host, pair that socket with that connection.
 // Whichever copy arrives second makes the pair; a fingerprint seen from
-// two sockets or over two connections of one host pairs nothing, and a
-// socket shown on two connections is unpaired and not paired again for
-// contestedFor. A pair ends with its connection.
+// two sockets or over two connections of one host pairs nothing (a pair
+// it made before the second sender showed ends), and a socket shown on
+// two connections is unpaired and not paired again for contestedFor. A
+// pair ends with its connection.
 //
 // Trust: a pair is made only from a connection the host opened itself,
-// and only with a socket on that host whose search came from that host's
-// address (not a forwarded copy); answers sent over it name only what the
+// and only with a socket on that host whose search came from that socket
+// itself (not a forwarded copy, nor another socket naming its port; the
+// caller checks); answers sent over it name only what the
 // resolver would have answered over UDP. A host that can forge its
 // neighbour's source address and predict its next TCP search can pair a
 // port of its choosing with the neighbour's connection, and then have
@@ -32,8 +34,9 @@
 // docs/SECURITY.md says this.
 //
 // Bounds: at most maxRecent fingerprints per host and maxRecentTotal in
-// all, each kept at most recentFor; at most maxPortsPerConn sockets per
-// connection. A host with no TCP connection costs nothing.
+// all, each matched at most recentFor (a full total sweeps the expired
+// away); at most maxPortsPerConn sockets per connection and maxContested
+// disputes per host. A host with no TCP connection costs nothing.
 package twin
 
 import (
@@ -58,9 +61,17 @@ const (
 	recentFor = 2 * time.Second
 	// contestedFor keeps a socket shown on two connections unpaired.
 	contestedFor = 30 * time.Second
+	// maxContested bounds the disputes remembered per host: a search's
+	// reply port is the client's word, so one host could dispute every
+	// port. Beyond it a dispute still unpairs but is not remembered.
+	maxContested = 64
 	// maxPortsPerConn: a PVXS client answers on one port per address
 	// family.
 	maxPortsPerConn = 2
+	// sweepEvery: at most this often, a full total sends every host's
+	// expired fingerprints away (a host's own go only when it searches
+	// again, and a client whose channels are connected does not).
+	sweepEvery = recentFor / 8
 )
 
 // Table is the pairing of one daemon: its TCP name server's connections
@@ -71,12 +82,12 @@ type Table struct {
 
 	conns atomic.Int64 // live connections: none, nothing to do
 
-	mu        sync.Mutex
-	hosts     map[netip.Addr]*host
-	bound     map[netip.AddrPort]*Conn
-	contested map[netip.AddrPort]time.Time
-	total     int // fingerprints kept, all hosts
-	onPair    func(to netip.AddrPort, c *Conn)
+	mu     sync.Mutex
+	hosts  map[netip.Addr]*host
+	bound  map[netip.AddrPort]pair
+	total  int       // fingerprints kept, all hosts
+	swept  time.Time // the last sweep of every host (sweep)
+	onPair func(to netip.AddrPort, c *Conn)
 
 	cnt counters
 }
@@ -85,10 +96,21 @@ type counters struct {
 	Paired, Unpaired, Contested, Ambiguous, RecentFull atomic.Uint64
 }
 
+// pair is the connection a socket is paired with, and the fingerprint
+// that paired them: that fingerprint from a second sender on either side
+// ends the pair.
+type pair struct {
+	c  *Conn
+	fp uint64
+}
+
 type host struct {
 	conns int
 	udp   recent[netip.AddrPort]
 	tcp   recent[*Conn]
+	// contested: until when each reply port shown on two connections
+	// stays unpaired (at most maxContested).
+	contested map[uint16]time.Time
 }
 
 // recent is a bounded set of fingerprints seen from one side, each with
@@ -120,7 +142,7 @@ func New(clk clock.Clock) *Table {
 		clk = clock.Real{}
 	}
 	return &Table{seed: maphash.MakeSeed(), clk: clk, hosts: map[netip.Addr]*host{},
-		bound: map[netip.AddrPort]*Conn{}, contested: map[netip.AddrPort]time.Time{}}
+		bound: map[netip.AddrPort]pair{}}
 }
 
 // OnPair sets f, called (outside the table's lock) when the socket whose
@@ -175,7 +197,7 @@ func (c *Conn) Leave() {
 	c.gone = true
 	t.conns.Add(-1)
 	for _, p := range c.ports {
-		if t.bound[p] == c {
+		if t.bound[p].c == c {
 			delete(t.bound, p)
 			t.cnt.Unpaired.Add(1)
 		}
@@ -189,11 +211,6 @@ func (c *Conn) Leave() {
 	if h.conns--; h.conns <= 0 {
 		t.total -= len(h.udp.order) + len(h.tcp.order)
 		delete(t.hosts, c.host)
-		for p := range t.contested {
-			if p.Addr() == c.host {
-				delete(t.contested, p)
-			}
-		}
 	}
 }
 
@@ -214,7 +231,7 @@ func (c *Conn) TCPSearch(fp uint64) {
 	if !found {
 		t.noteTCP(h, fp, c, now)
 	}
-	f := t.pairLocked(pairTo, c, now)
+	f := t.pairLocked(h, pairTo, c, fp, now)
 	t.mu.Unlock()
 	if f != nil {
 		f(pairTo, c)
@@ -222,7 +239,7 @@ func (c *Conn) TCPSearch(fp uint64) {
 }
 
 // UDPSearch notes a search with fingerprint fp from the UDP socket whose
-// replies go to to (a search that came from to's own address, not a
+// replies go to to (a search that came from to itself, not a
 // forwarded copy), and returns the connection to is paired with, or nil
 // and whether it may yet be paired (its host has a connection and it is
 // not contested).
@@ -244,9 +261,9 @@ func (t *Table) UDPSearch(to netip.AddrPort, fp uint64) (c *Conn, candidate bool
 	if !found {
 		t.noteUDP(h, fp, to, now)
 	}
-	f := t.pairLocked(to, c, now)
-	cur := t.bound[to]
-	until, contested := t.contested[to]
+	f := t.pairLocked(h, to, c, fp, now)
+	cur := t.bound[to].c
+	until, contested := h.contested[to.Port()]
 	candidate = cur == nil && (!contested || !now.Before(until))
 	t.mu.Unlock()
 	if f != nil {
@@ -255,29 +272,38 @@ func (t *Table) UDPSearch(to netip.AddrPort, fp uint64) (c *Conn, candidate bool
 	return cur, candidate
 }
 
-// pairLocked pairs to with c when both are set and nothing contests it;
-// it returns the OnPair callback to run after unlocking (nil: no new pair).
-func (t *Table) pairLocked(to netip.AddrPort, c *Conn, now time.Time) func(netip.AddrPort, *Conn) {
+// Paired returns the connection the socket whose replies go to is
+// paired with (nil: none).
+func (t *Table) Paired(to netip.AddrPort) *Conn {
+	if t == nil || t.conns.Load() == 0 {
+		return nil
+	}
+	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bound[to].c
+}
+
+// pairLocked pairs to with c, both of host h, by fingerprint fp when
+// both are set and nothing contests it; it returns the OnPair callback to
+// run after unlocking (nil: no new pair).
+func (t *Table) pairLocked(h *host, to netip.AddrPort, c *Conn, fp uint64, now time.Time) func(netip.AddrPort, *Conn) {
 	if c == nil || !to.IsValid() || c.gone || to.Addr() != c.host {
 		return nil
 	}
-	if until, ok := t.contested[to]; ok {
+	if until, ok := h.contested[to.Port()]; ok {
 		if now.Before(until) {
 			return nil
 		}
-		delete(t.contested, to)
+		delete(h.contested, to.Port())
 	}
-	switch cur := t.bound[to]; {
+	switch cur := t.bound[to].c; {
 	case cur == c:
 		return nil
 	case cur != nil:
 		// One socket's searches over two connections: two processes
 		// sending the same bytes, or a forgery. Pair neither.
-		cur.unport(to)
-		delete(t.bound, to)
-		t.contested[to] = now.Add(contestedFor)
-		t.cnt.Contested.Add(1)
-		t.cnt.Unpaired.Add(1)
+		t.unpair(h, to, cur, now)
 		return nil
 	}
 	if len(c.ports) >= maxPortsPerConn {
@@ -285,9 +311,38 @@ func (t *Table) pairLocked(to netip.AddrPort, c *Conn, now time.Time) func(netip
 		return nil
 	}
 	c.ports = append(c.ports, to)
-	t.bound[to] = c
+	t.bound[to] = pair{c: c, fp: fp}
 	t.cnt.Paired.Add(1)
 	return t.onPair
+}
+
+// unpair ends the pair of to with cur and keeps to unpaired for
+// contestedFor.
+func (t *Table) unpair(h *host, to netip.AddrPort, cur *Conn, now time.Time) {
+	cur.unport(to)
+	delete(t.bound, to)
+	h.contest(to.Port(), now)
+	t.cnt.Contested.Add(1)
+	t.cnt.Unpaired.Add(1)
+}
+
+// contest keeps port unpaired for contestedFor, if there is room once
+// the expired disputes are gone.
+func (h *host) contest(port uint16, now time.Time) {
+	if h.contested == nil {
+		h.contested = map[uint16]time.Time{}
+	}
+	if _, ok := h.contested[port]; !ok && len(h.contested) >= maxContested {
+		for p, until := range h.contested {
+			if !now.Before(until) {
+				delete(h.contested, p)
+			}
+		}
+		if len(h.contested) >= maxContested {
+			return
+		}
+	}
+	h.contested[port] = now.Add(contestedFor)
 }
 
 func (c *Conn) unport(to netip.AddrPort) {
@@ -299,16 +354,62 @@ func (c *Conn) unport(to netip.AddrPort) {
 	}
 }
 
+// noteUDP records fp from to. When another socket sent fp first and was
+// paired by it (its copy over the connection came before this one), that
+// pair ends: the same bytes from two sockets pair neither, whichever
+// order they come in.
 func (t *Table) noteUDP(h *host, fp uint64, to netip.AddrPort, now time.Time) {
-	if !h.udp.add(fp, to, now, &t.total) {
+	ok, first, split := h.udp.add(fp, to, now, &t.total)
+	if !ok && t.sweep(now) {
+		ok, first, split = h.udp.add(fp, to, now, &t.total)
+	}
+	if !ok {
 		t.cnt.RecentFull.Add(1)
+	}
+	if !split {
+		return
+	}
+	if b := t.bound[first]; b.c != nil && b.fp == fp {
+		t.unpair(h, first, b.c, now)
 	}
 }
 
+// noteTCP records fp over c. When another connection sent fp first and a
+// socket was paired with it by fp, that pair ends, as in noteUDP.
 func (t *Table) noteTCP(h *host, fp uint64, c *Conn, now time.Time) {
-	if !h.tcp.add(fp, c, now, &t.total) {
+	ok, first, split := h.tcp.add(fp, c, now, &t.total)
+	if !ok && t.sweep(now) {
+		ok, first, split = h.tcp.add(fp, c, now, &t.total)
+	}
+	if !ok {
 		t.cnt.RecentFull.Add(1)
 	}
+	if !split {
+		return
+	}
+	for i := 0; i < len(first.ports); {
+		if to := first.ports[i]; t.bound[to] == (pair{c: first, fp: fp}) {
+			t.unpair(h, to, first, now) // removes first.ports[i]
+			continue
+		}
+		i++
+	}
+}
+
+// sweep drops every host's expired fingerprints when the total is
+// reached and the last sweep is sweepEvery old; it reports whether any
+// went.
+func (t *Table) sweep(now time.Time) bool {
+	if t.total < maxRecentTotal || now.Sub(t.swept) < sweepEvery {
+		return false
+	}
+	t.swept = now
+	n := t.total
+	for _, h := range t.hosts {
+		h.udp.expire(now, &t.total)
+		h.tcp.expire(now, &t.total)
+	}
+	return t.total < n
 }
 
 // other returns who sent fp on the other side when one sender did
@@ -335,20 +436,21 @@ func (r *recent[T]) get(fp uint64, now time.Time) (seen[T], bool) {
 }
 
 // add records fp from from; the same fingerprint from another sender
-// marks it ambiguous. It reports false when there was no room. Entries
-// are added in time order and never refreshed, so expiry takes from the
-// front.
-func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) bool {
+// marks it ambiguous (split, the first sender in first). It reports false
+// when there was no room. Entries are added in time order and never
+// refreshed, so expiry takes from the front.
+func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) (ok bool, first T, split bool) {
 	r.expire(now, total)
 	if s, ok := r.m[fp]; ok {
 		if s.from != from && !s.ambiguous {
 			s.ambiguous = true
 			r.m[fp] = s
+			return true, s.from, true
 		}
-		return true
+		return true, first, false
 	}
 	if len(r.order) >= maxRecent || *total >= maxRecentTotal {
-		return false
+		return false, first, false
 	}
 	if r.m == nil {
 		r.m = map[uint64]seen[T]{}
@@ -356,7 +458,7 @@ func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) bool {
 	r.order = append(r.order, fp)
 	*total++
 	r.m[fp] = seen[T]{from: from, at: now}
-	return true
+	return true, first, false
 }
 
 // expire drops the entries older than recentFor (the oldest come first).

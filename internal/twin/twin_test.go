@@ -259,3 +259,108 @@ func TestRecentIsBounded(t *testing.T) {
 		t.Fatal("no room after expiry")
 	}
 }
+
+// contestedOf is how many disputes are remembered for the sockets of a.
+func contestedOf(tb *Table, a netip.Addr) int {
+	if h := tb.hosts[a]; h != nil {
+		return len(h.contested)
+	}
+	return 0
+}
+
+// A host with two connections that disputes reply port after reply port
+// (one UDP search and its copy over each connection, the reply port any
+// number it likes) must not make the disputes remembered grow with the
+// ports: 65,535 per address, for every address that keeps a connection.
+func TestContestedIsBounded(t *testing.T) {
+	tb, clk := newTable()
+	c1 := tb.Join(hostA, (&sink{}).offer)
+	c2 := tb.Join(hostA, (&sink{}).offer)
+	for i := range 5000 {
+		to := netip.AddrPortFrom(hostA, uint16(1000+i))
+		f := uint64(i)*7919 + 11
+		tb.UDPSearch(to, f)
+		c1.TCPSearch(f)
+		c2.TCPSearch(f)
+		if i%100 == 99 {
+			clk.Advance(recentFor / 2)
+		}
+	}
+	if n := contestedOf(tb, hostA); n > maxContested {
+		t.Fatalf("%d disputes remembered for one host, want at most %d", n, maxContested)
+	}
+	// Expired disputes make room: a socket shown on two connections is
+	// again kept unpaired.
+	clk.Advance(contestedFor)
+	to := netip.AddrPortFrom(hostA, 999)
+	f := uint64(424242)
+	tb.UDPSearch(to, f)
+	c1.TCPSearch(f)
+	c2.TCPSearch(f)
+	if c, cand := tb.UDPSearch(to, 5); c != nil || cand {
+		t.Fatal("the socket of the latest dispute is paired or a candidate")
+	}
+}
+
+// Fingerprints of hosts that searched once and then kept their connections
+// quiet (every client whose channels are all connected) expire: they must
+// not hold the total bound and refuse the searches of every new host.
+func TestIdleHostsDoNotHoldTheTotal(t *testing.T) {
+	tb, clk := newTable()
+	for h := range maxRecentTotal / maxRecent {
+		a := netip.AddrFrom4([4]byte{10, 1, byte(h >> 8), byte(h)})
+		tb.Join(a, (&sink{}).offer)
+		for i := range maxRecent {
+			tb.UDPSearch(netip.AddrPortFrom(a, 1), uint64(h*maxRecent+i))
+		}
+	}
+	clk.Advance(recentFor + time.Second)
+	c := tb.Join(hostA, (&sink{}).offer)
+	f := fp(t, tb, search(0, 40001, 1))
+	tb.UDPSearch(portA, f)
+	c.TCPSearch(f)
+	if got, _ := tb.UDPSearch(portA, 5); got != c {
+		t.Fatalf("a new host not paired while idle hosts' expired fingerprints fill the total: %+v", tb.Stats())
+	}
+}
+
+// The same bytes over two connections pair nothing, whichever order the
+// copies come in: when another connection's copy came first (a process
+// of the client's host that predicted the search; a PVXS client's search
+// bytes follow from the channels it creates) and the client's socket was
+// paired with it, the client's own copy ends that pair.
+func TestSameBytesOverTwoConnectionsUnpairLate(t *testing.T) {
+	tb, _ := newTable()
+	intruder := tb.Join(hostA, (&sink{}).offer)
+	own := tb.Join(hostA, (&sink{}).offer)
+	f := fp(t, tb, search(0, 40001, 1))
+	intruder.TCPSearch(f)
+	if got, _ := tb.UDPSearch(portA, f); got != intruder {
+		t.Fatal("setup: the socket did not pair with the first connection")
+	}
+	own.TCPSearch(f)
+	if got, cand := tb.UDPSearch(portA, 5); got != nil || cand {
+		t.Fatalf("the socket stays paired with a connection whose search another connection also sent (got %v, candidate %v)", got == intruder, cand)
+	}
+}
+
+// The same for two sockets: a socket paired by a search that another
+// socket of the host then sends too is unpaired.
+func TestSameBytesFromTwoSocketsUnpairLate(t *testing.T) {
+	tb, _ := newTable()
+	c := tb.Join(hostA, (&sink{}).offer)
+	other := netip.AddrPortFrom(hostA, 40002)
+	f := fp(t, tb, search(0, 40001, 1))
+	tb.UDPSearch(other, f)
+	c.TCPSearch(f)
+	if got, _ := tb.UDPSearch(other, 5); got != c {
+		t.Fatal("setup: not paired")
+	}
+	tb.UDPSearch(portA, f)
+	if got, _ := tb.UDPSearch(other, 6); got != nil {
+		t.Fatal("a socket stays paired by a search another socket of its host also sent")
+	}
+	if got, _ := tb.UDPSearch(portA, 7); got != nil {
+		t.Fatal("the second socket paired")
+	}
+}

@@ -420,12 +420,15 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 
 // pairing finds the client's own TCP name-server connection for this
 // search (h.twin), or whether one may yet be found (h.candidate). Only a
-// search that came straight from the host its replies go to is compared:
-// a forwarded copy's reply address is the client's word alone.
+// search that came straight from the socket its replies go to is
+// compared (a PVXS client searches from the socket its replies come to):
+// a forwarded copy's reply address, and any search's reply port, are the
+// sender's word alone, and another process of the client's host could
+// name the client's port.
 func (h *handler) pairing(o origin, d *datagram, dest netip.AddrPort, payload []byte) {
 	h.twin, h.candidate = nil, false
 	tw := h.o.Twins
-	if tw == nil || !h.p.AnswerOverTCP || (o != originUnicast && o != originBroadcast) || d.src.Addr().Unmap() != dest.Addr() {
+	if tw == nil || !h.p.AnswerOverTCP || (o != originUnicast && o != originBroadcast) || netip.AddrPortFrom(d.src.Addr().Unmap(), d.src.Port()) != dest {
 		return
 	}
 	if fp, ok := tw.Fingerprint(payload); ok {
@@ -507,8 +510,16 @@ func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids [
 		h.st.reflectionCapped.Add(1)
 		return
 	}
-	if h.pace.send(h.out, h.buf, dest, from, pin, cids, h.candidate && len(cids) > 0) {
+	ok, stashed := h.pace.send(h.out, h.buf, dest, from, pin, cids, h.candidate && len(cids) > 0)
+	if ok {
 		h.st.responses.Add(1)
+	}
+	if stashed {
+		// The pair may have come since pairing looked, its divert run
+		// before this reply was stashed.
+		if c := h.o.Twins.Paired(dest); c != nil {
+			h.pace.divert(dest, c.Send)
+		}
 	}
 }
 

@@ -50,26 +50,27 @@ func newPacing(o *Options, st *counters) *pacing {
 }
 
 // send sends b, a reply naming the channels cids, to to now, or holds it
-// until the destination's pace allows; it reports false when the reply
-// was dropped. A reply beyond the pace to a pairing candidate (stashFor)
-// is stashed rather than dropped.
-func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr, pin int, cids []uint32, candidate bool) bool {
+// until the destination's pace allows; ok is false when the reply was
+// dropped. A reply beyond the pace to a pairing candidate (stashFor) is
+// stashed rather than dropped (stashed).
+func (pc *pacing) send(out sender, b []byte, to netip.AddrPort, from netip.Addr, pin int, cids []uint32, candidate bool) (ok, stashed bool) {
 	if pc == nil {
 		out.reply(b, to, from, pin)
-		return true
+		return true, false
 	}
 	wait, ok := pc.p.Delay(to, len(cids))
 	switch {
 	case !ok && candidate:
-		return pc.q.stash(b, to)
+		ok = pc.q.stash(b, to)
+		return ok, ok
 	case !ok:
 		pc.q.st.dropReplyHold.Add(1)
-		return false
+		return false, false
 	case wait == 0:
 		out.reply(b, to, from, pin)
-		return true
+		return true, false
 	}
-	return pc.q.push(b, to, from, pin, wait, cids)
+	return pc.q.push(b, to, from, pin, wait, cids), false
 }
 
 // divert sends the replies held and stashed for to through send instead

@@ -1,10 +1,12 @@
 package udpsearch
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/twin"
 )
 
@@ -176,5 +178,69 @@ func TestAnswerOverTCPOff(t *testing.T) {
 	h.handle(broadcastFrom(search37(0), lanC2))
 	if s := st.snapshot(); s.RepliesStashed != 0 || s.DropReplyHold != 9 || s.RepliesOverTCP != 0 || len(conn.got) != 0 || len(now.replies) != 2 {
 		t.Fatalf("answered otherwise than over UDP alone: %+v, %d over TCP", s, len(conn.got))
+	}
+}
+
+// lookupHook runs before each lookup: the moment between a search's
+// pairing check and its replies.
+type lookupHook struct {
+	Resolver
+	before func()
+}
+
+func (r *lookupHook) Lookup(q []pva.SearchName, b *resolver.Batch) {
+	if f := r.before; f != nil {
+		r.before = nil
+		f()
+	}
+	r.Resolver.Lookup(q, b)
+}
+
+// The pair can be made on the connection's goroutine while the socket's
+// goroutine answers a search it found unpaired: a reply it stashes after
+// the pair's divert must still go over the connection, not wait to be
+// dropped.
+func TestStashAfterThePairIsDiverted(t *testing.T) {
+	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw := twin.New(clk)
+	tw.OnPair(h.pace.onPair)
+	pairingOn(h, tw, true)
+	var conn tcpSink
+	c := tw.Join(lanC1.Addr(), conn.offer)
+	for i := range 19 {
+		h.handle(broadcastFrom(search37(i), lanC1))
+	}
+	hook := &lookupHook{Resolver: h.o.Resolver}
+	hook.before = func() { c.TCPSearch(tcpCopy(t, tw, 0)) }
+	h.o.Resolver = hook
+	h.handle(broadcastFrom(search37(19), lanC1))
+	clk.Advance(3 * time.Second)
+	if n := namesIn(t, now.replies) + namesIn(t, later.replies) + conn.names(t); n != 20*37 {
+		t.Fatalf("%d names answered in all, want %d: %+v", n, 20*37, st.snapshot())
+	}
+}
+
+// Another process on the client's host (or behind the same NAT address)
+// sends a search from its own socket naming the client's port as its reply
+// port, and the same bytes over its own connection: the client's socket
+// must not be paired with that connection, or the client's answers would
+// go to it. A PVXS client's searches leave from the socket its replies
+// come to.
+func TestPairOnlyFromTheSocketItself(t *testing.T) {
+	h, _, _, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw := twin.New(clk)
+	pairingOn(h, tw, true)
+	var victim, intruder tcpSink
+	tw.Join(lanC1.Addr(), victim.offer)
+	c := tw.Join(lanC1.Addr(), intruder.offer)
+	other := netip.AddrPortFrom(lanC1.Addr(), lanC1.Port()+1)
+	h.handle(broadcastFrom(search37(0), other)) // reply port: lanC1's
+	c.TCPSearch(tcpCopy(t, tw, 0))
+	if s := tw.Stats(); s.PairsMade != 0 {
+		t.Fatal("the client's socket paired with a connection by a search from another socket")
+	}
+	h.handle(broadcastFrom(search37(1), lanC1))
+	if n := len(intruder.got); n != 0 {
+		t.Fatalf("%d of the client's answers went over another process's connection", n)
 	}
 }
