@@ -1,5 +1,0 @@
-//go:build !race
-
-package insight
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build race
-
-package searchring
-
-const raceEnabled = true
