@@ -5,6 +5,7 @@ package udpsearch
 import (
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,11 +60,19 @@ func TestSendSearchUnicastFlagPerDestination(t *testing.T) {
 		if err := s.SendSearch(msg, func(to netip.AddrPort, err error) { results[to] = err }); err != nil {
 			t.Fatalf("send: %v", err)
 		}
-		for _, d := range dests {
+		// Each destination's socket is read for 500 ms of quiet after its
+		// datagram (a second one would show), all four at once.
+		got := make([][]rxMsg, len(dests))
+		var wg sync.WaitGroup
+		for i, d := range dests {
+			wg.Go(func() { got[i] = collect(d.c, 500*time.Millisecond, 1) })
+		}
+		wg.Wait()
+		for i, d := range dests {
 			if err, ok := results[d.to]; !ok || err != nil {
 				t.Fatalf("destination %v not reported sent: %v %v", d.to, ok, err)
 			}
-			got := collect(d.c, 500*time.Millisecond, 1)
+			got := got[i]
 			if len(got) != 1 {
 				t.Fatalf("%v: %d datagrams", d.to, len(got))
 			}
