@@ -134,6 +134,7 @@ func (tp *topo) namingAt(t *testing.T, other netip.AddrPort, honest bool) (*nami
 // wait for (it never claimed one), push the client the third endpoint or
 // connect there (a port scanner with an oracle).
 func TestUnlistableServerNamingThirdAddress(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	third := netip.AddrPortFrom(iocAddr, 7011) // inside the server allow list
 	connects := connCounter(t, tp.s, third)
@@ -210,6 +211,7 @@ func waitUnlistable(t *testing.T, tp *topo, ep netip.AddrPort) {
 // third host's endpoint. The answer is dropped and counted: the waiting
 // client is not pushed the third endpoint and pvans does not connect there.
 func TestAskedServerNamingThirdAddress(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	third := netip.AddrPortFrom(iocAddr, 7011)
 	connects := connCounter(t, tp.s, third)

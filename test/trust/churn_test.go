@@ -20,6 +20,7 @@ import (
 // before its probe runs (found by the attack on the eviction: 33,000
 // goroutines after 90 s, and the real server never listed).
 func TestEvictionChurnBounded(t *testing.T) {
+	t.Parallel()
 	const senders, limit, ports, rounds, realAt = 40, 100, 400, 200, 60
 	tp := newTopo(t)
 	tp.start(t, "--log-level", "info", "--registry-max-servers", fmt.Sprint(limit))

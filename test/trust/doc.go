@@ -7,4 +7,8 @@
 // docs/SECURITY.md, "Trust": a UDP datagram is a hint; only a TCP exchange
 // with the endpoint moves a name; a server, over UDP or TCP, may name only
 // itself.
+//
+// Each test has namespaces, veths and a pvans of its own and spends most
+// of its time waiting for the daemon, so the tests run in parallel
+// (t.Parallel; go test's -parallel says how many at once).
 package trust

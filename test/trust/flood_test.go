@@ -20,6 +20,7 @@ import (
 // the attack on the trust surface, at the default limit of 20,000 with
 // 100 senders; here the limit is 1,000 with 20, to run in seconds).
 func TestBeaconFloodDoesNotHideNewServer(t *testing.T) {
+	t.Parallel()
 	const senders, perSender, limit = 20, 60, 1000
 	tp := newTopo(t)
 	tp.start(t, "--log-level", "info", "--registry-max-servers", fmt.Sprint(limit))

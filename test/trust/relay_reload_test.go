@@ -22,6 +22,7 @@ import (
 // pvans connect to its own host's services, bound to the wildcard, and
 // report what answered (found by the attack on the trust surface).
 func TestRelayCannotNamePvansOwnHost(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t, "--access-trusted-relays", evilAddr.String()+"/32")
 	// A service on pvans's own host, bound to the wildcard (like sshd, or
@@ -49,6 +50,7 @@ func TestRelayCannotNamePvansOwnHost(t *testing.T) {
 // listed and its names are never answered (found by the attack on the
 // trust surface: it was listed ~2 s after the reload).
 func TestNarrowedServerAllowForgetsRetriedEndpoint(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "pvans.yaml")

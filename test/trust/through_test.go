@@ -22,6 +22,7 @@ import (
 // of them and forgets each after its retry budget, so its table and the
 // daemon's memory stay flat from round to round.
 func TestHostileSearchThroughAnswersBounded(t *testing.T) {
+	t.Parallel()
 	const (
 		rounds   = 10
 		perRound = 1500

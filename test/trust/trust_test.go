@@ -214,6 +214,7 @@ var forgedGUID = pva.GUID{0xEE, 0xEE, 0xEE, 0xEE, 1, 2, 3, 4, 5, 6, 7, 8}
 // sender's); sent from the IOC's address (spoofed) it passes the door but
 // the TCP check refutes it. The names stay with the IOC throughout.
 func TestForgedBeaconNewGUIDAtListedEndpoint(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t)
 	_, g, ep := tp.ioc(t, "ioc:a", "ioc:b")
@@ -235,6 +236,7 @@ func TestForgedBeaconNewGUIDAtListedEndpoint(t *testing.T) {
 // A forged beacon with protocol "zzz" (spoofed from the IOC) is dropped:
 // the IOC's names keep resolving.
 func TestForgedProtocolBeacon(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t)
 	_, g, ep := tp.ioc(t, "zz:a")
@@ -247,6 +249,7 @@ func TestForgedProtocolBeacon(t *testing.T) {
 // then one forged beacon at the real endpoint must not hand the names to
 // the second server, now or after the IOC beacons again.
 func TestDuplicateThenForgedBeaconTakeover(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t)
 	_, g, ep := tp.ioc(t, "dup:a", "dup:b")
@@ -265,6 +268,7 @@ func TestDuplicateThenForgedBeaconTakeover(t *testing.T) {
 // access.server_allow applies to the sender, not only to the endpoint a
 // datagram claims: a host outside it cannot announce an allowed endpoint.
 func TestSenderOutsideServerAllow(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t)
 	// An IOC that never beacons itself; the outsider announces it.
@@ -284,6 +288,7 @@ func TestSenderOutsideServerAllow(t *testing.T) {
 // Even a sender vouched for as a relay (access.trusted_relays) must be
 // inside access.server_allow; one inside it may announce another server.
 func TestTrustedRelay(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t, "--access-trusted-relays", outAddr.String()+"/32 "+evilAddr.String()+"/32")
 	site := tp.sim(t, sim.Options{Host: cppAddr, Names: [][]string{{"relayed:a"}}})
@@ -302,6 +307,7 @@ func TestTrustedRelay(t *testing.T) {
 // pvans's own loopback) must not make pvans connect there; and a probe
 // that fails shows a category, not the network's error.
 func TestBeaconNamingThirdAddressIsNotProbed(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.startAllow(t, "") // the default: no server allow list
 	accepted := connCounter(t, tp.p, netip.MustParseAddrPort("127.0.0.1:7011"))
@@ -330,6 +336,7 @@ func TestBeaconNamingThirdAddressIsNotProbed(t *testing.T) {
 // A static name file's names are a claim of their own: the server at that
 // endpoint beaconing (its GUID is not the file's) must not wipe them.
 func TestStaticNameFileSurvivesBeacon(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	dir := t.TempDir()
 	// The IOC's TCP port is chosen below; a fixed one keeps the file simple.
@@ -356,6 +363,7 @@ func TestStaticNameFileSurvivesBeacon(t *testing.T) {
 // pvAccessCPP servers put their bound address in beacons (not "any"):
 // from that same address they are believed and listed.
 func TestBoundAddressBeaconIsLearned(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t)
 	site := tp.sim(t, sim.Options{Host: cppAddr, Names: [][]string{{"cpp:a"}}})
@@ -427,6 +435,7 @@ func replyMsg(g pva.GUID, seq uint32, port uint16, cids ...uint32) []byte {
 // new GUID) answers the client that asked, but neither replaces the IOC
 // nor registers the name: the IOC answers the TCP check with its own GUID.
 func TestForgedSearchThroughReply(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t, "--search-through", "--addr-list", "10.213.0.255:5076")
 	_, g, ep := tp.ioc(t, "ioc:a", "ioc:b")
@@ -473,6 +482,7 @@ func TestForgedSearchThroughReply(t *testing.T) {
 // search; the waiting client is answered at once, and the name is
 // registered for everyone once the server confirmed it over TCP.
 func TestSearchThroughAnswerThenRegistered(t *testing.T) {
+	t.Parallel()
 	tp := newTopo(t)
 	site := tp.sim(t, sim.Options{Host: cppAddr, Names: [][]string{{"hidden:a", "hidden:b"}}})
 	tp.start(t, "--search-through", "--addr-list", site.UDPAddr().String())
