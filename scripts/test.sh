@@ -2,11 +2,23 @@
 # Runs every test of pvans: formatting, vet, staticcheck, unit and integration tests
 # (network-namespace tests need root and iproute2; they skip otherwise),
 # the race detector on the packages with goroutines, and short fuzz runs.
-# Environment: FUZZTIME (default 10s) per fuzz target; set FUZZTIME=0 to skip.
+# Every test runs once: the packages that get the race pass run only under
+# -race (but for their //go:build !race tests, run without it).
+# Environment: FUZZTIME (default 3s) per fuzz target; set FUZZTIME=0 to skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
-FUZZTIME="${FUZZTIME:-10s}"
+FUZZTIME="${FUZZTIME:-3s}"
+
+# Each section's seconds, printed at the end: what CI time is spent on.
+times=()
+step_name=
+step_start=$SECONDS
+step() {
+	if [ -n "$step_name" ]; then times+=("$(printf '%5ds  %s' $((SECONDS - step_start)) "$step_name")"); fi
+	step_name="$1" step_start=$SECONDS
+	[ -z "$1" ] || echo "== $1"
+}
 
 # Namespace, chaos, browser, alert-rule and package tests need tools a fresh machine
 # lacks; install them when we can (CI runs as root). Each test skips with a
@@ -26,7 +38,7 @@ command -v rpm >/dev/null 2>&1 || need+=(rpm)
 command -v man >/dev/null 2>&1 || need+=(man-db)
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
 if [ "$(id -u)" = 0 ] && [ "${#need[@]}" -gt 0 ] && [ -z "${PVANS_NO_INSTALL:-}" ]; then
-	echo "== installing ${need[*]}"
+	step "installing ${need[*]}"
 	# The tests need only promtool from the prometheus package, which would
 	# start a Prometheus server on install. Tell invoke-rc.d (Debian's policy
 	# layer) to start no service during this install, so nothing needs ending
@@ -41,61 +53,116 @@ if [ "$(id -u)" = 0 ] && [ "${#need[@]}" -gt 0 ] && [ -z "${PVANS_NO_INSTALL:-}"
 	if [ -n "$own_policy" ]; then rm -f "$policy"; fi
 fi
 
-echo "== gofmt"
+step "gofmt"
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [ -n "$unformatted" ]; then
 	echo "gofmt needed:"; echo "$unformatted"; exit 1
 fi
 
-echo "== go vet"
+step "go vet"
 go vet ./...
 
-echo "== staticcheck"
+step "staticcheck"
 # A Go tool of this module (go.mod's tool block): the version is pinned
 # there, so every machine checks the same rules.
 go tool staticcheck ./...
 
-echo "== go test"
-go test -count=1 -timeout 20m ./...
-
-echo "== go test -race (packages with goroutines)"
 # The race detector checks the goroutines of the test binary itself. The
 # suites under test/ drive pvans as a separate process (test/harness), so
-# under -race they would check only their harness and cost a second full
-# run; they ran above. The daemon's goroutines are raced in process: by
-# internal/daemon's tests, by test/ioc, and by test/chaos's soak, which run
-# a whole daemon against a simulated site inside the test binary.
-# internal/pva is pure codec functions with no goroutines.
+# under -race they would check only their harness: they run once, without
+# it. The daemon's goroutines are raced in process: by internal/daemon's
+# tests, by test/ioc, and by test/chaos's soak, which run a whole daemon
+# against a simulated site inside the test binary. internal/pva is pure
+# codec functions with no goroutines.
 race_pkgs="$(go list ./internal/... ./test/ioc | grep -v -E '/internal/pva$')"
-go test -race -count=1 -timeout 20m $race_pkgs
-go test -race -count=1 -timeout 20m -run '^TestSoak$' ./test/chaos
+plain_pkgs="$(go list ./... | grep -v -x -F "$race_pkgs")"
+
+# How the passes below are run, for time: go vet above checked every
+# package with its tests, so go test's own vet (a subset) is off. The
+# suites that drive pvans processes spend most of their time waiting (for
+# the daemon, a timer, a namespace), so four of them run at once (-p 4)
+# and test/trust's tests, which wait side by side, four at a time
+# (-parallel 4). The race pass keeps go test's default (one package per
+# core): its in-process tests keep the cores busy, and its timings are
+# tighter. go test starts packages in the order given: the slowest go
+# first, or one started last runs on alone at the end.
+testflags=(-count=1 -timeout 20m -vet=off)
+first() { # first LIST PKG...: the packages of LIST, the PKGs among them first
+	local named
+	named="$(go list -e "${@:2}" 2>/dev/null | grep -x -F "$1" || true)"
+	if [ -z "$named" ]; then echo "$1"; return; fi
+	echo "$named"
+	grep -v -x -F "$named" <<<"$1" || true
+}
+plain_pkgs="$(first "$plain_pkgs" ./test/hostile ./test/trust ./test/chaos ./test/release ./test/perf ./test/reload)"
+race_pkgs="$(first "$race_pkgs" ./internal/udpsearch ./internal/registry ./internal/daemon ./internal/httpapi)"
+
+step "go test (packages without the race pass)"
+# TestSoak (test/chaos) runs under -race below. (-skip matches the name in
+# every package; no other package has a TestSoak.)
+go test "${testflags[@]}" -p 4 -parallel 4 -skip '^TestSoak$' $plain_pkgs
+
+step "go test (tests the race build leaves out)"
+# A test the race detector cannot run (allocation counts, heap figures,
+# sizes that take minutes under it) sits in a //go:build !race file of its
+# package; those files' tests run here, without -race. The files are the
+# ones a -race listing of the package leaves out.
+files='{{$p := .ImportPath}}{{$d := .Dir}}{{range .TestGoFiles}}{{$p}} {{$d}}/{{.}}{{"\n"}}{{end}}{{range .XTestGoFiles}}{{$p}} {{$d}}/{{.}}{{"\n"}}{{end}}'
+all_files="$(go list -f "$files" $race_pkgs | sort)"
+race_files="$(go list -race -f "$files" $race_pkgs | sort)"
+norace="$(comm -23 <(echo "$all_files") <(echo "$race_files"))"
+if [ -n "$norace" ]; then
+	norace_pkgs="$(cut -d' ' -f1 <<<"$norace" | sort -u)"
+	tests="$(cut -d' ' -f2 <<<"$norace" | xargs grep -ho -E '^func (Test|Fuzz|Example)[A-Za-z0-9_]*' | sed 's/^func //' | sort -u | paste -sd'|')"
+	if [ -n "$tests" ]; then
+		go test "${testflags[@]}" -run "^($tests)\$" $norace_pkgs
+	fi
+fi
+
+step "go test -race (packages with goroutines)"
+go test "${testflags[@]}" -race $race_pkgs
+go test "${testflags[@]}" -race -run '^TestSoak$' ./test/chaos
 
 if [ "$FUZZTIME" != "0" ]; then
-	echo "== fuzz ($FUZZTIME per target)"
-	fuzzlog="$(mktemp)"
-	trap 'rm -f "$fuzzlog"' EXIT
-	for pkg in $(go list ./...); do
-		dir="$(go list -f '{{.Dir}}' "$pkg")"
-		grep -lq '^func Fuzz' "$dir"/*_test.go 2>/dev/null || continue
-		for fz in $(cd "$dir" && grep -ho '^func Fuzz[A-Za-z0-9_]*' *_test.go | sed 's/^func //'); do
+	step "fuzz ($FUZZTIME per target)"
+	# Each package with fuzz targets is built once, instrumented as go test
+	# -fuzz builds it, and its test binary fuzzes one target after another,
+	# run as go test -fuzz runs it (from the package's directory, with go
+	# test's corpus cache): a go test -fuzz per target spent seconds more
+	# in the go command each time.
+	fuzzdir="$(mktemp -d)"
+	trap 'rm -rf "$fuzzdir"' EXIT
+	fuzzcache="$(go env GOCACHE)/fuzz"
+	dirs="$(go list -f '{{.ImportPath}} {{.Dir}}' ./...)"
+	while read -r pkg dir; do
+		targets="$(cd "$dir" && grep -ho '^func Fuzz[A-Za-z0-9_]*' *_test.go 2>/dev/null | sed 's/^func //')" || true
+		[ -n "$targets" ] || continue
+		bin="$fuzzdir/${pkg//\//_}.test"
+		go test -c -vet=off -fuzz=. -o "$bin" "$pkg"
+		for fz in $targets; do
 			echo "-- $pkg $fz"
 			# Go's fuzz coordinator sometimes ends a run with "context deadline
 			# exceeded" when the time runs out while a worker is still
 			# minimizing a new (non-failing) input. That is not a finding: a
 			# real crasher says "Failing input written". Retry such a run once.
 			for attempt in 1 2; do
-				if go test -run='^$' -fuzz="^${fz}\$" -fuzztime="$FUZZTIME" "$pkg" >"$fuzzlog" 2>&1; then
-					tail -n 2 "$fuzzlog"
+				if (cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${fz}\$" -test.fuzztime="$FUZZTIME" \
+					-test.fuzzcachedir="$fuzzcache/$pkg" -test.timeout=10m) >"$fuzzdir/log" 2>&1; then
+					tail -n 2 "$fuzzdir/log"
 					break
 				fi
-				cat "$fuzzlog"
-				if [ "$attempt" = 1 ] && grep -q "context deadline exceeded" "$fuzzlog" && ! grep -q "Failing input written" "$fuzzlog"; then
+				cat "$fuzzdir/log"
+				if [ "$attempt" = 1 ] && grep -q "context deadline exceeded" "$fuzzdir/log" && ! grep -q "Failing input written" "$fuzzdir/log"; then
 					echo "(fuzz engine timeout without a finding; retrying $fz once)"
 					continue
 				fi
 				exit 1
 			done
 		done
-	done
+	done <<<"$dirs"
 fi
+step ""
+echo "== seconds per section"
+printf '%s\n' "${times[@]}"
+printf '%5ds  in all\n' "$SECONDS"
 echo "== all tests passed"
