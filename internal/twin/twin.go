@@ -359,13 +359,7 @@ func (c *Conn) unport(to netip.AddrPort) {
 // pair ends: the same bytes from two sockets pair neither, whichever
 // order they come in.
 func (t *Table) noteUDP(h *host, fp uint64, to netip.AddrPort, now time.Time) {
-	ok, first, split := h.udp.add(fp, to, now, &t.total)
-	if !ok && t.sweep(now) {
-		ok, first, split = h.udp.add(fp, to, now, &t.total)
-	}
-	if !ok {
-		t.cnt.RecentFull.Add(1)
-	}
+	first, split := record(t, &h.udp, fp, to, now)
 	if !split {
 		return
 	}
@@ -377,13 +371,7 @@ func (t *Table) noteUDP(h *host, fp uint64, to netip.AddrPort, now time.Time) {
 // noteTCP records fp over c. When another connection sent fp first and a
 // socket was paired with it by fp, that pair ends, as in noteUDP.
 func (t *Table) noteTCP(h *host, fp uint64, c *Conn, now time.Time) {
-	ok, first, split := h.tcp.add(fp, c, now, &t.total)
-	if !ok && t.sweep(now) {
-		ok, first, split = h.tcp.add(fp, c, now, &t.total)
-	}
-	if !ok {
-		t.cnt.RecentFull.Add(1)
-	}
+	first, split := record(t, &h.tcp, fp, c, now)
 	if !split {
 		return
 	}
@@ -394,6 +382,20 @@ func (t *Table) noteTCP(h *host, fp uint64, c *Conn, now time.Time) {
 		}
 		i++
 	}
+}
+
+// record adds fp from from to r, sweeping every host's expired
+// fingerprints once when there is no room; a fingerprint still refused is
+// counted. first and split are add's.
+func record[T comparable](t *Table, r *recent[T], fp uint64, from T, now time.Time) (first T, split bool) {
+	ok, first, split := r.add(fp, from, now, &t.total)
+	if !ok && t.sweep(now) {
+		ok, first, split = r.add(fp, from, now, &t.total)
+	}
+	if !ok {
+		t.cnt.RecentFull.Add(1)
+	}
+	return first, split
 }
 
 // sweep drops every host's expired fingerprints when the total is
