@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/twin"
@@ -31,6 +32,18 @@ func (s *tcpSink) names(t *testing.T) int {
 		n += len(m.CIDs)
 	}
 	return n
+}
+
+// pairingHandler is pacedHandler's handler (37 names at once, then 370 a
+// second, for 20 searches of 37) with a pairing table, its held replies
+// handed over at a pair, and udp.answer_over_tcp set to on.
+func pairingHandler(t *testing.T, on bool) (h *handler, st *counters, now, later *recSender, clk *clock.Fake, tw *twin.Table) {
+	t.Helper()
+	h, st, now, later, clk = pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
+	tw = twin.New(clk)
+	tw.OnPair(h.pace.onPair)
+	pairingOn(h, tw, on)
+	return h, st, now, later, clk, tw
 }
 
 // pairingOn gives h the production setting udp.answer_over_tcp.
@@ -64,10 +77,7 @@ func tcpCopy(t *testing.T, tw *twin.Table, i int) uint64 {
 // it is the client's own (the same search over it), everything held or
 // stashed goes over it, and later searches are answered over it alone.
 func TestPairedClientAnsweredOverTCP(t *testing.T) {
-	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
-	tw := twin.New(clk)
-	tw.OnPair(h.pace.onPair)
-	pairingOn(h, tw, true)
+	h, st, now, later, clk, tw := pairingHandler(t, true)
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	for i := range 20 {
@@ -115,10 +125,7 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 // have been, never sent late over UDP; it does not stop a search again
 // from being answered.
 func TestStashWithoutPairDropped(t *testing.T) {
-	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
-	tw := twin.New(clk)
-	tw.OnPair(h.pace.onPair)
-	pairingOn(h, tw, true)
+	h, st, now, later, clk, tw := pairingHandler(t, true)
 	tw.Join(lanC1.Addr(), (&tcpSink{}).offer) // another process's connection
 	for i := range 20 {
 		h.handle(broadcastFrom(search37(i), lanC1))
@@ -143,9 +150,7 @@ func TestStashWithoutPairDropped(t *testing.T) {
 // A forwarded copy (the datagram's source is the forwarder, not the
 // client) and a search from another host pair nothing.
 func TestPairOnlyFromTheClientsOwnAddress(t *testing.T) {
-	h, st, _, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
-	tw := twin.New(clk)
-	pairingOn(h, tw, true)
+	h, st, _, _, _, tw := pairingHandler(t, true)
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	// lanC2 names lanC1 as its reply address.
@@ -165,10 +170,7 @@ func TestPairOnlyFromTheClientsOwnAddress(t *testing.T) {
 // udp.answer_over_tcp false: the same client is answered over UDP only,
 // paced and dropped as without a connection, and nothing is stashed.
 func TestAnswerOverTCPOff(t *testing.T) {
-	h, st, now, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
-	tw := twin.New(clk)
-	tw.OnPair(h.pace.onPair)
-	pairingOn(h, tw, false)
+	h, st, now, _, _, tw := pairingHandler(t, false)
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	for i := range 20 {
@@ -201,10 +203,7 @@ func (r *lookupHook) Lookup(q []pva.SearchName, b *resolver.Batch) {
 // the pair's divert must still go over the connection, not wait to be
 // dropped.
 func TestStashAfterThePairIsDiverted(t *testing.T) {
-	h, st, now, later, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
-	tw := twin.New(clk)
-	tw.OnPair(h.pace.onPair)
-	pairingOn(h, tw, true)
+	h, st, now, later, clk, tw := pairingHandler(t, true)
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	for i := range 19 {
@@ -227,9 +226,7 @@ func TestStashAfterThePairIsDiverted(t *testing.T) {
 // go to it. A PVXS client's searches leave from the socket its replies
 // come to.
 func TestPairOnlyFromTheSocketItself(t *testing.T) {
-	h, _, _, _, clk := pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
-	tw := twin.New(clk)
-	pairingOn(h, tw, true)
+	h, _, _, _, _, tw := pairingHandler(t, true)
 	var victim, intruder tcpSink
 	tw.Join(lanC1.Addr(), victim.offer)
 	c := tw.Join(lanC1.Addr(), intruder.offer)
