@@ -229,10 +229,11 @@ type TCP struct {
 
 // UDP is the port-5076 side.
 type UDP struct {
-	ReceiveBufferBytes int64 // SO_RCVBUF; 0 leaves the OS default
-	AnswerSearches     bool  // answer UDP searches with registry names
-	AnswerOverTCP      bool  // answer a paired client's UDP searches over its TCP connection
-	SendBeacons        bool  // announce the daemon itself with beacons
+	ReceiveBufferBytes  int64 // SO_RCVBUF; 0 leaves the OS default
+	AnswerSearches      bool  // answer UDP searches with registry names
+	AnswerOverTCP       bool  // answer a paired client's UDP searches over its TCP connection
+	PairingFingerprints int   // searches remembered for pairing, all hosts
+	SendBeacons         bool  // announce the daemon itself with beacons
 	// BeaconQueue bounds the sightings (beacons, discovery answers) waiting
 	// for the tracker; beyond it they are dropped and counted, so the
 	// receive path never waits for the tracker or the registry.

@@ -392,6 +392,10 @@ func init() {
 		func(c *Config) *bool { return &c.UDP.AnswerOverTCP }),
 		"true", live("UDP policy, next datagram", "udp"),
 		"Answer a client's UDP searches over its own TCP name-server connection once the two are paired (it sent the same search over both), where no answer is lost; false answers them over UDP only (docs/operations.md, \"Big clients\").")
+	add(intSpec("udp.pairing_fingerprints", "searches remembered, over all client hosts, to pair a client's UDP socket with its TCP name-server connection; beyond it none is remembered (counted)", 1, 10_000_000,
+		func(c *Config) *int { return &c.UDP.PairingFingerprints }),
+		"32768", restart("the pairing table is built with the UDP and TCP sides"),
+		"Searches remembered (about 100 bytes each, 2 s each, at most 128 per client host and side) to pair a client's UDP socket with its own TCP name-server connection; beyond it none is remembered and pvans_twin_refused_total{reason=\"recent_full\"} counts them (docs/SECURITY.md, \"Answers over the client's own TCP connection\").")
 	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
 		func(c *Config) *bool { return &c.UDP.SendBeacons }),
 		"false", live("pvans's own beacons start (a beacon at once) or stop", "beacons", "destinations"),

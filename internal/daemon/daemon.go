@@ -180,7 +180,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	pvLim := serverpv.Limits{Logger: d.log.Named("serverpv")}
 	config.FillAtStart(&pvLim, cfg)
 	d.ServerPV = serverpv.New("pvans "+buildinfo.Get(), pvLim)
-	d.Twins = twin.New(d.clk)
+	var twinOpt twin.Options
+	config.FillAtStart(&twinOpt, cfg)
+	d.Twins = twin.New(d.clk, twinOpt)
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:    d.tcpListen(),
 		TLSListen: tlsOpt.TLSListen,

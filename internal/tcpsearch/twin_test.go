@@ -13,7 +13,7 @@ import (
 // fingerprinted as its client's UDP copies are, an answer to the paired
 // socket arrives on the connection, and the pair ends with it.
 func TestConnectionPairsWithItsClientsSocket(t *testing.T) {
-	tw := twin.New(nil)
+	tw := twin.New(nil, twin.Options{})
 	w := newWorld(t, Options{Twins: tw})
 	cl := dial(t, w.ep)
 	udp := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 40001)

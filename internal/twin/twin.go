@@ -33,7 +33,7 @@
 // client forged UDP search responses naming any address, which is more.
 // docs/SECURITY.md says this.
 //
-// Bounds: at most maxRecent fingerprints per host and maxRecentTotal in
+// Bounds: at most maxRecent fingerprints per host and Options.Fingerprints in
 // all, each matched at most recentFor (a full total sweeps the expired
 // away); at most maxPortsPerConn sockets per connection and maxContested
 // disputes per host. A host with no TCP connection costs nothing.
@@ -54,8 +54,6 @@ const (
 	// client's TCP copies are the first ~47 messages of its tick (64 KiB of
 	// 1,400-byte messages), so the first of them is among these.
 	maxRecent = 128
-	// maxRecentTotal bounds them over all hosts (~100 bytes each).
-	maxRecentTotal = 32 << 10
 	// recentFor is how long a fingerprint waits for its twin: the TCP
 	// copies leave the client right after its tick's UDP datagrams.
 	recentFor = 2 * time.Second
@@ -79,6 +77,7 @@ const (
 type Table struct {
 	seed maphash.Seed
 	clk  clock.Clock
+	max  int // Options.Fingerprints
 
 	conns atomic.Int64 // live connections: none, nothing to do
 
@@ -136,12 +135,19 @@ type Conn struct {
 	gone  bool             // under t.mu
 }
 
+// Options are a table's bounds.
+type Options struct {
+	// Fingerprints bounds the fingerprints kept over all hosts (~100
+	// bytes each); 0 is no bound beyond maxRecent per host and side.
+	Fingerprints int `setting:"udp.pairing_fingerprints"`
+}
+
 // New returns an empty table; clk nil means the wall clock.
-func New(clk clock.Clock) *Table {
+func New(clk clock.Clock, o Options) *Table {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &Table{seed: maphash.MakeSeed(), clk: clk, hosts: map[netip.Addr]*host{},
+	return &Table{seed: maphash.MakeSeed(), clk: clk, max: o.Fingerprints, hosts: map[netip.Addr]*host{},
 		bound: map[netip.AddrPort]pair{}}
 }
 
@@ -388,9 +394,9 @@ func (t *Table) noteTCP(h *host, fp uint64, c *Conn, now time.Time) {
 // fingerprints once when there is no room; a fingerprint still refused is
 // counted. first and split are add's.
 func record[T comparable](t *Table, r *recent[T], fp uint64, from T, now time.Time) (first T, split bool) {
-	ok, first, split := r.add(fp, from, now, &t.total)
+	ok, first, split := r.add(fp, from, now, &t.total, t.max)
 	if !ok && t.sweep(now) {
-		ok, first, split = r.add(fp, from, now, &t.total)
+		ok, first, split = r.add(fp, from, now, &t.total, t.max)
 	}
 	if !ok {
 		t.cnt.RecentFull.Add(1)
@@ -398,11 +404,14 @@ func record[T comparable](t *Table, r *recent[T], fp uint64, from T, now time.Ti
 	return first, split
 }
 
+// full: the fingerprints kept reach Options.Fingerprints.
+func (t *Table) full() bool { return t.max > 0 && t.total >= t.max }
+
 // sweep drops every host's expired fingerprints when the total is
 // reached and the last sweep is sweepEvery old; it reports whether any
 // went.
 func (t *Table) sweep(now time.Time) bool {
-	if t.total < maxRecentTotal || now.Sub(t.swept) < sweepEvery {
+	if !t.full() || now.Sub(t.swept) < sweepEvery {
 		return false
 	}
 	t.swept = now
@@ -441,7 +450,7 @@ func (r *recent[T]) get(fp uint64, now time.Time) (seen[T], bool) {
 // marks it ambiguous (split, the first sender in first). It reports false
 // when there was no room. Entries are added in time order and never
 // refreshed, so expiry takes from the front.
-func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) (ok bool, first T, split bool) {
+func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int, max int) (ok bool, first T, split bool) {
 	r.expire(now, total)
 	if s, ok := r.m[fp]; ok {
 		if s.from != from && !s.ambiguous {
@@ -451,7 +460,7 @@ func (r *recent[T]) add(fp uint64, from T, now time.Time, total *int) (ok bool, 
 		}
 		return true, first, false
 	}
-	if len(r.order) >= maxRecent || *total >= maxRecentTotal {
+	if len(r.order) >= maxRecent || (max > 0 && *total >= max) {
 		return false, first, false
 	}
 	if r.m == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/config"
 )
 
 // search is a CMD_SEARCH payload as a PVXS client builds it: flags and
@@ -31,9 +32,12 @@ var (
 	portA = netip.AddrPortFrom(hostA, 40001)
 )
 
+// maxRecentTotal is the production bound over all hosts.
+var maxRecentTotal = config.Defaults().UDP.PairingFingerprints
+
 func newTable() (*Table, *clock.Fake) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	return New(clk), clk
+	return New(clk, Options{Fingerprints: maxRecentTotal}), clk
 }
 
 type sink struct{ got [][]byte }

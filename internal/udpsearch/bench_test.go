@@ -132,7 +132,7 @@ func BenchmarkHandleSearch38Paired(b *testing.B) {
 		names = append(names, benchName("HELD", i*2111))
 	}
 	d.b = searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, names...)
-	tw := twin.New(nil)
+	tw := twin.New(nil, twin.Options{})
 	var offered int
 	c := tw.Join(d.src.Addr(), func([]byte) bool { offered++; return true })
 	_, p, _, _ := pva.SplitMessage(d.b)

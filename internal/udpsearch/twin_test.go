@@ -40,7 +40,7 @@ func (s *tcpSink) names(t *testing.T) int {
 func pairingHandler(t *testing.T, on bool) (h *handler, st *counters, now, later *recSender, clk *clock.Fake, tw *twin.Table) {
 	t.Helper()
 	h, st, now, later, clk = pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
-	tw = twin.New(clk)
+	tw = twin.New(clk, twin.Options{})
 	tw.OnPair(h.pace.onPair)
 	pairingOn(h, tw, on)
 	return h, st, now, later, clk, tw
