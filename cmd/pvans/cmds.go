@@ -62,7 +62,7 @@ func parseFlagsHelp(fs *flag.FlagSet, args []string, stderr io.Writer, help func
 	}
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
-	err := fs.Parse(args)
+	err := parseInterspersed(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		if help != nil {
@@ -77,6 +77,31 @@ func parseFlagsHelp(fs *flag.FlagSet, args []string, stderr io.Writer, help func
 		return errUsage
 	}
 	return nil
+}
+
+// parseInterspersed parses flags wherever they stand among the arguments,
+// as an operator types them (`pvans query a b --timeout 2s`): the flag
+// package alone stops at the first argument and would take "--timeout"
+// and "2s" as names. "--" ends the flags; everything after it is an
+// argument, for a name that starts with "-". fs.Args() then holds the
+// arguments in their order.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		left := fs.Args()
+		used := len(rest) - len(left)
+		if len(left) == 0 || (used > 0 && rest[used-1] == "--") {
+			pos = append(pos, left...)
+			break
+		}
+		pos = append(pos, left[0])
+		rest = left[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
 }
 
 // loadConfig parses the daemon's flags and loads the configuration.
