@@ -116,6 +116,14 @@ func TestRelease(t *testing.T) {
 		"/usr/share/doc/pvans/upgrading.md",
 		"/usr/share/doc/pvans/SECURITY.md",
 		"/usr/share/doc/pvans/protocol.md", // the other docs cite it
+		// What operations.md sends an operator to.
+		"/usr/share/doc/pvans/examples/pvans.env",
+		"/usr/share/doc/pvans/examples/prometheus/alerts.yml",
+		"/usr/share/doc/pvans/examples/grafana/pvans.json",
+		"/usr/share/doc/pvans/examples/configs/local.yaml",
+		"/usr/share/doc/pvans/examples/configs/replica.yaml",
+		"/usr/share/doc/pvans/examples/configs/web-config.yml",
+		"/usr/share/doc/pvans/examples/configs/reach/gateway-host.yaml",
 	}
 	debRoot := t.TempDir()
 	t.Run("deb", func(t *testing.T) {
@@ -133,6 +141,11 @@ func TestRelease(t *testing.T) {
 			if !slices.Contains(files, f) {
 				t.Errorf("the .deb does not install %s", f)
 			}
+		}
+		// The unit's ExecReload runs /bin/kill, which a minimal root
+		// lacks without procps.
+		if !regexp.MustCompile(`(?m)^Depends:.*\bprocps\b`).MatchString(fields) {
+			t.Errorf("the .deb does not depend on procps (ExecReload's /bin/kill):\n%s", fields)
 		}
 		ctl := t.TempDir()
 		runTool(t, dist, nil, dpkg, "-e", deb, ctl)
@@ -182,6 +195,17 @@ func TestRelease(t *testing.T) {
 		for _, f := range append(want, "/usr/share/zsh/site-functions/_pvans", "/usr/share/licenses/pvans/LICENSE") {
 			if !slices.Contains(files, f) {
 				t.Errorf("the .rpm does not install %s", f)
+			}
+		}
+		if req := runTool(t, dist, nil, r, "-qp", "--requires", rpm); !strings.Contains(req, "/usr/bin/kill") {
+			t.Errorf("the .rpm does not require /usr/bin/kill (ExecReload):\n%s", req)
+		}
+		// The package owns the directories it makes, so removing it
+		// leaves none behind.
+		dirs := runTool(t, dist, nil, r, "-qp", "--queryformat", "[%{FILEMODES:perms} %{FILENAMES}\n]", rpm)
+		for _, d := range []string{"/etc/pvans", "/usr/share/doc/pvans", "/usr/share/doc/pvans/examples", "/usr/share/licenses/pvans"} {
+			if !regexp.MustCompile(`(?m)^d\S* ` + regexp.QuoteMeta(d) + `$`).MatchString(dirs) {
+				t.Errorf("the .rpm does not own %s:\n%s", d, dirs)
 			}
 		}
 		if conf := strings.TrimSpace(runTool(t, dist, nil, r, "-qcp", rpm)); conf != "/etc/pvans/pvans.yaml" {
@@ -315,7 +339,8 @@ func TestRelease(t *testing.T) {
 		out := runToolStdin(t, zr, "tar", "-t")
 		top := "pvans-" + version + "-linux-amd64/"
 		for _, f := range []string{"pvans", "LICENSE", "CHANGELOG.md", "configs/pvans.yaml", "deploy/systemd/pvans.service",
-			"docs/operations.md", "docs/upgrading.md", "man/man1/pvans.1", "man/man5/pvans.yaml.5", "completions/pvans.bash", "completions/_pvans"} {
+			"docs/operations.md", "docs/upgrading.md", "deploy/prometheus/alerts.yml", "deploy/grafana/pvans.json",
+			"configs/reach/gateway-host.yaml", "configs/web-config.yml", "man/man1/pvans.1", "man/man5/pvans.yaml.5", "completions/pvans.bash", "completions/_pvans"} {
 			if !strings.Contains(out, top+f+"\n") {
 				t.Errorf("the tarball has no %s", top+f)
 			}
