@@ -5,8 +5,8 @@
 #   docs, man pages, completions, LICENSE) per architecture, and SHA256SUMS.
 #
 # Usage: scripts/release.sh VERSION      e.g. scripts/release.sh 0.1.0
-# Run it from a clean checkout of the commit to release; CHANGELOG.md must
-# have a "## [VERSION]" section. The binaries are static (CGO_ENABLED=0),
+# Run it from a clean checkout of the commit tagged vVERSION (it refuses any
+# other); CHANGELOG.md must have a "## [VERSION]" section. The binaries are static (CGO_ENABLED=0),
 # built with -trimpath and without a build ID, and every date in the output
 # is the commit's (SOURCE_DATE_EPOCH), so the same commit gives the same
 # bytes on any machine with the same Go.
@@ -14,8 +14,8 @@
 # Environment:
 #   ARCHES           architectures to build (default "amd64 arm64")
 #   DIST             output folder (default dist)
-#   PVANS_ALLOW_DIRTY=1  build from a modified tree (tests); the commit is
-#                    then marked -dirty and the output is not a release
+#   PVANS_ALLOW_DIRTY=1  build from a modified or untagged tree (tests); the
+#                    commit is then marked -dirty and the output is not a release
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +37,15 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
 		exit 1
 	fi
 	commit="$commit-dirty"
+fi
+# A release is the commit its tag names: labelling any HEAD with the
+# version would give two different builds one version.
+if [ "$(git rev-parse -q --verify "refs/tags/v$version^{commit}" 2>/dev/null)" != "$(git rev-parse HEAD)" ]; then
+	if [ -z "${PVANS_ALLOW_DIRTY:-}" ]; then
+		echo "release.sh: HEAD is not the commit tagged v$version; tag it (git tag -a v$version) or check the tag out" >&2
+		exit 1
+	fi
+	commit="${commit%-dirty}-dirty"
 fi
 export SOURCE_DATE_EPOCH="$(git log -1 --format=%ct HEAD)"
 date="$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)"

@@ -25,9 +25,11 @@ var (
 )
 
 // DevVersion is the version of a build that is neither a release nor a
-// tagged module: the next release's number with a -dev suffix, so it
-// sorts before that release (semantic versioning's pre-release rule).
-const DevVersion = "0.1.0-dev"
+// tagged module: the patch after the last release (CHANGELOG.md's newest
+// "## [X.Y.Z]") with a -dev suffix, so it sorts after that release and
+// before the next (semantic versioning's pre-release rule), as Go's
+// pseudo-versions do. TestDevVersionFollowsTheLastRelease keeps it so.
+const DevVersion = "0.1.1-dev"
 
 // Unknown stands for a commit or date the build did not record.
 const Unknown = "unknown"

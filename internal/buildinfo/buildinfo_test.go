@@ -1,7 +1,10 @@
 package buildinfo
 
 import (
+	"os"
+	"regexp"
 	"runtime/debug"
+	"strconv"
 	"testing"
 )
 
@@ -58,5 +61,35 @@ func TestPseudoRevision(t *testing.T) {
 		if got := pseudoRevision(v); got != want {
 			t.Errorf("pseudoRevision(%q) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// A development build sorts after the last release and before the next:
+// "0.1.0-dev" came before the released 0.1.0, so a package manager or a
+// version check took a newer build for an older one.
+func TestDevVersionFollowsTheLastRelease(t *testing.T) {
+	log, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil {
+		t.Skip("no CHANGELOG.md beside the module:", err)
+	}
+	m := regexp.MustCompile(`(?m)^## \[(\d+)\.(\d+)\.(\d+)\]`).FindSubmatch(log)
+	if m == nil {
+		t.Fatal("CHANGELOG.md names no release")
+	}
+	num := func(b []byte) int { n, _ := strconv.Atoi(string(b)); return n }
+	last := [3]int{num(m[1]), num(m[2]), num(m[3])}
+	d := regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)-dev$`).FindStringSubmatch(DevVersion)
+	if d == nil {
+		t.Fatalf("DevVersion %q is not X.Y.Z-dev", DevVersion)
+	}
+	dev := [3]int{}
+	for i := range dev {
+		dev[i], _ = strconv.Atoi(d[i+1])
+	}
+	// X.Y.Z-dev > last exactly when X.Y.Z > last; the patch after it is
+	// the smallest such, so no release can fall between.
+	if want := [3]int{last[0], last[1], last[2] + 1}; dev != want {
+		t.Errorf("DevVersion %s, want %d.%d.%d-dev (the patch after the last release %d.%d.%d)",
+			DevVersion, want[0], want[1], want[2], last[0], last[1], last[2])
 	}
 }

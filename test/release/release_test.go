@@ -401,3 +401,32 @@ func listTree(t *testing.T, root string) []string {
 	}
 	return out
 }
+
+// A release is the commit its tag names: release.sh refuses to label a
+// commit that is not tagged vVERSION, even from a clean tree.
+func TestReleaseRefusesAnUntaggedCommit(t *testing.T) {
+	git := need(t, "git", "git")
+	root := repoRoot(t)
+	version := changelogVersion(t, root)
+	clone := filepath.Join(t.TempDir(), "clone")
+	runTool(t, "", nil, git, "clone", "-q", "--no-tags", root, clone)
+	cmd := exec.Command(filepath.Join(clone, "scripts/release.sh"), version)
+	cmd.Dir = clone
+	cmd.Env = append(os.Environ(), "ARCHES=amd64", "DIST="+t.TempDir())
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not the commit tagged v"+version) {
+		t.Fatalf("release.sh %s of an untagged commit: %v\n%s", version, err, out)
+	}
+	// Tagged, the same clean clone passes that check (the build itself is
+	// TestRelease's): the refusal is about the tag, not the tree.
+	runTool(t, clone, []string{"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t"},
+		git, "tag", "-a", "-m", "test", "v"+version)
+	// The script up to its checks, run from scripts/ as the script is.
+	cmd = exec.Command("bash", "-c", `sed -n '1,/^export SOURCE_DATE_EPOCH/p' scripts/release.sh >scripts/checks.sh && bash scripts/checks.sh "$0"`, version)
+	cmd.Dir = clone
+	cmd.WaitDelay = 10 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh's checks of the commit tagged v%s: %v\n%s", version, err, out)
+	}
+}
