@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -53,6 +55,41 @@ func TestManualHasRealFlags(t *testing.T) {
 	for _, args := range [][]string{{"man"}, {"man", "7"}, {"completion"}, {"completion", "fish"}} {
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("pvans %s: exit %d, want 2", strings.Join(args, " "), code)
+		}
+	}
+}
+
+// README's command list names every command `pvans help` lists, and the
+// Go version it asks for is go.mod's.
+func TestReadmeNamesEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skip("no README.md:", err)
+	}
+	_, list, ok := strings.Cut(string(readme), "\n## Commands\n")
+	if !ok {
+		t.Fatal("README.md has no \"## Commands\" section")
+	}
+	list, _, _ = strings.Cut(list, "\n## ")
+	for _, c := range commands {
+		if c.hidden || c.name == "help" {
+			continue
+		}
+		if !strings.Contains(list, "    pvans "+c.name) && !strings.Contains(list, "    pvans ["+c.name+"]") {
+			t.Errorf("README's Commands section does not list `pvans %s`", c.name)
+		}
+	}
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if goVersion == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	for _, m := range regexp.MustCompile(`Go (1\.\d+(?:\.\d+)?) or newer`).FindAllStringSubmatch(string(readme), -1) {
+		if m[1] != string(goVersion[1]) {
+			t.Errorf("README asks for Go %s or newer; go.mod needs %s", m[1], goVersion[1])
 		}
 	}
 }
