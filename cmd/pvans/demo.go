@@ -137,15 +137,15 @@ func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan 
 	env := fmt.Sprintf("EPICS_PVA_NAME_SERVERS=%s EPICS_PVA_AUTO_ADDR_LIST=NO EPICS_PVA_ADDR_LIST= EPICS_PVA_BROADCAST_PORT=%d", tcp, *udpPort+1)
 	fmt.Fprintf(stdout, `
 Try, in another terminal (every value counts up once a second):
-  pvans query --server %[1]s %[2]s          resolve a name through pvans over TCP
-  pvans list --api http://%[3]s --servers   what pvans knows
+  %[5]s query --server %[1]s %[2]s          resolve a name through pvans over TCP
+  %[5]s list --api http://%[3]s --servers   what pvans knows
   curl http://%[3]s/v1/names/%[2]s          the HTTP API; status page at http://%[3]s/
   export %[4]s
   pvxget %[2]s; pvxinfo %[2]s; pvxput %[2]s 42; pvxmonitor %[2]s
                                             a real PVXS client, if you have one
 Type commands here (help lists them), e.g. "restart 1" or "kill 2", and watch pvans react.
 Press Ctrl-C to stop.
-`, tcp, first, d.HTTPAddr(), env)
+`, tcp, first, d.HTTPAddr(), env, selfCommand())
 
 	n := newNarrator(site, stdout)
 	done := make(chan struct{})
@@ -153,6 +153,12 @@ Press Ctrl-C to stop.
 	go n.follow(d.Events, done)
 	quit := make(chan struct{}, 1)
 	go func() {
+		// Started in the background (`pvans demo &`), a read of the
+		// terminal would stop the demo; read once it is brought to the
+		// foreground.
+		if f, ok := stdin.(*os.File); ok && !waitForeground(func() bool { return inBackground(f) }, 500*time.Millisecond, done) {
+			return
+		}
 		sc := bufio.NewScanner(stdin)
 		for sc.Scan() {
 			line := strings.TrimSpace(sc.Text())

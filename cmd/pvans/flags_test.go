@@ -42,3 +42,32 @@ func TestFlagsAfterArguments(t *testing.T) {
 		t.Errorf("an unknown flag after a name: %v, want the usage error", err)
 	}
 }
+
+// The demo's hints are in the form the reader ran it: `go run` leaves no
+// `pvans` on the PATH.
+func TestInvokedAs(t *testing.T) {
+	for exe, want := range map[string]string{
+		"/tmp/go-build1234567/b001/exe/pvans": "go run ./cmd/pvans",
+		"/usr/bin/pvans":                      "pvans",
+		"/home/op/go/bin/pvans":               "pvans",
+		"/tmp/go-build99/b001/pvans.test":     "pvans",
+	} {
+		if got := invokedAs(exe); got != want {
+			t.Errorf("invokedAs(%q) = %q, want %q", exe, got, want)
+		}
+	}
+}
+
+// A demo started in the background waits to read its terminal until it is
+// in the foreground, and gives up when the demo ends.
+func TestWaitForeground(t *testing.T) {
+	n := 0
+	if !waitForeground(func() bool { n++; return n < 3 }, time.Millisecond, nil) || n != 3 {
+		t.Errorf("waited %d checks, want 3", n)
+	}
+	done := make(chan struct{})
+	close(done)
+	if waitForeground(func() bool { return true }, time.Hour, done) {
+		t.Error("returned true while still in the background")
+	}
+}
