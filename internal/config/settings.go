@@ -405,7 +405,7 @@ func init() {
 		"4096", restart("the queue is allocated when the UDP side is built"),
 		"Beacons and discovery answers waiting for the server tracker (a queue, so the search port never waits for the registry); beyond it they are dropped and counted (pvans_udp_drops_total{reason=\"beacon_queue\"}).")
 	add(spec{key: "udp.learn_interfaces", ptr: field(func(c *Config) *[]netip.Addr { return &c.UDP.LearnInterfaces }), isList: true,
-		usage: "local interface addresses whose networks beacons, discovery replies and search replies are also taken from, besides those of pva.interfaces (the arrival interface decides, see \"UDP binding\"); all takes them from every interface; empty: pva.interfaces's only",
+		usage: "local interface addresses whose networks servers are learned from (beacons, discovery replies and search replies; the arrival interface decides, see \"UDP binding\"), in place of pva.interfaces's; the automatic address list (auto_addr_list) follows them; all takes them from every interface; empty: pva.interfaces's",
 		set: func(c *Config, x *loadCtx, v raw) error {
 			var items []string
 			all := false
@@ -435,8 +435,8 @@ func init() {
 			}
 			return joinStrings(c.UDP.LearnInterfaces)
 		}},
-		"", live("UDP policy, next datagram", "udp"),
-		"More interfaces (by local address) whose networks servers are learned from, besides pva.interfaces's, or [all]; counted when dropped: pvans_hints_dropped_total{reason=\"interface\"}. Nothing changes while pva.interfaces is 0.0.0.0.")
+		"", live("UDP policy, next datagram; destinations, next discovery round", "udp", "destinations"),
+		"The interfaces (by local address) whose networks servers are learned from, in place of pva.interfaces's, or [all]: a gateway host serves clients on one leg (pva.interfaces) and learns servers on the other. Discovery and search-through sent by auto_addr_list go only to these interfaces' broadcast addresses. Hints from elsewhere are counted when dropped: pvans_hints_dropped_total{reason=\"interface\"}.")
 	add(floatSpec("udp.client_reply_names_per_second", "names answered over UDP to one client socket per second beyond its burst, later replies held and sent when due; 0 = no pacing", 0, 1e9,
 		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }),
 		"40000", restart("the reply pacer is made when the UDP side is built"),

@@ -274,15 +274,20 @@ func httpLimits(c *config.Config) httpapi.Limits {
 }
 
 // learnFrom is where the UDP participant takes hints from: the interfaces
-// pvans serves (served, the running pva.interfaces) and those of widen
-// (udp.learn_interfaces); nil, every interface, when either has a
-// wildcard.
-func learnFrom(served, widen []netip.Addr) []netip.Addr {
-	all := append(slices.Clone(served), widen...)
-	if slices.ContainsFunc(all, netip.Addr.IsUnspecified) {
+// of learn (udp.learn_interfaces) when it is set, else those pvans serves
+// (served, the running pva.interfaces); nil, every interface, when the
+// list in force has a wildcard. Learning apart from serving is what a
+// gateway host needs: clients served on one leg, servers learned only on
+// the other.
+func learnFrom(served, learn []netip.Addr) []netip.Addr {
+	l := served
+	if len(learn) > 0 {
+		l = learn
+	}
+	if slices.ContainsFunc(l, netip.Addr.IsUnspecified) {
 		return nil
 	}
-	return all
+	return slices.Clone(l)
 }
 
 // connOptions turns a config connection profile into connection options.

@@ -100,20 +100,25 @@ func (d *Daemon) forgetUnlisted(before, after []netip.AddrPort) {
 // The interface list is read again each time: a reload also picks up
 // interfaces added since the start.
 func (d *Daemon) destinations(cfg *config.Config) (addrList, beaconList []udpsearch.Destination) {
-	var auto []netip.AddrPort
-	if cfg.PVA.AutoAddrList || (cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList) {
-		var err error
-		if auto, err = udpsearch.AutoAddrList(d.boot.PVA.BroadcastPort); err != nil {
+	// Discovery and search-through look for servers: their automatic
+	// destinations are the broadcast addresses of the interfaces servers
+	// are learned from, so a gateway host learning on its IOC leg sends
+	// nothing to its client leg. pvans's own beacons are for clients,
+	// and keep going to every interface's.
+	auto := func(on []netip.Addr) []udpsearch.Destination {
+		l, err := udpsearch.AutoAddrList(d.boot.PVA.BroadcastPort, on)
+		if err != nil {
 			d.log.Warn("cannot read interface broadcast addresses for the auto address lists", zap.Error(err))
 		}
+		return udpsearch.Unicast(l...)
 	}
 	addrList = endpoints(d.expand(cfg.PVA.AddrList))
 	if cfg.PVA.AutoAddrList {
-		addrList = append(addrList, udpsearch.Unicast(auto...)...)
+		addrList = append(addrList, auto(learnFrom(d.boot.PVA.Interfaces, cfg.UDP.LearnInterfaces))...)
 	}
 	beaconList = endpoints(cfg.PVA.BeaconAddrList)
 	if cfg.UDP.SendBeacons && cfg.PVA.AutoBeaconAddrList {
-		beaconList = append(beaconList, udpsearch.Unicast(auto...)...)
+		beaconList = append(beaconList, auto(nil)...)
 	}
 	return addrList, beaconList
 }

@@ -3,6 +3,7 @@ package udpsearch
 import (
 	"net"
 	"net/netip"
+	"slices"
 )
 
 // Interface is one network interface as the classifier needs it.
@@ -89,14 +90,30 @@ func BroadcastAddrList(ifs []Interface, port uint16) []netip.AddrPort {
 }
 
 // AutoAddrList reads the host's interfaces and returns BroadcastAddrList
-// (EPICS_PVA_AUTO_ADDR_LIST). The daemon's wiring may append it to
+// (EPICS_PVA_AUTO_ADDR_LIST) of those holding an address of on, or of
+// every interface when on is nil. The daemon's wiring may append it to
 // Options.AddrList; tests never use it.
-func AutoAddrList(port uint16) ([]netip.AddrPort, error) {
+func AutoAddrList(port uint16, on []netip.Addr) ([]netip.AddrPort, error) {
 	ifs, err := ReadInterfaces()
 	if err != nil {
 		return nil, err
 	}
-	return BroadcastAddrList(ifs, port), nil
+	return BroadcastAddrList(Holding(ifs, on), port), nil
+}
+
+// Holding is the interfaces of ifs holding an address of on; all of
+// them when on is nil.
+func Holding(ifs []Interface, on []netip.Addr) []Interface {
+	if on == nil {
+		return ifs
+	}
+	var out []Interface
+	for _, it := range ifs {
+		if slices.ContainsFunc(it.Prefixes, func(p netip.Prefix) bool { return slices.Contains(on, p.Addr()) }) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // ifaceTable is an immutable view of the interfaces for classification.

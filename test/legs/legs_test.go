@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -169,19 +170,69 @@ func TestOnlyServedLegIsLearned(t *testing.T) {
 	}
 }
 
-// udp.learn_interfaces widens what is learned: "all" takes every
-// interface, an address adds its interface's network.
-func TestLearnInterfacesWidens(t *testing.T) {
+// udp.learn_interfaces "all" learns from every interface.
+func TestLearnInterfacesAll(t *testing.T) {
 	tp := newTopo(t)
-	for _, widen := range []string{"all", clientLeg.String()} {
-		t.Run(widen, func(t *testing.T) {
-			pv := tp.start(t, "--udp-learn-interfaces", widen)
-			defer pv.Stop()
-			waitNames(t, pv, "ioc:beacon", "ioc:ping", "cli:beacon", "cli:ping", "cli:cross")
-			if v := pv.Metric(t, interfaceDrops); v != 0 {
-				t.Errorf("%s = %v with udp.learn_interfaces %s, want 0", interfaceDrops, v, widen)
-			}
-		})
+	pv := tp.start(t, "--udp-learn-interfaces", "all")
+	waitNames(t, pv, "ioc:beacon", "ioc:ping", "cli:beacon", "cli:ping", "cli:cross")
+	if v := pv.Metric(t, interfaceDrops); v != 0 {
+		t.Errorf("%s = %v with udp.learn_interfaces all, want 0", interfaceDrops, v)
+	}
+}
+
+// Serve here, learn there: pvans serving the client leg (pva.interfaces)
+// and learning on the IOC leg (udp.learn_interfaces) learns the IOC
+// side's servers only, answers the client side, and sends its automatic
+// discovery only to the IOC leg's broadcast address, never the client
+// leg's.
+func TestServeOneLegLearnTheOther(t *testing.T) {
+	tp := newTopo(t)
+	listen := func(n *testutil.Netns, a netip.Addr) *net.UDPConn {
+		var c *net.UDPConn
+		if err := n.Do(func() (err error) {
+			c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, searchPort)))
+			return
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	iocBcast := listen(tp.ioc, netip.MustParseAddr("10.77.0.255"))
+	cliBcast := listen(tp.client, netip.MustParseAddr("10.78.0.255"))
+
+	pv := harness.Start(t, harness.Options{Netns: tp.host, Interfaces: clientLeg.String(), Args: []string{
+		"--udp-learn-interfaces", iocLeg.String(), "--auto-addr-list=true", "--addr-list", tp.iocP.UDPAddr().String(),
+		"--discovery-at-start", "--log-level", "debug"}})
+	// The automatic list reached the IOC leg's broadcast address.
+	buf := make([]byte, 2048)
+	_ = iocBcast.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if _, _, err := iocBcast.ReadFromUDPAddrPort(buf); err != nil {
+		t.Fatalf("no discovery at the IOC leg's broadcast address: %v", err)
+	}
+	waitNames(t, pv, "ioc:beacon", "ioc:ping")
+	// Several beacon rounds of the client side (every 300 ms).
+	time.Sleep(2 * time.Second)
+	for _, c := range []struct {
+		site *sim.Site
+		name string
+	}{{tp.cliB, "cli:beacon"}, {tp.cliP, "cli:ping"}, {tp.cliX, "cli:cross"}} {
+		if n := c.site.Server(0).Accepted; n != 0 {
+			t.Errorf("client-side server %s was probed (%d TCP connections)", c.site.Server(0).TCP, n)
+		}
+		if ok, err := pv.HasName(c.name); err != nil || ok {
+			t.Errorf("client-side name %s listed (%v)", c.name, err)
+		}
+	}
+	_ = cliBcast.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, from, err := cliBcast.ReadFromUDPAddrPort(buf); err == nil {
+		t.Errorf("pvans sent %d bytes from %s to the client leg's broadcast address", n, from)
+	}
+	// Clients on the served leg are answered: the IOC side's names over
+	// the TCP name server on the client leg.
+	ans, err := harness.Query(tp.client, netip.AddrPortFrom(clientLeg, pv.TCP.Port()), []string{"ioc:beacon"}, 5*time.Second)
+	if a, ok := ans["ioc:beacon"]; err != nil || !ok || a.Endpoint != tp.iocB.Server(0).TCP {
+		t.Errorf("a client on the served leg asking for ioc:beacon: %+v, %v", ans, err)
 	}
 }
 
