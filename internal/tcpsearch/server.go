@@ -324,7 +324,7 @@ func (s *Server) Listen() error {
 		return err
 	}
 	for _, a := range s.opt.Listen {
-		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(a))
+		ln, err := listenTCP(a)
 		if err != nil {
 			return fail(err)
 		}
@@ -332,7 +332,7 @@ func (s *Server) Listen() error {
 	}
 	if s.opt.TLS != nil {
 		for _, a := range s.opt.TLSListen {
-			ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(a))
+			ln, err := listenTCP(a)
 			if err != nil {
 				return fail(fmt.Errorf("TLS listener: %w", err))
 			}

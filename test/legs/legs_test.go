@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
 	"github.com/pvans-project/pvans/test/harness"
@@ -254,4 +255,35 @@ func metricLines(t *testing.T, pv *harness.Pvans, subs ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// An address of pva.interfaces that is not configured when pvans starts
+// (a host whose network comes up late) does not stop pvans: the TCP name
+// server binds it anyway and serves it once it appears.
+func TestInterfaceAddressLate(t *testing.T) {
+	testutil.RequireNetns(t, "two-legged host tests")
+	if testing.Short() {
+		t.Skip("runs the daemon in namespaces; skipped with -short")
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	r := hex.EncodeToString(b)
+	host := testutil.NewNetns(t, fmt.Sprintf("pvans-ll-%d-%s", os.Getpid(), r))
+	client := testutil.NewNetns(t, fmt.Sprintf("pvans-lk-%d-%s", os.Getpid(), r))
+	testutil.Veth(t, host, "llh"+r, []string{"10.79.0.1/24 brd +"}, client, "llc"+r, []string{"10.79.0.2/24 brd +"})
+	late := netip.MustParseAddr("10.79.0.5")
+	pv := harness.Start(t, harness.Options{Netns: host, Interfaces: late.String()})
+	host.IP(t, "addr add "+late.String()+"/24 dev llh"+r)
+	ep := netip.AddrPortFrom(late, pv.TCP.Port())
+	testutil.WaitFor(t, 10*time.Second, "the name server on the late address", func() bool {
+		return client.Do(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			c, err := nsclient.Dial(ctx, ep)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}) == nil
+	})
 }
