@@ -34,10 +34,13 @@ type Rule struct {
 	// the port (0: keep it, or look it up in Ports).
 	To     netip.Addr
 	ToPort uint16
-	// Ports maps real server ports to published ones. With a table, a
-	// server whose port is not in it is not covered by the rule: an
+	// Ports maps real server ports to published ones, and ByEndpoint
+	// real server endpoints (IOCs that share a port at different
+	// addresses) to published ports; an endpoint's entry comes first.
+	// With a table, a server in neither is not covered by the rule: an
 	// unpublished port behind the NAT address would reach nothing.
-	Ports map[uint16]uint16
+	Ports      map[uint16]uint16
+	ByEndpoint map[netip.AddrPort]uint16
 
 	text string
 }
@@ -76,7 +79,10 @@ func (r *Rule) apply(server netip.AddrPort, client netip.Addr) (netip.AddrPort, 
 	case r.ToPort != 0:
 		port = r.ToPort
 	case r.Ports != nil:
-		p, ok := r.Ports[port]
+		p, ok := r.ByEndpoint[server]
+		if !ok {
+			p, ok = r.Ports[port]
+		}
 		if !ok {
 			return server, false
 		}
@@ -114,6 +120,8 @@ func (r Rule) MarshalText() ([]byte, error) { return []byte(r.text), nil }
 //	except_clients=172.17.0.0/16            clients not covered
 //	to=10.0.0.5  or  to=10.0.0.5:15075      endpoint named instead (IPv6 as [addr]:port)
 //	ports=5075:15075,5085:15085             real port → published port
+//	ports=10.1.0.5:5075:15075,...           real endpoint → published port
+//	                                        (IPv6 as [addr]:port:published)
 //
 // At least one of to and ports is needed; to with a port excludes ports.
 func Parse(s string) (Rule, error) {
@@ -250,13 +258,32 @@ func (r *Rule) parseTo(v string) error {
 func (r *Rule) parsePorts(v string) error {
 	r.Ports = map[uint16]uint16{}
 	for _, s := range strings.Split(v, ",") {
-		a, b, ok := strings.Cut(s, ":")
+		// The published port follows the last colon; before it stands a
+		// real port, or a real endpoint (addr:port, [v6]:port).
+		a, b, ok := cutLast(s, ":")
 		if !ok {
-			return fmt.Errorf("%q: want real:published", s)
+			return fmt.Errorf("%q: want real:published or addr:real:published", s)
 		}
-		real, err1 := port(a)
-		pub, err2 := port(b)
-		if err := errors.Join(err1, err2); err != nil {
+		pub, err := port(b)
+		if err != nil {
+			return fmt.Errorf("%q: %w", s, err)
+		}
+		if ep, err := netip.ParseAddrPort(a); err == nil {
+			if ep.Port() == 0 || ep.Addr().Zone() != "" {
+				return fmt.Errorf("%q: want an endpoint with a port and no zone", s)
+			}
+			ep = netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port())
+			if r.ByEndpoint == nil {
+				r.ByEndpoint = map[netip.AddrPort]uint16{}
+			}
+			if _, dup := r.ByEndpoint[ep]; dup {
+				return fmt.Errorf("%s mapped twice", ep)
+			}
+			r.ByEndpoint[ep] = pub
+			continue
+		}
+		real, err := port(a)
+		if err != nil {
 			return fmt.Errorf("%q: %w", s, err)
 		}
 		if _, dup := r.Ports[real]; dup {
@@ -265,6 +292,13 @@ func (r *Rule) parsePorts(v string) error {
 		r.Ports[real] = pub
 	}
 	return nil
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }
 
 func port(s string) (uint16, error) {

@@ -97,3 +97,34 @@ func BenchmarkApplyNoMatch(b *testing.B) {
 		}
 	}
 }
+
+// A non-routed gateway: IOCs that share port 5075 at different addresses,
+// each published on its own port, in one rule.
+func TestPortsByEndpoint(t *testing.T) {
+	m := mustMap(t, "servers=10.1.0.0/16 except_clients=10.1.0.0/16 to=10.2.0.5 ports=10.1.0.5:5075:15075,10.1.0.6:5075:16075,[fd00::6]:5075:17075,5085:15085")
+	for _, tc := range []struct {
+		server, want string
+		mapped       bool
+	}{
+		{"10.1.0.5:5075", "10.2.0.5:15075", true},
+		{"10.1.0.6:5075", "10.2.0.5:16075", true},
+		{"[::ffff:10.1.0.6]:5075", "10.2.0.5:16075", true},
+		{"10.1.0.7:5085", "10.2.0.5:15085", true},  // the port table still serves the rest
+		{"10.1.0.7:5075", "10.1.0.7:5075", false}, // an endpoint not published
+	} {
+		got, ok := m.Apply(netip.MustParseAddrPort(tc.server), netip.MustParseAddr("10.3.0.9"))
+		if got.String() != tc.want || ok != tc.mapped {
+			t.Errorf("Apply(%s) = %s, %v; want %s, %v", tc.server, got, ok, tc.want, tc.mapped)
+		}
+	}
+	for _, bad := range []string{
+		"servers=10.1.0.0/16 to=10.2.0.5 ports=10.1.0.5:5075:15075,10.1.0.5:5075:16075", // twice
+		"servers=10.1.0.0/16 to=10.2.0.5 ports=10.1.0.5:0:15075",
+		"servers=10.1.0.0/16 to=10.2.0.5 ports=10.1.0.5:5075:0",
+		"servers=10.1.0.0/16 to=10.2.0.5 ports=10.1.0.5:15075", // an address is no port
+	} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) took it", bad)
+		}
+	}
+}

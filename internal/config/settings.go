@@ -628,7 +628,7 @@ func init() {
 		"Senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays). Anyone else must send from the address it names (or name \"any\", meaning its own).")
 
 	add(spec{key: "map.rules", ptr: field(func(c *Config) *addrmap.Map { return &c.Map.Rules }), isList: true,
-		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=REAL:PUBLISHED,...]; first match wins",
+		usage: "endpoint named to clients instead of the learned one (NAT, containers): one rule per item, servers=CIDR|addr:port[,...] [clients=CIDR,...] [except_clients=CIDR,...] to=ADDR[:PORT] [ports=[ADDR:]REAL:PUBLISHED,...]; first match wins",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			m, err := addrmap.ParseMap(v.items)
 			if err != nil {
