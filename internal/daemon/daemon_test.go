@@ -272,3 +272,32 @@ func TestNameCountReads(t *testing.T) {
 		}
 	}
 }
+
+// A hung server is lost at its watch connection's echo and again, minutes
+// later, when its beacons expire: the loss is reported once.
+func TestLossReportedOnce(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	ep, g := netip.MustParseAddrPort("127.0.0.1:1"), pva.GUID{0x78}
+	if _, err := d.Registry.Listed(registry.ServerInfo{GUID: g, Addr: ep}, []string{"once:1"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	lost := func() int {
+		n := 0
+		for _, e := range d.Events.Recent(200) {
+			if e.Kind == "lost" && e.GUID == g.String() {
+				n++
+			}
+		}
+		return n
+	}
+	probeSink{d}.Lost(g, ep, "no reply to echo")
+	if n := lost(); n != 1 {
+		t.Fatalf("%d lost events after the watch ended, want 1", n)
+	}
+	d.onBeaconEvent(beacon.Event{Kind: beacon.EventLost, GUID: g, Endpoint: ep, Protocol: "tcp"})
+	if n := lost(); n != 1 {
+		t.Errorf("%d lost events after its beacons expired too, want 1", n)
+	}
+}

@@ -103,9 +103,16 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 			d.anomaly(insight.AnomalyBeaconsStopped, g, ev.Endpoint)(d.Insight.BeaconsStopped(ev.Endpoint, ev.At))
 			return
 		}
+		d.Prober.Forget(ev.Endpoint)
+		if s, ok := d.Registry.Server(ev.GUID); !ok || s.Addr != ev.Endpoint {
+			// Already reported: its watch connection ended first (a hung
+			// server is lost at its echo, minutes before its beacons
+			// expire). One loss is told once.
+			d.log.Debug("beacon expired for a server already lost", fields...)
+			return
+		}
 		d.logLost(ev.GUID, ev.Endpoint, "no beacon within the expiry")
 		d.Events.Add(events.Event{At: ev.At, Kind: "lost", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "beacon expired"})
-		d.Prober.Forget(ev.Endpoint)
 		d.removeAt(ev.GUID, ev.Endpoint)
 	}
 }
