@@ -109,7 +109,7 @@ func TestPortsByEndpoint(t *testing.T) {
 		{"10.1.0.5:5075", "10.2.0.5:15075", true},
 		{"10.1.0.6:5075", "10.2.0.5:16075", true},
 		{"[::ffff:10.1.0.6]:5075", "10.2.0.5:16075", true},
-		{"10.1.0.7:5085", "10.2.0.5:15085", true},  // the port table still serves the rest
+		{"10.1.0.7:5085", "10.2.0.5:15085", true}, // the port table still serves the rest
 		{"10.1.0.7:5075", "10.1.0.7:5075", false}, // an endpoint not published
 	} {
 		got, ok := m.Apply(netip.MustParseAddrPort(tc.server), netip.MustParseAddr("10.3.0.9"))
