@@ -210,11 +210,11 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil || resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "pvans list: %s: %s %v\n", path, resp.Status, strings.TrimSpace(string(body)))
+		fmt.Fprintf(stderr, "pvans list: %s: %s %s\n", termSafe(path), termSafe(resp.Status), termSafe(strings.TrimSpace(string(body))))
 		return 1
 	}
 	if *asJSON {
-		_, _ = stdout.Write(body)
+		_, _ = stdout.Write(termSafeJSON(body))
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -226,10 +226,10 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
 			return 1
 		}
-		fmt.Fprintln(tw, "NAME\tANSWERED BY\tTLS IDENTITY\tALSO CLAIMED BY\tTLS IDENTITY")
+		printRow(tw, "NAME", "ANSWERED BY", "TLS IDENTITY", "ALSO CLAIMED BY", "TLS IDENTITY")
 		for _, d := range ds {
-			fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s %s\t%s\n", d.Name, d.HolderEndpoint, d.HolderGUID, orDash(d.HolderIdentity),
-				d.ClaimantEndpoint, d.ClaimantGUID, orDash(d.ClaimantIdentity))
+			printRow(tw, d.Name, d.HolderEndpoint+" "+d.HolderGUID, orDash(d.HolderIdentity),
+				d.ClaimantEndpoint+" "+d.ClaimantGUID, orDash(d.ClaimantIdentity))
 		}
 	case *unresolved:
 		var rep insight.UnresolvedReport
@@ -238,8 +238,8 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(tw, "# names searched and not found since %s (%s window); counts within ±%d\n",
-			rep.Since.Local().Format(time.TimeOnly), rep.Window, rep.ErrorBound)
-		fmt.Fprintln(tw, "NAME\tSEARCHES\tRATE\tCLIENTS\tTOP CLIENTS\tFIRST SEEN\tLAST SEEN")
+			rep.Since.Local().Format(time.TimeOnly), termSafe(rep.Window), rep.ErrorBound)
+		printRow(tw, "NAME", "SEARCHES", "RATE", "CLIENTS", "TOP CLIENTS", "FIRST SEEN", "LAST SEEN")
 		for _, u := range rep.Names {
 			var top []string
 			for _, c := range u.TopClients {
@@ -249,7 +249,7 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			if u.ClientsAtLeast {
 				cl = ">=" + cl
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f/s\t%s\t%s\t%s\t%s\n", u.Name, u.Searches, u.PerSecond, cl, strings.Join(top, " "),
+			printRow(tw, u.Name, strconv.FormatUint(u.Searches, 10), fmt.Sprintf("%.1f/s", u.PerSecond), cl, strings.Join(top, " "),
 				u.FirstSeen.Local().Format(time.TimeOnly), u.LastSeen.Local().Format(time.TimeOnly))
 		}
 	case *clients:
@@ -259,11 +259,11 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(tw, "# busiest clients since %s (%s window); name counts within ±%d\n",
-			rep.Since.Local().Format(time.TimeOnly), rep.Window, rep.ErrorBound)
-		fmt.Fprintln(tw, "CLIENT\tNAMES\tNAMES/S\tSEARCHES/S\tNOT FOUND\tNOT FOUND/S\tOVER\tLAST SEEN")
+			rep.Since.Local().Format(time.TimeOnly), termSafe(rep.Window), rep.ErrorBound)
+		printRow(tw, "CLIENT", "NAMES", "NAMES/S", "SEARCHES/S", "NOT FOUND", "NOT FOUND/S", "OVER", "LAST SEEN")
 		for _, c := range rep.Clients {
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.0f%%\t%.1f\t%s\t%s\n", c.Addr, c.Names, c.NamesPerSecond, c.SearchesPerSecond,
-				100*c.NotFoundShare, c.NotFoundPerSecond, c.Transport, c.LastSeen.Local().Format(time.TimeOnly))
+			printRow(tw, c.Addr, strconv.FormatUint(c.Names, 10), fmt.Sprintf("%.1f", c.NamesPerSecond), fmt.Sprintf("%.1f", c.SearchesPerSecond),
+				fmt.Sprintf("%.0f%%", 100*c.NotFoundShare), fmt.Sprintf("%.1f", c.NotFoundPerSecond), c.Transport, c.LastSeen.Local().Format(time.TimeOnly))
 		}
 	case *names != "":
 		var ns []httpapi.Name
@@ -271,9 +271,9 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
 			return 1
 		}
-		fmt.Fprintln(tw, "NAME\tENDPOINT\tTLS\tGUID\tLEARNED BY")
+		printRow(tw, "NAME", "ENDPOINT", "TLS", "GUID", "LEARNED BY")
 		for _, n := range ns {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Endpoint, orDash(n.TLS), n.GUID, n.How)
+			printRow(tw, n.Name, n.Endpoint, orDash(n.TLS), n.GUID, n.How)
 		}
 	default:
 		var ss []httpapi.Server
@@ -281,13 +281,13 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "pvans list: bad answer:", err)
 			return 1
 		}
-		fmt.Fprintln(tw, "ENDPOINT\tTLS\tGUID\tNAMES\tDISCOVERED\tPROBE\tLAST SEEN")
+		printRow(tw, "ENDPOINT", "TLS", "GUID", "NAMES", "DISCOVERED", "PROBE", "LAST SEEN")
 		for _, s := range ss {
 			probe := s.ProbeState
 			if s.ProbeError != "" {
 				probe += " (" + s.ProbeError + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Endpoint, orDash(s.TLSEndpoint), s.GUID, s.Names, s.Discovered, probe,
+			printRow(tw, s.Endpoint, orDash(s.TLSEndpoint), s.GUID, strconv.Itoa(s.Names), s.Discovered, probe,
 				s.LastSeen.Format(time.RFC3339))
 		}
 	}

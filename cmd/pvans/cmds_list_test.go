@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -116,6 +117,101 @@ func TestListShowsTLSEndpoints(t *testing.T) {
 			if !strings.Contains(out.String(), w) {
 				t.Errorf("%v: output lacks %q:\n%s", c.args, w, out.String())
 			}
+		}
+	}
+}
+
+// hostileNames are names any host can send in a UDP search (and so see
+// in `pvans list --unresolved`), or serve and so have listed: escape
+// sequences that clear the screen and set the window title, a newline
+// and a tab that forge rows and columns, an 8-bit CSI, a bidirectional
+// override, a backslash.
+var hostileNames = []string{
+	"evil\x1b[2J\x1b[Hname", "\x1b]0;pwned\x07title", "two\nlines", "tab\tcell", "c1\u009b31mred",
+	"rtl\u202egnp.exe", "back\\x1bslash", "bad\xffutf8",
+}
+
+// TestListEscapesNetworkStrings is issue 39 row 4: every `pvans list`
+// table prints the network's strings with their control bytes escaped
+// visibly, so nothing reaches the terminal that it would obey, and a name
+// stays one cell of one row.
+func TestListEscapesNetworkStrings(t *testing.T) {
+	now := time.Now()
+	var servers []httpapi.Server
+	var names []httpapi.Name
+	var dups []httpapi.Duplicate
+	var unres insight.UnresolvedReport
+	var clients insight.ClientsReport
+	for _, n := range hostileNames {
+		servers = append(servers, httpapi.Server{GUID: "g", Endpoint: "10.0.0.1:5075", ProbeState: "failed", ProbeError: n, Discovered: n})
+		names = append(names, httpapi.Name{Name: n, GUID: "g", Endpoint: "10.0.0.1:5075", How: n})
+		dups = append(dups, httpapi.Duplicate{Name: n, HolderIdentity: n, ClaimantIdentity: n})
+		unres.Names = append(unres.Names, insight.Unresolved{Name: n, Searches: 1, TopClients: []insight.TopClient{{Addr: n, Searches: 1}}})
+		clients.Clients = append(clients.Clients, insight.Client{Addr: n, Transport: n, LastSeen: now})
+	}
+	unres.Window, clients.Window = "1h\x1b[2J", "1h\x1b[2J"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v any
+		switch r.URL.Path {
+		case "/v1/servers":
+			v = servers
+		case "/v1/names":
+			v = names
+		case "/v1/duplicates":
+			v = dups
+		case "/v1/insight/unresolved":
+			v = unres
+		case "/v1/insight/clients":
+			v = clients
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	}))
+	defer srv.Close()
+	for _, args := range [][]string{{"--servers"}, {"--names", "*"}, {"--duplicates"}, {"--unresolved"}, {"--clients"}, {"--unresolved", "--json"}} {
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"list", "--api", srv.URL}, args...), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		text := out.String()
+		for _, r := range text {
+			if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r <= 0x9f || r == '\u202e' {
+				t.Fatalf("%v: the terminal is sent %U:\n%q", args, r, text)
+			}
+		}
+		if args[len(args)-1] == "--json" {
+			if !strings.Contains(text, `\u009b`) || !strings.Contains(text, `\u202e`) || !json.Valid(out.Bytes()) {
+				t.Errorf("--json: C1 and format characters not escaped as JSON:\n%s", text)
+			}
+			continue
+		}
+		if !strings.Contains(text, `\x1b[2J`) || !strings.Contains(text, `\u{202e}`) && args[0] != "--servers" && args[0] != "--clients" {
+			t.Errorf("%v: escapes not shown visibly:\n%s", args, text)
+		}
+		// One row per name: a name's newline does not make a row, its
+		// tab no column.
+		if lines := strings.Count(text, "\n"); lines > len(hostileNames)+2 {
+			t.Errorf("%v: %d lines for %d rows:\n%s", args, lines, len(hostileNames), text)
+		}
+	}
+}
+
+// TestTermSafe: the one rule, byte by byte.
+func TestTermSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"SR:C01-MG:PS1":   "SR:C01-MG:PS1",
+		"Größe:温度":        "Größe:温度",
+		"a\x1b[2Jb":       `a\x1b[2Jb`,
+		"two\nlines\ttab": `two\x0alines\x09tab`,
+		"del\x7f":         `del\x7f`,
+		"bad\xff\xfe":     `bad\xff\xfe`,
+		"c1\u009b":        `c1\u{009b}`,
+		"rtl\u202eabc":    `rtl\u{202e}abc`,
+		"zero\u200bwidth": `zero\u{200b}width`,
+		"line\u2028sep":   `line\u{2028}sep`,
+		`back\x1bslash`:   `back\\x1bslash`,
+	} {
+		if got := termSafe(in); got != want {
+			t.Errorf("termSafe(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

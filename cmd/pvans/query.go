@@ -71,7 +71,7 @@ func cmdQuery(args []string, stdout, stderr io.Writer) int {
 	results := make(chan result, len(clients))
 	for ap, c := range clients {
 		if err := c.Search(names); err != nil {
-			fmt.Fprintf(stderr, "pvans query: %s: %v\n", ap, err)
+			fmt.Fprintf(stderr, "pvans query: %s: %s\n", ap, termSafe(err.Error()))
 		}
 		go func() {
 			a, _, err := c.Wait(ctx)
@@ -88,7 +88,7 @@ func cmdQuery(args []string, stdout, stderr io.Writer) int {
 		r := <-results
 		if r.err != nil {
 			failed++
-			fmt.Fprintf(stderr, "pvans query: %s: %v\n", r.via, r.err)
+			fmt.Fprintf(stderr, "pvans query: %s: %s\n", r.via, termSafe(r.err.Error()))
 		}
 		for _, a := range r.answers {
 			if b, ok := best[a.Name]; !ok || a.At < b.At {
@@ -100,7 +100,7 @@ func cmdQuery(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tENDPOINT\tGUID\tVIA\tAFTER")
+	printRow(tw, "NAME", "ENDPOINT", "GUID", "VIA", "AFTER")
 	var unresolved []string
 	for _, n := range names {
 		a, ok := best[n]
@@ -111,11 +111,11 @@ func cmdQuery(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Endpoint, a.GUID, a.via, a.At.Round(time.Microsecond))
+		printRow(tw, a.Name, a.Endpoint.String(), a.GUID.String(), a.via.String(), a.At.Round(time.Microsecond).String())
 	}
 	_ = tw.Flush()
 	for _, n := range unresolved {
-		fmt.Fprintf(stderr, "pvans query: %s: not resolved within %s\n", n, *timeout)
+		fmt.Fprintf(stderr, "pvans query: %s: not resolved within %s\n", termSafe(n), *timeout)
 	}
 	if len(unresolved) > 0 || failed == len(clients) {
 		return 1
@@ -142,7 +142,7 @@ func dialAll(ctx context.Context, eps []netip.AddrPort, stderr io.Writer) map[ne
 	for range eps {
 		d := <-ch
 		if d.err != nil {
-			fmt.Fprintf(stderr, "pvans query: cannot reach name server %s: %v\n", d.ap, d.err)
+			fmt.Fprintf(stderr, "pvans query: cannot reach name server %s: %s\n", d.ap, termSafe(d.err.Error()))
 			continue
 		}
 		out[d.ap] = d.c
