@@ -163,6 +163,9 @@ type HTTP struct {
 	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
 	// client certificates, basic auth); empty serves plain HTTP.
 	WebConfigFile string
+	// AllowedHosts are the DNS names requests may name as Host besides
+	// addresses, localhost and the machine's own names (DNS rebinding).
+	AllowedHosts []string
 }
 
 // Log chooses what is logged and how.

@@ -263,6 +263,35 @@ func init() {
 		}},
 		"", restart("the HTTP listener takes the file's path, and whether it serves TLS, at start (the file's contents are read again at every request and TLS handshake)"),
 		"Exporter-toolkit web configuration file (--web.config.file, as for node_exporter): TLS, client certificates, basic auth with bcrypt hashes. Example: configs/web-config.yml. Empty: plain HTTP, no authentication.")
+	// DNS rebinding (docs/SECURITY.md): names are the operator's; an
+	// address, localhost and the host's own names need no entry.
+	add(spec{key: "http.allowed_hosts", ptr: field(func(c *Config) *[]string { return &c.HTTP.AllowedHosts }), isList: true,
+		usage: "DNS names the HTTP API answers to as Host beside IP addresses, localhost and this host's name (.example.org: the domain and every name under it; *: any, no DNS-rebinding check)",
+		set: func(c *Config, _ *loadCtx, v raw) error {
+			c.HTTP.AllowedHosts = nil
+			for _, it := range v.items {
+				for _, n := range strings.Split(it, ",") {
+					if n = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(n), ".")); n != "" {
+						c.HTTP.AllowedHosts = append(c.HTTP.AllowedHosts, n)
+					}
+				}
+			}
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(c.HTTP.AllowedHosts, " ") },
+		check: func(c *Config) string {
+			for _, n := range c.HTTP.AllowedHosts {
+				if n == "*" {
+					continue
+				}
+				if strings.Trim(strings.TrimPrefix(n, "."), "abcdefghijklmnopqrstuvwxyz0123456789-.") != "" || strings.TrimPrefix(n, ".") == "" {
+					return fmt.Sprintf("%q: want a host name, .domain or *", n)
+				}
+			}
+			return ""
+		}},
+		"", live("HTTP service, next request", "http"),
+		"DNS names the HTTP API, status page and JSON endpoints answer to as the request's Host, beside IP addresses, localhost and this host's own name (and http.listen's host): the check that stops DNS rebinding (docs/SECURITY.md). \".site.org\" admits the domain and every name under it; \"*\" turns the check off. /healthz, /readyz and /metrics answer any Host.")
 	add(enumSpec("log.level", "least severe level logged", []string{"debug", "info", "warn", "error"},
 		func(c *Config) *string { return &c.Log.Level }),
 		"info", live("cmd/pvans: the logger", "log"),

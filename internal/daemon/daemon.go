@@ -254,7 +254,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Ready:    d.Ready,
 		Discover: d.operatorDiscover,
 		Version:  buildinfo.Get(),
-		Started:  d.startedAt,
+		// The Host check (DNS rebinding) answers the names this host
+		// is known by; others come from http.allowed_hosts.
+		HostNames: ownHostNames(cfg.HTTP.Listen),
+		Started:   d.startedAt,
 		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
 			return resolver.Endpoint{Addr: server}.Wire(client, d.conf().Map.Rules)
 		},
@@ -584,4 +587,20 @@ func (d *Daemon) Close() {
 	d.Resolver.Close()
 	d.Insight.Close()
 	d.Registry.Close()
+}
+
+// ownHostNames are the names requests to the HTTP API may carry as Host
+// without http.allowed_hosts: this host's name, and http.listen's host
+// when it is a name rather than an address.
+func ownHostNames(listen string) []string {
+	var names []string
+	if h, err := os.Hostname(); err == nil {
+		names = append(names, h)
+	}
+	if h, _, err := net.SplitHostPort(listen); err == nil {
+		if _, err := netip.ParseAddr(h); err != nil && h != "" {
+			names = append(names, h)
+		}
+	}
+	return httpapi.NormalizeHostNames(names)
 }

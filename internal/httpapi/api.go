@@ -65,6 +65,10 @@ type Options struct {
 	Told func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16)
 	// Limits bound the listener and the costly endpoints (New).
 	Limits Limits
+	// HostNames are the names this machine is known by besides localhost
+	// (its host name, http.listen's host when a name), lowercase, without
+	// a trailing dot: requests may name them as Host (host.go).
+	HostNames []string
 	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
 	// client certificates, basic auth) for New; "" = plain HTTP.
 	WebConfigFile string `setting:"http.web_config_file"`
@@ -120,6 +124,9 @@ func Handler(o Options) http.Handler {
 	}
 	h := jsonMisses(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.checkHost(w, r) {
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 		h.ServeHTTP(w, r)
 	})

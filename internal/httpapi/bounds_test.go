@@ -31,7 +31,7 @@ func TestDiscoverRateLimited(t *testing.T) {
 	codes := map[int]int{}
 	for i := 0; i < 5000; i++ {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("POST", "/v1/discover", strings.NewReader("{}"))
+		req := httptest.NewRequest("POST", "http://127.0.0.1/v1/discover", strings.NewReader("{}"))
 		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(rec, req)
 		codes[rec.Code]++
@@ -45,7 +45,7 @@ func TestDiscoverRateLimited(t *testing.T) {
 	}
 	clk.Advance(10 * time.Second)
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest("POST", "/v1/discover", nil)
+	req := httptest.NewRequest("POST", "http://127.0.0.1/v1/discover", nil)
 	req.Header.Set("Content-Type", "application/json")
 	h.ServeHTTP(rec, req)
 	if rec.Code != 202 || rounds != 2 {
@@ -71,7 +71,7 @@ func TestDiscoverNotASimpleRequest(t *testing.T) {
 		{"application/json", "cross-site", 403},
 	} {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("POST", "/v1/discover", strings.NewReader("{}"))
+		req := httptest.NewRequest("POST", "http://127.0.0.1/v1/discover", strings.NewReader("{}"))
 		if tc.ctype != "" {
 			req.Header.Set("Content-Type", tc.ctype)
 		}
@@ -88,7 +88,7 @@ func TestDiscoverNotASimpleRequest(t *testing.T) {
 	}
 	// A body is bounded.
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest("POST", "/v1/discover", strings.NewReader(strings.Repeat(" ", MaxBodyBytes+1)))
+	req := httptest.NewRequest("POST", "http://127.0.0.1/v1/discover", strings.NewReader(strings.Repeat(" ", MaxBodyBytes+1)))
 	req.Header.Set("Content-Type", "application/json")
 	h.ServeHTTP(rec, req)
 	if rec.Code != 413 || rounds != 0 {
@@ -104,7 +104,7 @@ func TestMatchPatternBounded(t *testing.T) {
 	h := Handler(Options{Registry: reg})
 	for _, m := range []string{strings.Repeat("a", MaxMatchBytes+1), strings.Repeat("*a", MaxMatchWildcards+1), strings.Repeat("*", 1<<20)} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/names?match="+m, nil))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/v1/names?match="+m, nil))
 		if rec.Code != 400 {
 			t.Errorf("pattern of %d bytes: %d, want 400", len(m), rec.Code)
 		}
@@ -113,7 +113,7 @@ func TestMatchPatternBounded(t *testing.T) {
 		t.Fatalf("registry listed %d times for refused patterns", reg.calls.Load())
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/names?match="+strings.Repeat("*a", MaxMatchWildcards/2), nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/v1/names?match="+strings.Repeat("*a", MaxMatchWildcards/2), nil))
 	if rec.Code != 200 || reg.calls.Load() != 1 {
 		t.Fatalf("pattern within bounds: %d", rec.Code)
 	}

@@ -31,7 +31,7 @@ func poll(h http.Handler, ctx context.Context, target string) <-chan *httptest.R
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil).WithContext(ctx))
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1"+target, nil).WithContext(ctx))
 		done <- rec
 	}()
 	return done
@@ -110,7 +110,7 @@ func TestChangesLongPoll(t *testing.T) {
 		t.Fatalf("answered the old revision %d after a change", rev)
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/servers", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/v1/servers", nil))
 	if rec.Header().Get(RevisionHeader) != strconv.FormatUint(changed, 10) {
 		t.Fatalf("/v1/servers at revision %q, want %d", rec.Header().Get(RevisionHeader), changed)
 	}

@@ -73,7 +73,7 @@ func insightSite(t *testing.T) (*fakeReg, *insight.Insight, *clock.Fake) {
 func iget(t *testing.T, h http.Handler, target string, into any) int {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1"+target, nil))
 	if s, ok := into.(*string); ok {
 		*s = rec.Body.String()
 	} else if into != nil && rec.Code == http.StatusOK {

@@ -18,5 +18,6 @@ func (s *Service) RegisterMetrics(m *metrics.Metrics) {
 		"listings_busy":          func() uint64 { return st().ListingsBusy },
 		"listing_timeout":        func() uint64 { return st().ListingsTimedOut },
 		"waiters_busy":           func() uint64 { return st().WaitersBusy },
+		"host":                   func() uint64 { return st().HostRefused },
 	})
 }

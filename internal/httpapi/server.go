@@ -60,6 +60,9 @@ type Limits struct {
 	// DiscoverInterval: at most one POST /v1/discover round per interval;
 	// extra requests are answered 429.
 	DiscoverInterval time.Duration `setting:"http.discover_interval"`
+	// AllowedHosts are the DNS names, beyond addresses, localhost and
+	// Options.HostNames, that requests may name as Host (host.go).
+	AllowedHosts []string `setting:"http.allowed_hosts"`
 	// The timeouts; zero = the constants above (tests shorten them).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
@@ -89,11 +92,12 @@ type Stats struct {
 	ListingsBusy      uint64 // listings answered 503: MaxListings already scanning
 	ListingsTimedOut  uint64 // listings answered 503: ListTimeout passed
 	WaitersBusy       uint64 // GET /v1/changes answered 503: MaxConns/2 already waiting
+	HostRefused       uint64 // answered 421: a Host pvans is not known by (DNS rebinding)
 }
 
 type counters struct {
 	rejected, perSource, acceptErrors, discoverLimited, discoverRefused,
-	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut, waitersBusy atomic.Uint64
+	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut, waitersBusy, hostRefused atomic.Uint64
 	open atomic.Int64
 }
 
@@ -196,7 +200,7 @@ func (s *Service) Stats() Stats {
 		AcceptErrors: c.acceptErrors.Load(), DiscoverLimited: c.discoverLimited.Load(),
 		DiscoverRefused: c.discoverRefused.Load(), MatchRefused: c.matchRefused.Load(),
 		BodyTooLarge: c.bodyTooLarge.Load(), ListingsBusy: c.listingsBusy.Load(), ListingsTimedOut: c.listingsTimedOut.Load(),
-		WaitersBusy: c.waitersBusy.Load()}
+		WaitersBusy: c.waitersBusy.Load(), HostRefused: c.hostRefused.Load()}
 }
 
 // limitListener closes connections beyond the limits at accept, and backs
