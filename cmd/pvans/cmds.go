@@ -168,7 +168,7 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 	api := fs.String("api", "http://127.0.0.1:9076", "the daemon's HTTP API `URL`")
 	servers := fs.Bool("servers", false, "list servers (the default)")
 	names := fs.String("names", "", "list names matching `GLOB`")
-	limit := fs.Int("limit", 1000, "at most this many names")
+	limit := fs.Int("limit", 1000, "at most this many rows (the API caps it at 10000)")
 	dups := fs.Bool("duplicates", false, "list duplicate names")
 	unresolved := fs.Bool("unresolved", false, "list names searched for and not found, most searched first")
 	clients := fs.Bool("clients", false, "list the busiest searching clients")
@@ -190,10 +190,10 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pvans list: give at most one of --servers, --names, --duplicates, --unresolved, --clients")
 		return 2
 	}
-	path := "/v1/servers"
+	path := fmt.Sprintf("/v1/servers?limit=%d", *limit)
 	switch {
 	case *dups:
-		path = "/v1/duplicates"
+		path = fmt.Sprintf("/v1/duplicates?limit=%d", *limit)
 	case *names != "":
 		path = "/v1/names?match=" + url.QueryEscape(*names) + fmt.Sprintf("&limit=%d", *limit)
 	case *unresolved:
@@ -212,6 +212,14 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		fmt.Fprintf(stderr, "pvans list: %s: %s %s\n", termSafe(path), termSafe(resp.Status), termSafe(strings.TrimSpace(string(body))))
 		return 1
+	}
+	if total, err := strconv.Atoi(resp.Header.Get(httpapi.TotalHeader)); err == nil {
+		// The API answers a page (docs/api.md); say what was cut.
+		defer func() {
+			if shown := countRows(body); shown < total {
+				fmt.Fprintf(stderr, "pvans list: %d more not shown (--limit; the API pages with offset, docs/api.md)\n", total-shown)
+			}
+		}()
 	}
 	if *asJSON {
 		_, _ = stdout.Write(termSafeJSON(body))
@@ -292,6 +300,13 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// countRows is the rows of a JSON array answer.
+func countRows(body []byte) int {
+	var rows []json.RawMessage
+	_ = json.Unmarshal(body, &rows)
+	return len(rows)
 }
 
 // orDash is s, or "-" for a column with nothing to show (no TLS endpoint).

@@ -215,3 +215,24 @@ func TestTermSafe(t *testing.T) {
 		}
 	}
 }
+
+// `pvans list` asks for --limit rows and says how many the API left out.
+func TestListSaysWhatWasCut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("limit") != "2" {
+			t.Errorf("asked %s, want limit=2", r.URL)
+		}
+		w.Header().Set(httpapi.TotalHeader, "20000")
+		_, _ = io.WriteString(w, `[{"guid":"g1","endpoint":"10.0.0.1:5075"},{"guid":"g2","endpoint":"10.0.0.2:5075"}]`)
+	}))
+	defer srv.Close()
+	for _, what := range []string{"--servers", "--duplicates"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"list", "--api", srv.URL, what, "--limit", "2"}, &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		if !strings.Contains(errb.String(), "19998 more not shown") {
+			t.Errorf("%s: stderr %q; want the rows cut", what, errb.String())
+		}
+	}
+}

@@ -86,9 +86,28 @@ type Options struct {
 	closing <-chan struct{}
 }
 
-// MaxNamesLimit caps /v1/names so one request cannot serialize a million
-// names; callers page with a narrower match instead.
-const MaxNamesLimit = 10000
+// The lists' bounds. A list is never longer than MaxListLimit rows:
+// 20,000 forged server rows (beacons from 4,000 addresses, ~10 s) made one
+// GET /v1/servers 9.3 MB; 10,000 rows are ~4 MB.
+const (
+	// DefaultListLimit is a list's rows when the request names no limit.
+	DefaultListLimit = 1000
+	// MaxListLimit caps limit on /v1/servers, /v1/duplicates and
+	// /v1/names; /v1/servers and /v1/duplicates page with offset,
+	// /v1/names with a narrower match.
+	MaxListLimit = 10000
+	// MaxNamesLimit is MaxListLimit for /v1/names.
+	MaxNamesLimit = MaxListLimit
+	// MaxRenders is the views of the whole registry built at once: the
+	// status page, /v1/servers, /v1/duplicates. Each copies every server
+	// row (16 parallel status pages over 20,000 rows took 690 MiB);
+	// more are answered 503 with Retry-After.
+	MaxRenders = 4
+)
+
+// TotalHeader carries the rows of a list in all, beyond the page answered
+// (GET /v1/servers, /v1/duplicates).
+const TotalHeader = "Pvans-Total"
 
 // Handler returns the mux serving every endpoint.
 func Handler(o Options) http.Handler {
@@ -104,7 +123,7 @@ func Handler(o Options) http.Handler {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	a := &api{o: o, listings: make(chan struct{}, MaxListings), ll: limitlog.New(o.Logger, 0, nil)}
+	a := &api{o: o, listings: make(chan struct{}, MaxListings), renders: make(chan struct{}, MaxRenders), ll: limitlog.New(o.Logger, 0, nil)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
@@ -136,6 +155,7 @@ type api struct {
 	o        Options
 	ll       *limitlog.Log
 	listings chan struct{} // semaphore: MaxListings
+	renders  chan struct{} // semaphore: MaxRenders
 	waiting  atomic.Int64  // long polls waiting now
 
 	discoverMu   sync.Mutex
@@ -223,11 +243,17 @@ func ServerJSON(s registry.ServerInfo) Server {
 	if !s.ListedAt.IsZero() {
 		out.ListedHow = s.ListedHow.String()
 	}
-	out.Kind = "server"
-	if s.GUID.IsPvans() {
-		out.Kind = "replica"
-	}
+	out.Kind = kindOf(s.GUID)
 	return out
+}
+
+// kindOf is a server's Kind: "replica" for another pvans (its GUID says
+// so), else "server".
+func kindOf(g pva.GUID) string {
+	if g.IsPvans() {
+		return "replica"
+	}
+	return "server"
 }
 
 // NameJSON converts a registry name.
@@ -294,11 +320,75 @@ func setRevision(w http.ResponseWriter, rev uint64) {
 	w.Header().Set(RevisionHeader, strconv.FormatUint(rev, 10))
 }
 
+// pageParams reads a list's offset and limit (DefaultListLimit, capped
+// at MaxListLimit); on a bad one it answers 400 and returns ok false.
+func pageParams(w http.ResponseWriter, r *http.Request) (offset, limit int, ok bool) {
+	q := r.URL.Query()
+	limit = DefaultListLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			writeErr(w, http.StatusBadRequest, "bad limit "+strconv.Quote(s)+": want a positive integer")
+			return 0, 0, false
+		}
+		limit = n
+	}
+	if s := q.Get("offset"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			writeErr(w, http.StatusBadRequest, "bad offset "+strconv.Quote(s)+": want 0 or a positive integer")
+			return 0, 0, false
+		}
+		offset = n
+	}
+	return offset, min(limit, MaxListLimit), true
+}
+
+// page is rows[offset:offset+limit], with the total in TotalHeader.
+func page[T any](w http.ResponseWriter, rows []T, offset, limit int) []T {
+	w.Header().Set(TotalHeader, strconv.Itoa(len(rows)))
+	offset = min(offset, len(rows))
+	return rows[offset:min(offset+limit, len(rows))]
+}
+
+// render takes one of the MaxRenders slots for a view of the whole
+// registry; when all are taken it answers 503 and returns false. done
+// gives the slot back.
+func (a *api) render(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	select {
+	case a.renders <- struct{}{}:
+		return func() { <-a.renders }, true
+	default:
+	}
+	a.o.cnt.rendersBusy.Add(1)
+	a.ll.Hit("http_renders", "registry views already being built; answered 503", zap.Int("max_renders", MaxRenders), zap.String("path", r.URL.Path))
+	w.Header().Set("Retry-After", "1")
+	if r.URL.Path == "/" {
+		// A wall screen's page tries again by itself.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `<!doctype html><meta http-equiv="refresh" content="2"><title>pvans status</title><p>pvans is busy rendering other pages; this one tries again in 2 s.</p>`)
+		return nil, false
+	}
+	writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("%d registry views already being built; retry", MaxRenders))
+	return nil, false
+}
+
 func (a *api) servers(w http.ResponseWriter, r *http.Request) {
+	offset, limit, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	done, ok := a.render(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	v := a.o.Registry.View()
 	sortServers(v.Servers)
-	out := make([]Server, 0, len(v.Servers))
-	for _, s := range v.Servers {
+	rows := page(w, v.Servers, offset, limit)
+	out := make([]Server, 0, len(rows))
+	for _, s := range rows {
 		out = append(out, ServerJSON(s))
 	}
 	setRevision(w, v.Revision)
@@ -402,9 +492,19 @@ func (a *api) told(server netip.AddrPort, client netip.Addr) *Told {
 }
 
 func (a *api) duplicates(w http.ResponseWriter, r *http.Request) {
+	offset, limit, ok := pageParams(w, r)
+	if !ok {
+		return
+	}
+	done, ok := a.render(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	v := a.o.Registry.View()
-	out := make([]Duplicate, 0, len(v.Duplicates))
-	for _, d := range v.Duplicates { // by name, then claim order
+	rows := page(w, v.Duplicates, offset, limit)
+	out := make([]Duplicate, 0, len(rows))
+	for _, d := range rows { // by name, then claim order
 		out = append(out, DuplicateJSON(d))
 	}
 	setRevision(w, v.Revision)

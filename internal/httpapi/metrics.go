@@ -19,5 +19,6 @@ func (s *Service) RegisterMetrics(m *metrics.Metrics) {
 		"listing_timeout":        func() uint64 { return st().ListingsTimedOut },
 		"waiters_busy":           func() uint64 { return st().WaitersBusy },
 		"host":                   func() uint64 { return st().HostRefused },
+		"renders_busy":           func() uint64 { return st().RendersBusy },
 	})
 }

@@ -93,11 +93,12 @@ type Stats struct {
 	ListingsTimedOut  uint64 // listings answered 503: ListTimeout passed
 	WaitersBusy       uint64 // GET /v1/changes answered 503: MaxConns/2 already waiting
 	HostRefused       uint64 // answered 421: a Host pvans is not known by (DNS rebinding)
+	RendersBusy       uint64 // status page, /v1/servers, /v1/duplicates answered 503: MaxRenders already running
 }
 
 type counters struct {
 	rejected, perSource, acceptErrors, discoverLimited, discoverRefused,
-	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut, waitersBusy, hostRefused atomic.Uint64
+	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut, waitersBusy, hostRefused, rendersBusy atomic.Uint64
 	open atomic.Int64
 }
 
@@ -200,7 +201,7 @@ func (s *Service) Stats() Stats {
 		AcceptErrors: c.acceptErrors.Load(), DiscoverLimited: c.discoverLimited.Load(),
 		DiscoverRefused: c.discoverRefused.Load(), MatchRefused: c.matchRefused.Load(),
 		BodyTooLarge: c.bodyTooLarge.Load(), ListingsBusy: c.listingsBusy.Load(), ListingsTimedOut: c.listingsTimedOut.Load(),
-		WaitersBusy: c.waitersBusy.Load(), HostRefused: c.hostRefused.Load()}
+		WaitersBusy: c.waitersBusy.Load(), HostRefused: c.hostRefused.Load(), RendersBusy: c.rendersBusy.Load()}
 }
 
 // limitListener closes connections beyond the limits at accept, and backs
