@@ -31,6 +31,7 @@ import (
 	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/keychain"
+	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -58,6 +59,7 @@ type Daemon struct {
 	boot      *config.Config
 	cur       atomic.Pointer[config.Config]
 	log       *zap.Logger
+	logBudget *limitlog.Budget // d.log's lines per message (pvans_log_lines_suppressed_total)
 	clk       clock.Clock
 	guid      pva.GUID
 	startedAt time.Time
@@ -132,7 +134,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	d := &Daemon{boot: cfg, log: o.Logger, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), discoveries: newDiscoveryRounds()}
+	// Every part logs through one line budget: hosts on the network cause
+	// most lines (limitlog.Budget), and must not flood the journal.
+	log, logBudget := limitlog.Logger(o.Logger, 0, 0, o.Clock)
+	d := &Daemon{boot: cfg, log: log, logBudget: logBudget, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), discoveries: newDiscoveryRounds()}
 	d.cur.Store(cfg)
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)

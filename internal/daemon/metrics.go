@@ -1,6 +1,12 @@
 package daemon
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/pvans-project/pvans/internal/limitlog"
+	"github.com/pvans-project/pvans/internal/metrics"
+)
 
 // registerMetrics has every part expose its own counters (each part's
 // metrics.go); the daemon owns only the server allow list's refusals.
@@ -29,5 +35,7 @@ func (d *Daemon) registerMetrics() {
 	d.Prober.RegisterMetrics(m)
 	d.Insight.RegisterMetrics(m)
 	m.AccessDenied("server", d.deniedServers.Load)
+	m.Counter("log", "lines_suppressed_total", fmt.Sprintf("Log lines not written: each message is written at most %d times per %s, then one summary line says how many were not (docs/operations.md, \"Logs\").", limitlog.LinesPerInterval, limitlog.Interval),
+		nil, metrics.U64(d.logBudget.Suppressed))
 	d.Keys.RegisterMetrics(m) // nil without a keychain: the metrics read 0
 }
