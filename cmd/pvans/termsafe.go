@@ -82,8 +82,7 @@ func needsEscape(s string) bool {
 // characters raw. Those can only stand inside JSON strings, where \uHHHH
 // means the same character.
 func termSafeJSON(body []byte) []byte {
-	if !bytes.ContainsFunc(body, func(r rune) bool { return r >= 0x80 && unsafeRune(r) || r == utf8.RuneError }) &&
-		!bytes.ContainsFunc(body, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' && r != '\r' || r == 0x7f }) {
+	if !bytes.ContainsFunc(body, jsonUnsafe) {
 		return body
 	}
 	var b bytes.Buffer
@@ -92,21 +91,30 @@ func termSafeJSON(body []byte) []byte {
 		switch {
 		case r == utf8.RuneError && n <= 1:
 			b.WriteString(`\ufffd`) // not JSON; shown, not obeyed
-		case r == '\n' || r == '\t' || r == '\r':
-			b.WriteRune(r) // JSON's own whitespace between values
-		case r < 0x20 || r == 0x7f || r >= 0x80 && unsafeRune(r):
-			if r > 0xffff {
-				r1, r2 := utf16Pair(r)
-				fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
-		default:
+		case !jsonUnsafe(r):
 			b.Write(body[i : i+n])
+		case r > 0xffff:
+			r1, r2 := utf16Pair(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
 		}
 		i += n
 	}
 	return b.Bytes()
+}
+
+// jsonUnsafe: a character termSafe would escape, but JSON's own
+// whitespace between values; a byte that is not UTF-8 decodes as
+// utf8.RuneError.
+func jsonUnsafe(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t' || r == '\r':
+		return false
+	case r < 0x20 || r == 0x7f || r == utf8.RuneError:
+		return true
+	}
+	return r >= 0x80 && unsafeRune(r)
 }
 
 // utf16Pair is r as a UTF-16 surrogate pair, as JSON escapes a character

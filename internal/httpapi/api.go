@@ -123,6 +123,7 @@ func Handler(o Options) http.Handler {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
+	o.HostNames = NormalizeHostNames(o.HostNames)
 	a := &api{o: o, listings: make(chan struct{}, MaxListings), renders: make(chan struct{}, MaxRenders), ll: limitlog.New(o.Logger, 0, nil)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)

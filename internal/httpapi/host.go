@@ -65,7 +65,7 @@ func hostAllowed(host string, own, allowed []string) bool {
 }
 
 // NormalizeHostNames lowercases names and drops trailing dots, as
-// hostAllowed compares them.
+// hostAllowed compares them (Handler and Limits do it to theirs).
 func NormalizeHostNames(names []string) []string {
 	var out []string
 	for _, n := range names {
@@ -80,7 +80,7 @@ func NormalizeHostNames(names []string) []string {
 // known by, and reports whether it did.
 func (a *api) checkHost(w http.ResponseWriter, r *http.Request) bool {
 	if slices.Contains(hostExempt, r.URL.Path) ||
-		hostAllowed(r.Host, a.o.HostNames, NormalizeHostNames(a.o.lim.Load().AllowedHosts)) {
+		hostAllowed(r.Host, a.o.HostNames, a.o.lim.Load().AllowedHosts) {
 		return false
 	}
 	a.o.cnt.hostRefused.Add(1)

@@ -68,6 +68,7 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
+	l.AllowedHosts = NormalizeHostNames(l.AllowedHosts)
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
