@@ -213,6 +213,9 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pvans list: %s: %s %s\n", termSafe(path), termSafe(resp.Status), termSafe(strings.TrimSpace(string(body))))
 		return 1
 	}
+	if resp.Header.Get(httpapi.MoreHeader) == "true" {
+		defer fmt.Fprintln(stderr, "pvans list: more names match than shown (--limit, or a narrower GLOB)")
+	}
 	if total, err := strconv.Atoi(resp.Header.Get(httpapi.TotalHeader)); err == nil {
 		// The API answers a page (docs/api.md); say what was cut.
 		defer func() {

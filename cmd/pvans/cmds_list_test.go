@@ -222,17 +222,23 @@ func TestListSaysWhatWasCut(t *testing.T) {
 		if r.URL.Query().Get("limit") != "2" {
 			t.Errorf("asked %s, want limit=2", r.URL)
 		}
-		w.Header().Set(httpapi.TotalHeader, "20000")
+		if r.URL.Path == "/v1/names" {
+			w.Header().Set(httpapi.MoreHeader, "true")
+		} else {
+			w.Header().Set(httpapi.TotalHeader, "20000")
+		}
 		_, _ = io.WriteString(w, `[{"guid":"g1","endpoint":"10.0.0.1:5075"},{"guid":"g2","endpoint":"10.0.0.2:5075"}]`)
 	}))
 	defer srv.Close()
-	for _, what := range []string{"--servers", "--duplicates"} {
+	for _, c := range []struct{ args, want string }{
+		{"--servers", "19998 more not shown"}, {"--duplicates", "19998 more not shown"}, {"--names=*", "more names match than shown"},
+	} {
 		var out, errb bytes.Buffer
-		if code := run([]string{"list", "--api", srv.URL, what, "--limit", "2"}, &out, &errb); code != 0 {
+		if code := run([]string{"list", "--api", srv.URL, c.args, "--limit", "2"}, &out, &errb); code != 0 {
 			t.Fatalf("exit %d: %s", code, errb.String())
 		}
-		if !strings.Contains(errb.String(), "19998 more not shown") {
-			t.Errorf("%s: stderr %q; want the rows cut", what, errb.String())
+		if !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%s: stderr %q; want %q", c.args, errb.String(), c.want)
 		}
 	}
 }

@@ -109,6 +109,10 @@ const (
 // (GET /v1/servers, /v1/duplicates).
 const TotalHeader = "Pvans-Total"
 
+// MoreHeader says "true" when more names match than a /v1/names answer
+// holds (its limit); counting them all would cost another scan.
+const MoreHeader = "Pvans-More"
+
 // Handler returns the mux serving every endpoint.
 func Handler(o Options) http.Handler {
 	o.Limits = o.Limits.withDefaults()
@@ -443,12 +447,16 @@ func (a *api) names(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), ListTimeout)
 	defer cancel()
-	ns, err := a.o.Registry.NamesContext(ctx, match, limit)
+	ns, err := a.o.Registry.NamesContext(ctx, match, limit+1) // one more: are there more?
 	if err != nil {
 		a.o.cnt.listingsTimedOut.Add(1)
 		a.ll.Hit("http_listing_timeout", "listing ran out of time; answered 503", zap.Duration("list_timeout", ListTimeout))
 		writeErr(w, http.StatusServiceUnavailable, "listing did not finish within "+ListTimeout.String()+"; narrow the match")
 		return
+	}
+	if len(ns) > limit {
+		ns = ns[:limit]
+		w.Header().Set(MoreHeader, "true")
 	}
 	out := make([]Name, 0, len(ns))
 	for _, n := range ns {

@@ -147,3 +147,16 @@ func TestRendersBounded(t *testing.T) {
 		t.Errorf("after the renders ended: %d", rec.Code)
 	}
 }
+
+// /v1/names says when more names match than its limit let it answer.
+func TestNamesSayWhenCut(t *testing.T) {
+	reg := &fakeReg{names: []registry.NameInfo{{Name: "a:1", GUID: g1, Addr: a1}, {Name: "a:2", GUID: g1, Addr: a1}}}
+	h := Handler(Options{Registry: reg})
+	for limit, more := range map[int]string{1: "true", 2: "", 3: ""} {
+		rec := getRec(h, fmt.Sprintf("/v1/names?match=a:*&limit=%d", limit))
+		var rows []Name
+		if err := json.Unmarshal(rec.Body.Bytes(), &rows); err != nil || len(rows) != min(limit, 2) || rec.Header().Get(MoreHeader) != more {
+			t.Errorf("limit %d: %d rows, %s %q; want %d, %q", limit, len(rows), MoreHeader, rec.Header().Get(MoreHeader), min(limit, 2), more)
+		}
+	}
+}
