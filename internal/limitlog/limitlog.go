@@ -5,6 +5,11 @@
 //
 // It also paces accept loops that fail (EMFILE, ENFILE, ENOBUFS): a loop
 // that retries at once spins a core and writes a line per failure.
+//
+// Beneath both, Budget bounds a whole logger: every message is written at
+// most LinesPerInterval times per Interval, then summarised with a count,
+// so no host on the network (nor all of them together) writes more than a
+// fixed number of lines a second, whatever line it makes pvans write.
 package limitlog
 
 import (
