@@ -26,6 +26,12 @@ const (
 	// that only repeats is still bounded, at RepeatShare times the rate of
 	// new names it may send.
 	RepeatShare = 64
+	// RepeatMinNames: a source's repeats are priced as such only while it
+	// has at least this many names remembered. Repeats matter for a client
+	// opening many channels at once; a source that searches a handful of
+	// names over and over (a retry loop, a flood of one search) pays full
+	// price for every one, as before.
+	RepeatMinNames = 256
 	// RepeatNamesPerSource bounds the names remembered for one source:
 	// above a 50,000-channel start-up. A name not remembered is priced
 	// as new, as it was before repeats were.
@@ -42,10 +48,12 @@ const (
 // priced as new next time, so a full memory only makes searches dearer.
 // Safe for concurrent use; a nil *Recent remembers nothing.
 type Recent struct {
-	seed       maphash.Seed
-	clk        clock.Clock
-	epoch      time.Time
-	per, total int
+	seed  maphash.Seed
+	clk   clock.Clock
+	epoch time.Time
+	// minNames, per, total: RepeatMinNames, RepeatNamesPerSource,
+	// RepeatNamesTotal (smaller in tests).
+	minNames, per, total int
 
 	mu sync.Mutex
 	// idx finds a (source, name) key's entry in ring, which holds the
@@ -64,20 +72,21 @@ type recentEntry struct {
 
 // NewRecent returns an empty memory; clk nil means the wall clock.
 func NewRecent(clk clock.Clock) *Recent {
-	return newRecent(clk, RepeatNamesPerSource, RepeatNamesTotal)
+	return newRecent(clk, RepeatMinNames, RepeatNamesPerSource, RepeatNamesTotal)
 }
 
-func newRecent(clk clock.Clock, per, total int) *Recent {
+func newRecent(clk clock.Clock, minNames, per, total int) *Recent {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &Recent{seed: maphash.MakeSeed(), clk: clk, epoch: clk.Now(), per: per, total: total,
+	return &Recent{seed: maphash.MakeSeed(), clk: clk, epoch: clk.Now(), minNames: minNames, per: per, total: total,
 		idx: map[uint64]int32{}, count: map[netip.Addr]int32{}}
 }
 
 // Price splits n names (name(i) is the i-th) searched by src into
 // repeats, names src paid for within RepeatWindow, and new ones, whose
-// keys it appends to fresh[:0] for Remember once they are paid for.
+// keys it appends to fresh[:0] for Remember once they are paid for. A
+// source with fewer than RepeatMinNames names remembered has no repeats.
 func (r *Recent) Price(src netip.Addr, n int, name func(int) []byte, fresh []uint64) (repeats int, _ []uint64) {
 	fresh = fresh[:0]
 	if r == nil {
@@ -99,6 +108,9 @@ func (r *Recent) Price(src netip.Addr, n int, name func(int) []byte, fresh []uin
 		}
 		fresh[k] = h
 		k++
+	}
+	if int(r.count[src]) < r.minNames {
+		repeats = 0
 	}
 	r.mu.Unlock()
 	return repeats, fresh[:k]

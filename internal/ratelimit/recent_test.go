@@ -33,6 +33,12 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 func TestRecentRepeatsPerSourceWithinWindow(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	r := NewRecent(clk)
+	// A handful of names searched again and again are never repeats.
+	few := names("few", RepeatMinNames-1)
+	price(r, "192.0.2.1", few)
+	if rep := price(r, "192.0.2.1", few); rep != 0 {
+		t.Fatalf("%d names: %d repeats, want 0 below RepeatMinNames", len(few), rep)
+	}
 	ns := names("pv", 10)
 	if rep := price(r, "192.0.2.1", ns); rep != 0 {
 		t.Fatalf("first search: %d repeats", rep)
@@ -40,6 +46,7 @@ func TestRecentRepeatsPerSourceWithinWindow(t *testing.T) {
 	if rep := price(r, "192.0.2.1", ns[:5]); rep != 5 {
 		t.Fatalf("repeat: %d repeats, want 5", rep)
 	}
+	price(r, "192.0.2.2", few)
 	if rep := price(r, "192.0.2.2", ns); rep != 0 {
 		t.Fatalf("another source: %d repeats, want 0", rep)
 	}
@@ -60,6 +67,7 @@ func TestRecentRepeatsPerSourceWithinWindow(t *testing.T) {
 		t.Fatalf("after the window: %d repeats, want 0", rep)
 	}
 	// The IPv4-mapped form is the same source.
+	price(r, "192.0.2.1", few)
 	if rep := price(r, "::ffff:192.0.2.1", ns); rep != 10 {
 		t.Fatalf("mapped source: %d repeats, want 10", rep)
 	}
@@ -70,7 +78,7 @@ func TestRecentRepeatsPerSourceWithinWindow(t *testing.T) {
 func TestRecentBounded(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	const per, total = 100, 250
-	r := newRecent(clk, per, total)
+	r := newRecent(clk, 1, per, total)
 	ns := names("flood", 1000)
 	price(r, "192.0.2.1", ns)
 	if n := r.Len(); n != per {
