@@ -36,8 +36,8 @@ const (
 	// above a 50,000-channel start-up. A name not remembered is priced
 	// as new, as it was before repeats were.
 	RepeatNamesPerSource = 65536
-	// RepeatNamesTotal bounds the names remembered for all sources (~70
-	// bytes each: 9 MiB); when it is reached the oldest go first.
+	// RepeatNamesTotal bounds the names remembered for all sources (~80
+	// bytes each: 10 MiB); when it is reached the oldest go first.
 	RepeatNamesTotal = 131072
 )
 

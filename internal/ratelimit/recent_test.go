@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -154,4 +155,40 @@ func TestLimiterIdleAndFractions(t *testing.T) {
 	if !nl.PayIfIdle(srcA, 1) || !nl.AllowFrac(srcA, 1, 1) {
 		t.Fatal("a nil limiter limits")
 	}
+}
+
+// At the production bounds, a flood from spoofed sources fills the
+// memory to RepeatNamesTotal and no further, each source to at most
+// RepeatNamesPerSource, and the heap it takes stays within ~100 bytes a
+// name (docs/SECURITY.md's bounds table says ~80).
+func TestRecentProductionBounds(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	ns := names("spoofed", RepeatNamesPerSource+1000)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := NewRecent(clk)
+	for i := range 6 {
+		a := netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})
+		_, fresh := r.Price(a, len(ns), func(j int) []byte { return ns[j] }, nil)
+		r.Remember(a, fresh)
+		if n := r.count[a]; n > RepeatNamesPerSource {
+			t.Fatalf("source %d: %d names remembered, bound %d", i, n, RepeatNamesPerSource)
+		}
+		if n := r.Len(); n > RepeatNamesTotal {
+			t.Fatalf("%d names remembered, bound %d", n, RepeatNamesTotal)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := r.Len(); n != RepeatNamesTotal || len(r.idx) != RepeatNamesTotal {
+		t.Fatalf("%d names (%d keys) remembered, want %d", n, len(r.idx), RepeatNamesTotal)
+	}
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 100*RepeatNamesTotal {
+		t.Fatalf("the memory takes %d bytes for %d names", grew, RepeatNamesTotal)
+	} else {
+		t.Logf("%d names remembered in %d bytes (%d a name)", RepeatNamesTotal, grew, grew/RepeatNamesTotal)
+	}
+	runtime.KeepAlive(ns)
+	runtime.KeepAlive(r)
 }
