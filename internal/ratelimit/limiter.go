@@ -93,26 +93,66 @@ func (l *Limiter) AllowN(a netip.Addr, n int) bool {
 	if l == nil {
 		return true
 	}
-	if n < 1 {
-		n = 1
+	return l.count(l.exempted(a) || l.take(a, l.cost(max(n, 1)), l.tolerance))
+}
+
+// idleShare: a source is idle while, its search paid, it has spent at
+// most this share of its burst. Only a busy source's searches are priced
+// by their repeats (PayIfIdle, Recent): an ordinary client never touches
+// the repeat memory, and a start-up burst is recognised long before its
+// budget is gone.
+const idleShare = 16
+
+// PayIfIdle takes n tokens (n < 1 counts as 1) from a's bucket when a
+// has, after paying, spent at most 1/16 of its burst, and reports
+// whether it did; a busy source pays nothing here and its caller prices
+// the search with AllowFrac. A nil Limiter and an exempt source are
+// always idle.
+func (l *Limiter) PayIfIdle(a netip.Addr, n int) bool {
+	if l == nil {
+		return true
 	}
-	a = key(a)
-	if len(l.exempt) > 0 && exempt(l.exempt, a) {
+	if l.exempted(a) || l.take(a, l.cost(max(n, 1)), l.tolerance/idleShare) {
 		l.allowed.Add(1)
 		return true
 	}
+	return false
+}
+
+// AllowFrac is AllowN for a cost of num/den tokens (den > 0): a search
+// priced by its share of new names.
+func (l *Limiter) AllowFrac(a netip.Addr, num, den int) bool {
+	if l == nil {
+		return true
+	}
+	c := min(float64(l.interval)*float64(max(num, 0))/float64(max(den, 1)), float64(maxSpan))
+	return l.count(l.exempted(a) || l.take(a, time.Duration(c), l.tolerance))
+}
+
+func (l *Limiter) exempted(a netip.Addr) bool {
+	return len(l.exempt) > 0 && exempt(l.exempt, key(a))
+}
+
+// take moves a's theoretical arrival time c ahead if it then runs at most
+// within ahead of now, and reports whether it did.
+func (l *Limiter) take(a netip.Addr, c, within time.Duration) bool {
+	a = key(a)
 	now := l.clk.Now().Sub(l.epoch)
 	l.mu.Lock()
 	tat, fresh := l.t.get(a)
 	if fresh || *tat < now {
 		*tat = now
 	}
-	next := *tat + l.cost(n)
-	ok := next-now <= l.tolerance
+	next := *tat + c
+	ok := next-now <= within
 	if ok {
 		*tat = next
 	}
 	l.mu.Unlock()
+	return ok
+}
+
+func (l *Limiter) count(ok bool) bool {
 	if ok {
 		l.allowed.Add(1)
 	} else {

@@ -205,6 +205,9 @@ func (o *Options) policy() Policy {
 type policy struct {
 	Policy
 	limit *ratelimit.Limiter // nil: unlimited
+	// repeats: the names each busy source searched lately (admitSearch);
+	// kept across Apply.
+	repeats *ratelimit.Recent
 }
 
 // Apply applies a new policy. Connections open from clients it
@@ -230,6 +233,11 @@ func (s *Server) Apply(p Policy) {
 	} else {
 		next.limit = ratelimit.New(ratelimit.Options{Rate: p.MessageRate, Burst: p.MessageBurst,
 			Sources: p.RateSources, Exempt: p.RateExempt, Clock: s.opt.Clock})
+	}
+	if cur := s.pol.Load(); cur != nil {
+		next.repeats = cur.repeats
+	} else {
+		next.repeats = ratelimit.NewRecent(s.opt.Clock)
 	}
 	s.pol.Store(next)
 	for c, overTLS := range s.conns {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/ratelimit"
 	"github.com/pvans-project/pvans/internal/twin"
 )
 
@@ -26,7 +27,8 @@ type session struct {
 	batch  Batch
 	resp   pva.SearchResponse
 	out    []byte
-	waiter Waiter // created on the first unresolved name (read goroutine)
+	waiter Waiter   // created on the first unresolved name (read goroutine)
+	fresh  []uint64 // scratch of admitSearch
 	// twin pairs this connection with its client's UDP socket (nil
 	// without Options.Twins); conn is set once Serve returned.
 	twin *twin.Conn
@@ -56,13 +58,17 @@ func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 			return
 		}
 	}
-	if !ss.s.pol.Load().limit.Allow(c.Remote().Addr()) {
+	pol := ss.s.pol.Load()
+	// A search pays here only while its source is idle: a busy one's is
+	// priced by its repeats once decoded (admitSearch).
+	paid := h.Command == pva.CmdSearch && pol.limit.PayIfIdle(c.Remote().Addr(), 1)
+	if h.Command != pva.CmdSearch && !pol.limit.Allow(c.Remote().Addr()) {
 		ss.s.cnt.rateLimited.Add(1)
 		return
 	}
 	switch h.Command {
 	case pva.CmdSearch:
-		ss.handleSearch(c, h, payload)
+		ss.handleSearch(c, h, payload, pol, paid)
 	case pva.CmdCreateChannel:
 		if p := ss.s.opt.Channels; p != nil && p.Message(c, h, payload) {
 			return
@@ -90,7 +96,7 @@ func (ss *session) Closed(c *pvaconn.Conn, err error) {
 	ss.s.forget(c, ss.src)
 }
 
-func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
+func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte, pol *policy, paid bool) {
 	cnt := &ss.s.cnt
 	q := &ss.search
 	// PVXS clients send searches big endian even on a little-endian
@@ -100,7 +106,11 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		c.Close() // PVXS disconnects on a malformed search
 		return
 	}
-	if m := ss.s.pol.Load().MaxNamesPerSearch; m > 0 && len(q.Names) > m {
+	if !paid && !ss.admitSearch(pol, c.Remote().Addr(), q.Names) {
+		cnt.rateLimited.Add(1)
+		return
+	}
+	if m := pol.MaxNamesPerSearch; m > 0 && len(q.Names) > m {
 		cnt.namesDropped.Add(uint64(len(q.Names) - m))
 		q.Names = q.Names[:m]
 	}
@@ -119,6 +129,28 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte) {
 		}
 		ss.waiter.Wait(q.Names, ss.batch.Missing, q.HasProtocol("tls"))
 	}
+}
+
+// admitSearch charges a busy source's search to its message budget by
+// the share of its names it did not search within
+// ratelimit.RepeatWindow, a 64th for the others (docs/SECURITY.md,
+// "Repeated searches"): a Phoebus client searches every channel not yet
+// connected each time it opens one.
+func (ss *session) admitSearch(pol *policy, src netip.Addr, names []pva.SearchName) bool {
+	n := len(names)
+	if m := pol.MaxNamesPerSearch; m > 0 {
+		n = min(n, m)
+	}
+	if n == 0 {
+		return pol.limit.Allow(src)
+	}
+	rep, fresh := pol.repeats.Price(src, n, func(i int) []byte { return names[i].Name }, ss.fresh)
+	ss.fresh = fresh
+	if !pol.limit.AllowFrac(src, (n-rep)*ratelimit.RepeatShare+rep, n*ratelimit.RepeatShare) {
+		return false
+	}
+	pol.repeats.Remember(src, fresh)
+	return true
 }
 
 // noteTwin tells the pairing about this search.

@@ -18,8 +18,9 @@ func TestConnectionPairsWithItsClientsSocket(t *testing.T) {
 	cl := dial(t, w.ep)
 	udp := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 40001)
 	// The client's UDP copy of the search it is about to send over TCP:
-	// its own response port, no unicast flag.
-	s := pva.Search{Seq: 7, ReplyPort: udp.Port(), Protocols: [][]byte{[]byte("tcp")},
+	// its own response port, no unicast flag, and PVXS's sequence (a
+	// search in another form cannot pair: twin.Fingerprint).
+	s := pva.Search{Seq: pva.SearchSeqFind, ReplyPort: udp.Port(), Protocols: [][]byte{[]byte("tcp")},
 		Names: []pva.SearchName{{CID: 100, Name: []byte("cap:a:mbox1")}}}
 	_, p, _, _ := pva.SplitMessage(pva.AppendSearch(nil, pva.FlagBigEndian, &s))
 	fp, _ := tw.Fingerprint(p)
@@ -30,7 +31,7 @@ func TestConnectionPairsWithItsClientsSocket(t *testing.T) {
 	if c, cand := tw.UDPSearch(udp, fp); c != nil || !cand {
 		t.Fatal("the connection did not join at its start")
 	}
-	cl.search(7, 0, "cap:a:mbox1")
+	cl.search(pva.SearchSeqFind, 0, "cap:a:mbox1")
 	if r := cl.next(t, 5*time.Second); len(r.m.CIDs) != 1 {
 		t.Fatalf("%+v", r.m)
 	}
@@ -38,7 +39,7 @@ func TestConnectionPairsWithItsClientsSocket(t *testing.T) {
 	if c == nil {
 		t.Fatal("the same search over the connection did not pair it with the socket")
 	}
-	answer := pva.AppendSearchResponse(nil, pva.FlagBigEndian|pva.FlagServer, &pva.SearchResponse{GUID: guidA, Seq: 7,
+	answer := pva.AppendSearchResponse(nil, pva.FlagBigEndian|pva.FlagServer, &pva.SearchResponse{GUID: guidA, Seq: pva.SearchSeqFind,
 		Addr: pva.AnyIPv4, Port: 5075, Protocol: []byte("tcp"), Found: true, CIDs: []uint32{100}})
 	if !c.Send(answer) {
 		t.Fatal("offer refused")

@@ -159,12 +159,22 @@ func (t *Table) OnPair(f func(to netip.AddrPort, c *Conn)) {
 	t.mu.Unlock()
 }
 
+// pvxsSeq is the searchSequenceID every PVXS search carries, big endian
+// ("find", client.cpp tickSearch), over UDP and TCP alike.
+const pvxsSeq = "find"
+
 // Fingerprint hashes a CMD_SEARCH payload without its flags byte and its
 // response port, the two fields a PVXS client's TCP copy changes; ok is
-// false for a payload too short to be a search.
+// false for a payload too short to be a search, and for one that is not
+// in the form of a PVXS search, whose sequence is "find": such a search
+// can have no twin and takes no pairing memory. A Phoebus (Java) client
+// numbers its UDP searches by its search bucket and sends "look" ("kool"
+// little endian) over TCP, so its two copies never match, and it
+// searches every unconnected channel each time it opens one: recording
+// its searches filled the table and refused other clients' fingerprints.
 func (t *Table) Fingerprint(payload []byte) (fp uint64, ok bool) {
 	// searchSequenceID(4) flags(1) reserved(3) address(16) port(2) …
-	if len(payload) < 26 {
+	if len(payload) < 26 || string(payload[:4]) != pvxsSeq {
 		return 0, false
 	}
 	var h maphash.Hash

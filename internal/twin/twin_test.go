@@ -368,3 +368,43 @@ func TestSameBytesFromTwoSocketsUnpairLate(t *testing.T) {
 		t.Fatal("the second socket paired")
 	}
 }
+
+// javaSearch is a CMD_SEARCH payload as a Phoebus (core-pva) client
+// builds it: its search bucket as the sequence over UDP, "look" over TCP
+// ("kool" when the connection is little endian).
+func javaSearch(seq []byte, port uint16, cids ...uint32) []byte {
+	b := search(0, port, cids...)
+	copy(b, seq)
+	return b
+}
+
+// A client whose searches cannot pair (a Phoebus client: its UDP and TCP
+// copies carry different sequences) takes no pairing memory however much
+// it searches, so the fingerprints of a PVXS client on another host still
+// find room and pair.
+func TestSearchesThatCannotPairTakeNoMemory(t *testing.T) {
+	tb := New(clock.NewFake(time.Unix(1e9, 0)), Options{Fingerprints: 200})
+	var s sink
+	java := tb.Join(hostB, s.offer)
+	for i := range 1000 {
+		bucket := binary.BigEndian.AppendUint32(nil, uint32(i%34))
+		if f, ok := tb.Fingerprint(javaSearch(bucket, 40002, uint32(i))); ok {
+			tb.UDPSearch(netip.AddrPortFrom(hostB, 40002), f)
+		}
+		for _, seq := range []string{"look", "kool"} {
+			if f, ok := tb.Fingerprint(javaSearch([]byte(seq), 0, uint32(i))); ok {
+				java.TCPSearch(f)
+			}
+		}
+	}
+	if st := tb.Stats(); tb.total != 0 || st.RecentFull != 0 {
+		t.Fatalf("a client that cannot pair holds %d fingerprints (%d refused)", tb.total, st.RecentFull)
+	}
+	pvxs := tb.Join(hostA, s.offer)
+	f := fp(t, tb, search(0, portA.Port(), 1, 2, 3))
+	tb.UDPSearch(portA, f)
+	pvxs.TCPSearch(fp(t, tb, search(0x80, 0, 1, 2, 3)))
+	if tb.Paired(portA) != pvxs {
+		t.Fatal("the PVXS client did not pair")
+	}
+}

@@ -125,7 +125,8 @@ func BenchmarkHandleSearch38Held(b *testing.B) {
 // (package twin): fingerprint, the pairing's lookup, and the answer
 // offered to the connection instead of the socket.
 func BenchmarkHandleSearch38Paired(b *testing.B) {
-	d := datagram{src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEthBc, ifIndex: 2}
+	// From the socket its replies go to: only such a search pairs.
+	d := datagram{src: netip.MustParseAddrPort("10.0.0.9:40000"), dst: ipEthBc, ifIndex: 2}
 	r := benchResolvers(b)["registry"]
 	var names []string
 	for i := range 38 {

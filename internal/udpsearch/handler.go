@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/ratelimit"
 	"github.com/pvans-project/pvans/internal/relay"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/twin"
@@ -101,6 +102,7 @@ type handler struct {
 	batch  resolver.Batch
 	buf    []byte
 	cids   []uint32 // scratch of pacing.unheld
+	fresh  []uint64 // scratch of admit
 
 	// twin is the client's own TCP connection for the search being
 	// answered (Options.Twins); candidate: none yet, but its host has one.
@@ -342,7 +344,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	// or reply address can then get at most ReflectionRatio × its own
 	// bytes sent to its victim.
 	h.p.refl.Received(to, len(msg))
-	if !h.p.limit.Allow(client.Addr()) || (len(s.Names) > 0 && !h.p.names.AllowN(client.Addr(), h.nameCost(len(s.Names)))) {
+	if !h.admit(client.Addr(), s.Names) {
 		h.st.dropRateLimited.Add(1)
 		return
 	}
@@ -436,13 +438,32 @@ func (h *handler) pairing(o origin, d *datagram, dest netip.AddrPort, payload []
 	}
 }
 
-// nameCost is what a search of n names costs the client's name budget:
-// the names that will be looked up.
-func (h *handler) nameCost(n int) int {
+// admit charges a search to its client's budgets, reporting false when
+// they cannot pay: one datagram, and a name for each name looked up. A
+// busy client (ratelimit.Limiter.PayIfIdle) pays instead for the share of
+// its names it did not search within ratelimit.RepeatWindow, and a
+// 64th for the others (docs/SECURITY.md, "Repeated searches").
+func (h *handler) admit(client netip.Addr, names []pva.SearchName) bool {
+	n := len(names)
 	if m := h.p.MaxNamesPerSearch; m > 0 {
-		return min(n, m)
+		n = min(n, m)
 	}
-	return n
+	if n == 0 {
+		return h.p.limit.Allow(client)
+	}
+	paid := h.p.limit.PayIfIdle(client, 1)
+	if paid && h.p.names.PayIfIdle(client, n) {
+		return true
+	}
+	rep, fresh := h.p.repeats.Price(client, n, func(i int) []byte { return names[i].Name }, h.fresh)
+	h.fresh = fresh
+	units := (n-rep)*ratelimit.RepeatShare + rep
+	if (!paid && !h.p.limit.AllowFrac(client, units, n*ratelimit.RepeatShare)) ||
+		!h.p.names.AllowFrac(client, units, ratelimit.RepeatShare) {
+		return false
+	}
+	h.p.repeats.Remember(client, fresh)
+	return true
 }
 
 // ownSearch reports whether a search came from one of pvans's own client

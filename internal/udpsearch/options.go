@@ -256,6 +256,9 @@ type policy struct {
 	// relay's address spends only the relayed budget of the host it
 	// names, never the budget of that host's own beacons.
 	relayed *ratelimit.Limiter
+	// repeats: the names each busy client searched lately (admit); kept
+	// across reloads.
+	repeats *ratelimit.Recent
 	// learn is LearnFrom as a set (nil: every interface); learnLoopback
 	// says it holds a loopback address.
 	learn         map[netip.Addr]bool
@@ -298,6 +301,11 @@ func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
 			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
 		n.relayed = ratelimit.New(ratelimit.Options{Rate: p.BeaconRate, Burst: p.BeaconBurst,
 			Sources: p.RateSources, Exempt: p.LimitExempt, Clock: clk})
+	}
+	if cur != nil {
+		n.repeats = cur.repeats
+	} else {
+		n.repeats = ratelimit.NewRecent(clk)
 	}
 	if sameSources && cur.ReflectionRatio == p.ReflectionRatio && cur.ReflectionWindow == p.ReflectionWindow {
 		n.refl = cur.refl

@@ -1,6 +1,7 @@
 package udpsearch
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
@@ -54,11 +55,20 @@ func pairingOn(h *handler, tw *twin.Table, on bool) {
 	h.pol.Store(&p)
 }
 
-// tcpCopy is the fingerprint of search37(i) as a PVXS client sends it to
+// pvxs37 is search37(i) as a PVXS client sends it: the sequence of
+// every search is "find" (client.cpp tickSearch), the only form pvans
+// pairs (twin.Fingerprint).
+func pvxs37(i int) []byte {
+	b := search37(i)
+	binary.BigEndian.PutUint32(b[pva.HeaderSize:], pva.SearchSeqFind)
+	return b
+}
+
+// tcpCopy is the fingerprint of pvxs37(i) as a PVXS client sends it to
 // its name server: the unicast flag set, the response port zeroed.
 func tcpCopy(t *testing.T, tw *twin.Table, i int) uint64 {
 	t.Helper()
-	_, udpPayload, _, _ := pva.SplitMessage(search37(i))
+	_, udpPayload, _, _ := pva.SplitMessage(pvxs37(i))
 	var s pva.Search
 	if err := s.Decode(udpPayload, true); err != nil {
 		t.Fatal(err)
@@ -81,7 +91,7 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	for i := range 20 {
-		h.handle(broadcastFrom(search37(i), lanC1))
+		h.handle(broadcastFrom(pvxs37(i), lanC1))
 	}
 	// 37 at once, ten replies held within the second, nine stashed
 	// instead of dropped.
@@ -98,7 +108,7 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 		t.Fatalf("%d names answered in all, want %d (none twice, none lost)", n, 20*37)
 	}
 	sentUDP := len(now.replies) + len(later.replies)
-	h.handle(broadcastFrom(search37(3), lanC1))
+	h.handle(broadcastFrom(pvxs37(3), lanC1))
 	if len(now.replies)+len(later.replies) != sentUDP || conn.names(t) != 18*37 {
 		t.Fatalf("a paired client's search was not answered over its connection alone: udp %d->%d, tcp names %d %+v", sentUDP, len(now.replies)+len(later.replies), conn.names(t), st.snapshot())
 	}
@@ -107,7 +117,7 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 	}
 	// A full connection: the socket takes the reply.
 	conn.full = true
-	h.handle(broadcastFrom(search37(4), lanC1))
+	h.handle(broadcastFrom(pvxs37(4), lanC1))
 	if len(now.replies)+len(later.replies) == sentUDP {
 		t.Fatal("a reply the connection had no room for was not sent over UDP")
 	}
@@ -115,7 +125,7 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 	c.Leave()
 	sentUDP = len(now.replies) + len(later.replies)
 	clk.Advance(3 * time.Second)
-	h.handle(broadcastFrom(search37(5), lanC1))
+	h.handle(broadcastFrom(pvxs37(5), lanC1))
 	if len(now.replies) == sentUDP-len(later.replies) {
 		t.Fatal("not answered over UDP after the connection ended")
 	}
@@ -128,13 +138,13 @@ func TestStashWithoutPairDropped(t *testing.T) {
 	h, st, now, later, clk, tw := pairingHandler(t, true)
 	tw.Join(lanC1.Addr(), (&tcpSink{}).offer) // another process's connection
 	for i := range 20 {
-		h.handle(broadcastFrom(search37(i), lanC1))
+		h.handle(broadcastFrom(pvxs37(i), lanC1))
 	}
 	if s := st.snapshot(); s.RepliesStashed != 9 {
 		t.Fatalf("%+v", s)
 	}
 	clk.Advance(time.Second + 500*time.Millisecond)
-	h.handle(broadcastFrom(search37(19), lanC1)) // stashed, searched again
+	h.handle(broadcastFrom(pvxs37(19), lanC1)) // stashed, searched again
 	if s := st.snapshot(); s.Claims != 21*37 {
 		t.Fatalf("a stashed name was not answered again: %+v", s)
 	}
@@ -174,10 +184,10 @@ func TestAnswerOverTCPOff(t *testing.T) {
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	for i := range 20 {
-		h.handle(broadcastFrom(search37(i), lanC1))
+		h.handle(broadcastFrom(pvxs37(i), lanC1))
 	}
 	c.TCPSearch(tcpCopy(t, tw, 0))
-	h.handle(broadcastFrom(search37(0), lanC2))
+	h.handle(broadcastFrom(pvxs37(0), lanC2))
 	if s := st.snapshot(); s.RepliesStashed != 0 || s.DropReplyHold != 9 || s.RepliesOverTCP != 0 || len(conn.got) != 0 || len(now.replies) != 2 {
 		t.Fatalf("answered otherwise than over UDP alone: %+v, %d over TCP", s, len(conn.got))
 	}
@@ -207,12 +217,12 @@ func TestStashAfterThePairIsDiverted(t *testing.T) {
 	var conn tcpSink
 	c := tw.Join(lanC1.Addr(), conn.offer)
 	for i := range 19 {
-		h.handle(broadcastFrom(search37(i), lanC1))
+		h.handle(broadcastFrom(pvxs37(i), lanC1))
 	}
 	hook := &lookupHook{Resolver: h.o.Resolver}
 	hook.before = func() { c.TCPSearch(tcpCopy(t, tw, 0)) }
 	h.o.Resolver = hook
-	h.handle(broadcastFrom(search37(19), lanC1))
+	h.handle(broadcastFrom(pvxs37(19), lanC1))
 	clk.Advance(3 * time.Second)
 	if n := namesIn(t, now.replies) + namesIn(t, later.replies) + conn.names(t); n != 20*37 {
 		t.Fatalf("%d names answered in all, want %d: %+v", n, 20*37, st.snapshot())
@@ -231,12 +241,12 @@ func TestPairOnlyFromTheSocketItself(t *testing.T) {
 	tw.Join(lanC1.Addr(), victim.offer)
 	c := tw.Join(lanC1.Addr(), intruder.offer)
 	other := netip.AddrPortFrom(lanC1.Addr(), lanC1.Port()+1)
-	h.handle(broadcastFrom(search37(0), other)) // reply port: lanC1's
+	h.handle(broadcastFrom(pvxs37(0), other)) // reply port: lanC1's
 	c.TCPSearch(tcpCopy(t, tw, 0))
 	if s := tw.Stats(); s.PairsMade != 0 {
 		t.Fatal("the client's socket paired with a connection by a search from another socket")
 	}
-	h.handle(broadcastFrom(search37(1), lanC1))
+	h.handle(broadcastFrom(pvxs37(1), lanC1))
 	if n := len(intruder.got); n != 0 {
 		t.Fatalf("%d of the client's answers went over another process's connection", n)
 	}

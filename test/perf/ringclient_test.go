@@ -56,7 +56,6 @@ type ringClient struct {
 	nSearch  []uint8
 	buckets  [nBuckets][]int32
 	current  int
-	seq      uint32
 
 	left      atomic.Int64
 	done      chan struct{}
@@ -225,15 +224,15 @@ func (c *ringClient) tick(bucket []int32, initial, poked bool) {
 			}
 			c.buckets[next] = append(c.buckets[next], i)
 		}
-		c.seq++
-		seq := c.seq
 		c.mu.Unlock()
 		if len(names) == 0 {
 			break
 		}
 		c.searched.Add(int64(len(names)))
 		port := uint16(c.udp.LocalAddr().(*net.UDPAddr).Port)
-		msg := pva.AppendSearch(nil, pva.FlagBigEndian, &pva.Search{Seq: seq, ReplyPort: port, // reply address all zeros, as PVXS sends it
+		// PVXS's sequence ("find") and reply address (all zeros) on every
+		// search: pvans pairs only searches in that form (twin.Fingerprint).
+		msg := pva.AppendSearch(nil, pva.FlagBigEndian, &pva.Search{Seq: pva.SearchSeqFind, ReplyPort: port,
 			Protocols: [][]byte{[]byte("tcp")}, Names: names})
 		for _, d := range c.dests {
 			if _, err := c.udp.WriteToUDPAddrPort(msg, d); err == nil {
@@ -243,7 +242,7 @@ func (c *ringClient) tick(bucket []int32, initial, poked bool) {
 		if len(c.ns) == 0 {
 			continue
 		}
-		tcp := pva.AppendSearch(nil, pva.FlagBigEndian, &pva.Search{Seq: seq, Flags: pva.SearchUnicast,
+		tcp := pva.AppendSearch(nil, pva.FlagBigEndian, &pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchUnicast,
 			Protocols: [][]byte{[]byte("tcp")}, Names: names})
 		for _, n := range c.ns {
 			if len(n.out) > nsBufferLimit {
