@@ -294,6 +294,11 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		}
 		printRow(tw, "ENDPOINT", "TLS", "GUID", "NAMES", "DISCOVERED", "PROBE", "LAST SEEN")
 		for _, s := range ss {
+			if s.Down {
+				// Lost and not back: what went away, when and why.
+				printRow(tw, s.Endpoint, "-", s.GUID, "0", "-", "DOWN since "+s.LostAt.Format(time.RFC3339)+" ("+s.LostReason+")", "-")
+				continue
+			}
 			probe := s.ProbeState
 			if s.ProbeError != "" {
 				probe += " (" + s.ProbeError + ")"

@@ -166,6 +166,8 @@ type HTTP struct {
 	// AllowedHosts are the DNS names requests may name as Host besides
 	// addresses, localhost and the machine's own names (DNS rebinding).
 	AllowedHosts []string
+	// ShowDownFor is how long a server lost stays shown as down.
+	ShowDownFor time.Duration
 }
 
 // Log chooses what is logged and how.

@@ -81,6 +81,7 @@ type Daemon struct {
 	ServerPV *serverpv.Provider // the `server` PV on the TCP port
 	Upstream *upstream.Pool
 	Events   *events.Log
+	Down     *events.Down // servers lost and not back, for the operator's views
 	Insight  *insight.Insight
 	Metrics  *metrics.Metrics
 	// DNS follows the host names in the address lists (dns.*); Relay
@@ -137,7 +138,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	// Every part logs through one line budget: hosts on the network cause
 	// most lines (limitlog.Budget), and must not flood the journal.
 	log, logBudget := limitlog.Logger(o.Logger, 0, 0, o.Clock)
-	d := &Daemon{boot: cfg, log: log, logBudget: logBudget, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), discoveries: newDiscoveryRounds()}
+	d := &Daemon{boot: cfg, log: log, logBudget: logBudget, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), Down: events.NewDown(), discoveries: newDiscoveryRounds()}
 	d.cur.Store(cfg)
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)
@@ -254,6 +255,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	httpOpt := httpapi.Options{
 		Registry: regView{d.Registry, d.Tracker},
 		Events:   d.Events,
+		Down:     d.Down,
 		Insight:  d.Insight,
 		Metrics:  d.Metrics.Handler(),
 		Ready:    d.Ready,

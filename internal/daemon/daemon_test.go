@@ -11,6 +11,7 @@ import (
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/nsclient"
+	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/sim"
@@ -299,5 +300,38 @@ func TestLossReportedOnce(t *testing.T) {
 	d.onBeaconEvent(beacon.Event{Kind: beacon.EventLost, GUID: g, Endpoint: ep, Protocol: "tcp"})
 	if n := lost(); n != 1 {
 		t.Errorf("%d lost events after its beacons expired too, want 1", n)
+	}
+}
+
+// A server lost after it was listed stays down until it is listed again
+// at its endpoint; a row only beacons made (forged or not) is no server
+// an operator knew, and is not kept.
+func TestLostServerKeptDown(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	ep, g := netip.MustParseAddrPort("127.0.0.1:1"), pva.GUID{0x79}
+	if _, err := d.Registry.Listed(registry.ServerInfo{GUID: g, Addr: ep}, []string{"down:1"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.Registry.SetProbeState(g, registry.ProbeListed, nil)
+	probeSink{d}.Lost(g, ep, "no reply to echo")
+	keep := d.conf().HTTP.ShowDownFor
+	if l := d.Down.List(d.clk.Now(), keep); len(l) != 1 || l[0].Endpoint != ep || l[0].Reason != "no reply to echo" || l[0].Names != 1 {
+		t.Fatalf("down after the loss: %+v", l)
+	}
+	// Back: a new instance listed at the endpoint.
+	probeSink{d}.Listed(pva.GUID{0x7a}, ep, []string{"down:1"}, probe.Info{})
+	if l := d.Down.List(d.clk.Now(), keep); len(l) != 0 {
+		t.Fatalf("still down after it was listed again: %+v", l)
+	}
+	// A row only a beacon made, lost when its beacons expire.
+	fep, fg := netip.MustParseAddrPort("127.0.0.1:2"), pva.GUID{0x7b}
+	if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: fg, Addr: fep}); err != nil {
+		t.Fatal(err)
+	}
+	d.onBeaconEvent(beacon.Event{Kind: beacon.EventLost, GUID: fg, Endpoint: fep, Protocol: "tcp"})
+	if l := d.Down.List(d.clk.Now(), keep); len(l) != 0 {
+		t.Fatalf("a beacon-only row kept as down: %+v", l)
 	}
 }

@@ -113,6 +113,7 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		}
 		d.logLost(ev.GUID, ev.Endpoint, "no beacon within the expiry")
 		d.Events.Add(events.Event{At: ev.At, Kind: "lost", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "beacon expired"})
+		d.noteDown(ev.GUID, ev.Endpoint, "beacon expired")
 		d.removeAt(ev.GUID, ev.Endpoint)
 	}
 }
@@ -246,8 +247,22 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 			zap.Duration("took", info.Took))
 	}
 	_ = d.Registry.SetProbeState(guid, registry.ProbeListed, nil)
+	d.Down.Back(ep)
 	d.Events.Add(events.Event{At: d.clk.Now(), Kind: "listed", GUID: guid.String(), Endpoint: ep.String(),
 		Detail: "listed (" + nameCount(len(names)) + tlsDetail(info) + ")"})
+}
+
+// noteDown keeps a server being lost as down for the operator's views,
+// if it was one: listed over TCP (a row only beacons made, forged or not,
+// is no server an operator knew), and not another pvans.
+func (d *Daemon) noteDown(g pva.GUID, ep netip.AddrPort, reason string) {
+	s, ok := d.Registry.Server(g)
+	if !ok || s.Addr != ep || g.IsPvans() || s.ListedHow == registry.SourceStatic ||
+		(s.ProbeState != registry.ProbeListed && s.Names == 0) {
+		return
+	}
+	d.Down.Lost(events.DownServer{GUID: g.String(), Endpoint: ep, Since: d.clk.Now(), Reason: reason, Names: s.Names,
+		Protocol: s.Protocol, Discovered: s.Discovered.String(), FirstSeen: s.FirstSeen, LastSeen: s.LastSeen})
 }
 
 // staticFile registers a static name file's names: a claim of its own,
@@ -337,6 +352,7 @@ func (s probeSink) Lost(guid pva.GUID, ep netip.AddrPort, reason string) {
 		return
 	}
 	d.logLost(guid, ep, reason)
+	d.noteDown(guid, ep, reason)
 	if sv, ok := d.Registry.Server(guid); ok && sv.Addr == ep {
 		_ = d.Registry.RemoveServer(guid)
 		d.serverGone(guid)

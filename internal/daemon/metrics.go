@@ -18,6 +18,8 @@ func (d *Daemon) registerMetrics() {
 	d.Twins.RegisterMetrics(m)
 	d.Resolver.RegisterMetrics(m)
 	d.Registry.RegisterMetrics(m)
+	m.Gauge("registry", "servers_down", "Servers lost (after they were listed over TCP) and not back at their endpoint, shown as down for http.show_down_for.",
+		nil, func() float64 { return float64(len(d.Down.List(d.clk.Now(), d.conf().HTTP.ShowDownFor))) })
 	d.Tracker.RegisterMetrics(m)
 	d.Ring.RegisterMetrics(m)
 	d.httpSrv.RegisterMetrics(m)

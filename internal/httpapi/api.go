@@ -15,6 +15,7 @@ import (
 	"mime"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,9 @@ type Registry interface {
 type Options struct {
 	Registry Registry
 	Events   *events.Log
+	// Down is the servers lost and not back, shown as down for
+	// Limits.ShowDownFor; nil shows none.
+	Down *events.Down
 	// Insight answers /v1/insight/* and the status page's search
 	// sections; nil disables them.
 	Insight Insight
@@ -189,6 +193,27 @@ type Server struct {
 	Held        int       `json:"held"`
 	ListedHow   string    `json:"listed_how,omitempty"`
 	Verified    bool      `json:"verified"`
+	// Down marks a server lost and not back at its endpoint (shown for
+	// http.show_down_for): it holds no names; LostAt and LostReason say
+	// when and why.
+	Down       bool      `json:"down,omitempty"`
+	LostAt     time.Time `json:"lost_at,omitzero"`
+	LostReason string    `json:"lost_reason,omitempty"`
+}
+
+// DownJSON is the row of a server shown as down.
+func DownJSON(d events.DownServer) Server {
+	return Server{GUID: d.GUID, Endpoint: ep(d.Endpoint), Kind: "server", ProbeState: "down",
+		Protocol: d.Protocol, Discovered: d.Discovered, FirstSeen: d.FirstSeen, LastSeen: d.LastSeen,
+		Down: true, LostAt: d.Since, LostReason: d.Reason}
+}
+
+// down is the servers to show as down now.
+func (a *api) down() []events.DownServer {
+	if a.o.Down == nil {
+		return nil
+	}
+	return a.o.Down.List(a.o.Clock.Now(), a.o.lim.Load().ShowDownFor)
 }
 
 // Name is the JSON form of a held name.
@@ -391,11 +416,21 @@ func (a *api) servers(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	v := a.o.Registry.View()
 	sortServers(v.Servers)
-	rows := page(w, v.Servers, offset, limit)
-	out := make([]Server, 0, len(rows))
-	for _, s := range rows {
+	// The servers that are down come first, as on the status page; they
+	// are bounded (events.MaxDown) and page with the rest.
+	down := a.down()
+	all := make([]Server, 0, len(down)+len(v.Servers))
+	for _, d := range down {
+		all = append(all, DownJSON(d))
+	}
+	out := slices.Clone(page(w, all, offset, limit))
+	for _, s := range v.Servers[min(len(v.Servers), max(0, offset-len(down))):] {
+		if len(out) >= limit {
+			break
+		}
 		out = append(out, ServerJSON(s))
 	}
+	w.Header().Set(TotalHeader, strconv.Itoa(len(down)+len(v.Servers)))
 	setRevision(w, v.Revision)
 	writeJSON(w, http.StatusOK, out)
 }

@@ -63,6 +63,8 @@ type Limits struct {
 	// AllowedHosts are the DNS names, beyond addresses, localhost and
 	// Options.HostNames, that requests may name as Host (host.go).
 	AllowedHosts []string `setting:"http.allowed_hosts"`
+	// ShowDownFor is how long Options.Down's servers are shown (0: none).
+	ShowDownFor time.Duration `setting:"http.show_down_for"`
 	// The timeouts; zero = the constants above (tests shorten them).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }

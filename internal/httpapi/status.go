@@ -99,7 +99,7 @@ form.lookup button{font:inherit;padding:4px 12px;border:0;border-radius:6px;back
 <table id="server-table"><thead><tr><th>state</th><th>endpoint</th><th>GUID</th><th>names</th><th>discovered</th><th>last seen</th><th>probe</th></tr></thead><tbody>
 {{range .Servers}}<tr class="{{.Class}}"><td><span class="pill {{.Class}}">{{.State}}</span></td>
 <td><code>{{.Endpoint}}</code>{{if .TLSEndpoint}} <code class="muted" title="Secure PVAccess endpoint: what clients offering TLS are told">tls {{.TLSEndpoint}}</code>{{end}}</td><td><code title="{{.GUID}}">{{short .GUID}}</code></td><td>{{.Names}}{{if .Shadowed}} <span class="muted">({{.Shadowed}} duplicate)</span>{{end}}</td><td>{{.Discovered}}</td><td>{{ago .LastSeen}}</td>
-<td>{{.ProbeState}}{{if .ProbeError}} — <span class="err">{{.ProbeError}}</span>{{end}}</td></tr>
+<td>{{.ProbeState}}{{if .ProbeError}} — <span class="err">{{.ProbeError}}</span>{{end}}{{if .LostReason}} — <span class="err">{{.LostReason}}</span>{{end}}</td></tr>
 {{else}}<tr><td colspan="7" class="none">no servers known yet</td></tr>{{end}}
 {{if .MoreServers}}<tr><td colspan="7" class="none" id="more-servers">{{.MoreServers}} more servers not shown (the ones above come first): <a href="/v1/servers">/v1/servers</a> lists them all, a page at a time</td></tr>{{end}}
 </tbody></table></section>
@@ -158,11 +158,13 @@ type statusData struct {
 	Word       string // the banner's headline
 	Verdict    string // the banner's sentence
 	Failing    int    // servers whose last probe failed
+	Down       int    // servers lost and not back (http.show_down_for)
 	Counts     countsView
 	Servers    []statusServer
 	Duplicates []Duplicate
 	// MoreServers and MoreDuplicates are the rows not shown.
 	MoreServers, MoreDuplicates int
+	downNames                   string // the first few down servers' endpoints, for the banner
 	Events                      []events.Event
 	Insight                     statusInsight
 }
@@ -220,6 +222,9 @@ func plural(n int, one, many string) string {
 // verdict is the banner: the worst thing first, the rest after it.
 func (d *statusData) verdict(why string) {
 	var issues []string
+	if d.Down > 0 {
+		issues = append(issues, plural(d.Down, "server down", "servers down")+" ("+d.downNames+")")
+	}
 	if d.Failing > 0 {
 		issues = append(issues, plural(d.Failing, "server failing its probe", "servers failing their probe"))
 	}
@@ -232,7 +237,7 @@ func (d *statusData) verdict(why string) {
 	switch {
 	case !d.Ready:
 		d.Health, d.Word, d.Verdict = "bad", "not ready", why
-	case d.Failing > 0:
+	case d.Failing > 0 || d.Down > 0:
 		d.Health, d.Word = "bad", "degraded"
 	case len(issues) > 0 || d.Counts.Servers == 0:
 		d.Health, d.Word = "warn", "attention"
@@ -287,13 +292,31 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		rows[i] = ranked{s, rank}
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].rank < rows[j].rank })
-	for _, x := range rows[:min(len(rows), MaxStatusServers)] {
+	// Servers lost and not back come first: what went away is what an
+	// operator looks for.
+	down := a.down()
+	d.Down = len(down)
+	var eps []string
+	for i, x := range down {
+		if i < 3 {
+			eps = append(eps, x.Endpoint.String())
+		}
+		if len(d.Servers) < MaxStatusServers {
+			row := statusServer{Server: DownJSON(x), State: "down since " + x.Since.UTC().Format(time.TimeOnly), Class: "bad", rank: -1}
+			d.Servers = append(d.Servers, row)
+		}
+	}
+	if len(down) > len(eps) {
+		eps = append(eps, "…")
+	}
+	d.downNames = strings.Join(eps, ", ")
+	for _, x := range rows[:min(len(rows), max(0, MaxStatusServers-len(d.Servers)))] {
 		row := statusServer{Server: ServerJSON(*x.s)}
 		row.State, row.Class, row.rank = serverState(row.Server)
 		row.Shadowed = max(0, x.s.Names-x.s.Held)
 		d.Servers = append(d.Servers, row)
 	}
-	d.MoreServers = len(rows) - len(d.Servers)
+	d.MoreServers = len(rows) + len(down) - len(d.Servers)
 	d.verdict(why)
 	for _, dup := range v.Duplicates[:min(len(v.Duplicates), MaxStatusDuplicates)] {
 		d.Duplicates = append(d.Duplicates, DuplicateJSON(dup))
