@@ -53,13 +53,14 @@
 //	new, lost, hinted ─ drop ─► forgotten: forget
 //	any ─ forget ─► forgotten: forget
 //
-// The run is the probe goroutine, one at most per server. Probing covers
-// waiting for a slot of the pool, connecting and listing; a forgotten
-// server's goroutine ends at its next step (its context is cancelled, so
-// waiting and dialling end at once):
+// The run is the probe, one at most per server. Probing covers waiting
+// for a slot of the pool (a queue entry, not a goroutine: see sched),
+// then connecting and listing in a goroutine of its own; a forgotten
+// server's queue entry is taken out, and its goroutine ends at its next
+// step (its context is cancelled, so dialling ends at once):
 //
-//	idle          no goroutine: waiting for a timer or a request
-//	probing       a goroutine owns the server
+//	idle          no probe: waiting for a timer or a request
+//	probing       a probe owns the server, queued or running
 //	again         probing, and asked again meanwhile: it probes once more
 //
 //	idle ─ start ─► probing: stop timer, spawn
@@ -108,7 +109,7 @@
 // Listed, Unlistable and Lost are the Sink's calls; re-list arms the
 // server's one timer for Reprobe (±10 %), retry for the backoff of the
 // failures so far, and "retry from 1" for the backoff after one failure;
-// spawn starts the goroutine; forget cancels it, stops the timers and
+// spawn queues the probe (its goroutine starts when it holds a slot); forget cancels it, stops the timers and
 // closes the watch. A re-listing (periodic, or because the beacon's change
 // count moved) runs on the existing watch connection.
 //

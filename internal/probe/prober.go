@@ -242,6 +242,8 @@ type server struct {
 	hintOK    time.Time
 	hintSteps int
 	hintTimer clock.Timer
+	// wait is the probe queued for a slot of the pool, not yet granted.
+	wait *waiter
 	// news: the next probe answers a new GUID claimed at the endpoint (a
 	// restart), so it queues with fresh probes even after failures: a
 	// restarted server must not wait behind other hosts' silent retries.
@@ -544,6 +546,10 @@ func (p *Prober) forgetLocked(s *server) {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	if s.wait != nil && p.sched.cancel(s.wait) {
+		p.wg.Done() // its goroutine never starts
+	}
+	s.wait = nil
 	p.stopTimer(s)
 	if s.hintTimer != nil {
 		s.hintTimer.Stop()
@@ -749,8 +755,7 @@ func (p *Prober) apply(s *server, e event) bool {
 		p.forgetLocked(s)
 	}
 	if do&actSpawn != 0 {
-		p.wg.Add(1)
-		go p.run(s)
+		p.enqueue(s)
 	}
 	return do&actLoop != 0
 }
@@ -895,25 +900,36 @@ type outcome struct {
 	took       time.Duration
 }
 
-func (p *Prober) run(s *server) {
+// enqueue queues s's next probe in the pool (the spawn action): its
+// goroutine starts when a slot is granted, so a waiting probe is a
+// queue entry, not a goroutine. Called with p.mu held.
+func (p *Prober) enqueue(s *server) {
+	p.wg.Add(1) // the queued probe counts: Close waits for its goroutine, or for forget to take it out
+	w := p.sched.enqueue(s.ep.Addr(), s.retryClass(), func(w *waiter) { go p.run(s, w) })
+	s.wait = w // run clears it; it needs p.mu, held here
+}
+
+// run is one probe of s, granted a slot by w; it queues the next one at
+// once when asked again meanwhile.
+func (p *Prober) run(s *server, w *waiter) {
 	defer p.wg.Done()
-	for {
+	p.mu.Lock()
+	if s.wait == w {
+		s.wait = nil
+	}
+	p.mu.Unlock()
+	began := time.Now()
+	o := p.attempt(s)
+	o.took = time.Since(began)
+	p.sched.release(w)
+	again := p.settle(s, o)
+	p.deliver()
+	if again {
 		p.mu.Lock()
-		retry := s.retryClass()
+		if s.life.phase != phaseForgotten && !p.closed {
+			p.enqueue(s)
+		}
 		p.mu.Unlock()
-		release, ok := p.sched.acquire(s.context(p.ctx), s.ep.Addr(), retry)
-		if !ok {
-			return
-		}
-		began := time.Now()
-		o := p.attempt(s)
-		o.took = time.Since(began)
-		release()
-		again := p.settle(s, o)
-		p.deliver()
-		if !again {
-			return
-		}
 	}
 }
 
