@@ -120,6 +120,9 @@ type Options struct {
 	// Resolver looks up the host names in the address lists again
 	// (dns.refresh); nil: the system resolver.
 	Resolver dnswatch.Resolver
+	// ProbeDial replaces the prober's dialling (tests: servers that never
+	// answer); nil: pvaconn.Dial.
+	ProbeDial probe.DialFunc
 }
 
 // New builds every part and wires every callback between them, but opens
@@ -176,6 +179,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		TLS:     probeTLS,
 		Logger:  d.log.Named("probe"),
 		Observe: probe.MetricsObserver(d.Metrics),
+		Dial:    o.ProbeDial,
 		// pvAccessCPP answers the TCP discovery ping over UDP, to the port
 		// it carries: the client socket, which hands it back (OnPingAnswer).
 		PingPort: func() uint16 { return uint16(d.pingPort.Load()) },

@@ -231,10 +231,10 @@ type server struct {
 	info     Info
 	names    int
 	listedAt time.Time
-	// ctx ends when the server is forgotten: a probe waiting for a slot
-	// or dialling gives up then, so forgetting (an eviction, a reload)
-	// leaves no goroutine or connection attempt behind.
-	ctx    context.Context
+	// cancel ends the running attempt's context when the server is
+	// forgotten: a probe dialling gives up then, so forgetting (an
+	// eviction, a reload) leaves no connection attempt behind. It is made
+	// per attempt, not per server: most rows a flood makes wait.
 	cancel context.CancelFunc
 	// Hint-triggered probes: at most one per backoff step (hintSteps
 	// consecutive steps, the next allowed at hintOK); hintTimer, while
@@ -470,7 +470,6 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 			return
 		}
 		s = &server{ep: ep}
-		s.ctx, s.cancel = context.WithCancel(p.ctx)
 		if through {
 			s.life.origin = originThrough
 			p.through++
@@ -530,15 +529,6 @@ func (p *Prober) Forget(ep netip.AddrPort) {
 		p.apply(s, event{kind: evForget})
 	}
 	p.mu.Unlock()
-}
-
-// context is the server's own context, or parent for a server made
-// without one (tests).
-func (s *server) context(parent context.Context) context.Context {
-	if s.ctx == nil {
-		return parent
-	}
-	return s.ctx
 }
 
 // forgetLocked ends s's goroutine, timers and watch (the forget action).
@@ -917,10 +907,22 @@ func (p *Prober) run(s *server, w *waiter) {
 	if s.wait == w {
 		s.wait = nil
 	}
+	if s.life.phase == phaseForgotten || p.closed {
+		// Forgotten while it was being granted.
+		p.mu.Unlock()
+		p.sched.release(w)
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	s.cancel = cancel
 	p.mu.Unlock()
 	began := time.Now()
-	o := p.attempt(s)
+	o := p.attempt(ctx, s)
 	o.took = time.Since(began)
+	p.mu.Lock()
+	s.cancel = nil
+	p.mu.Unlock()
+	cancel()
 	p.sched.release(w)
 	again := p.settle(s, o)
 	p.deliver()
@@ -938,7 +940,7 @@ func (p *Prober) run(s *server, w *waiter) {
 // over TCP): that answer, not the hint that caused the probe, is who the
 // server is. A restart claim against a live watch runs on a connection of
 // its own, so the old watch stays until the claim is confirmed.
-func (p *Prober) attempt(s *server) outcome {
+func (p *Prober) attempt(ctx context.Context, s *server) outcome {
 	p.mu.Lock()
 	p.stats.Probes++
 	cl, guid, tlsEP := s.cl, s.life.id.guid, s.info.TLS
@@ -957,7 +959,7 @@ func (p *Prober) attempt(s *server) outcome {
 		// back soon, and its retry (behind fresh probes) gets the full one.
 		timeout = within(timeout, tm.firstTimeout)
 	}
-	ctx, cancel := withTimeout(s.context(p.ctx), timeout)
+	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	pinged := false
 	if cl == nil {
