@@ -162,7 +162,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.Insight = insight.New(insightOpt)
 	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Proven: d.beaconProven, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
-	d.Relay = relay.New(relay.Options{Clock: d.clk, Logger: d.log.Named("relay")})
+	d.Relay = relay.New(relay.Options{Clock: d.clk, Logger: d.log.Named("relay"),
+		Broadcast: func(a netip.Addr) bool { return d.UDP != nil && d.UDP.Broadcast(a) }})
 	d.DNS = dnswatch.New(dnswatch.Options{Resolver: o.Resolver, Clock: d.clk, Logger: d.log.Named("dns"), Changed: d.onDNSChanged})
 	tlsOpt, err := d.tlsListener(cfg)
 	if err != nil {

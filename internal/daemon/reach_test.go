@@ -177,7 +177,8 @@ func TestRelayOnly(t *testing.T) {
 	if len(d.TCP.Addrs()) != 0 {
 		t.Errorf("relay profile listens on %v", d.TCP.Addrs())
 	}
-	beaconFilter{d}.Observe(beacon.Observation{GUID: pva.GUID{9}, Endpoint: netip.MustParseAddrPort("10.9.0.5:5075"), Protocol: "tcp", Via: beacon.ViaBeacon})
+	beaconFilter{d}.Observe(beacon.Observation{GUID: pva.GUID{9}, Endpoint: netip.MustParseAddrPort("10.9.0.5:5075"), Protocol: "tcp", Via: beacon.ViaBeacon,
+		From: netip.MustParseAddrPort("10.9.0.5:5076")})
 	if _, ok := d.Tracker.Lookup(netip.MustParseAddrPort("10.9.0.5:5075"), "tcp"); ok {
 		t.Error("the relay profile tracked a sighting")
 	}
