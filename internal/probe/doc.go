@@ -124,7 +124,9 @@
 //
 // A GUID is proven by the endpoint itself: its answer to the discovery
 // ping sent on every fresh connection (over TCP from PVXS; over UDP from
-// pvAccessCPP, to the reply port the ping carries, see PingAnswer). A GUID
+// pvAccessCPP, to the reply port the ping carries, see PingAnswer), or,
+// from a server that answers no empty search, its answer to a search on
+// the same sequence ID for a name it has just listed there. A GUID
 // from a hint (beacon, discovery or search reply) is a claim. The first
 // claim names a server never seen; after that a claim is never adopted on
 // its own:
@@ -132,14 +134,16 @@
 //	claim while watched ─► checked on a fresh connection; a ping answer with
 //	                       another GUID confirms it, anything else refutes it
 //	fresh connection, ping answered ─► that GUID, whatever was claimed
-//	fresh connection, no ping answer ─► the GUID proven last stays
+//	  (or a listed name's search answered)
+//	fresh connection, no answer ─► the GUID proven last stays
 //	watch closed by the server, connection refused ─► gone: the next claim
 //	                       is taken without a ping answer (a new instance)
 //	watch ended by silence (idle timeout, blip) ─► proves nothing; pending
 //	                       claims are dropped, the GUID stays
 //
 // So forged beacons with other GUIDs cost one check per backoff step and
-// can take over a server that answers no ping only in the window after it
+// can take over only a server that answers no search over TCP at all
+// (neither the ping nor a listed name's), and only in the window after it
 // was proven gone. These are the identity part of step (ident), on the
 // events above and on connected (an attempt's connection and its ping
 // answer), conn-refused and confirmed.

@@ -1027,6 +1027,13 @@ func (p *Prober) attempt(ctx context.Context, s *server) outcome {
 	}
 	if pinged {
 		o.tcpGUID = cl.pingGUID(ctx, p.opt.PingWait)
+		if o.tcpGUID.IsZero() && err == nil && len(names) > 0 {
+			// The empty search went unanswered: a search for a name the
+			// server just listed proves its GUID the same way, or forged
+			// claims would name it after its connection drops.
+			cl.searchName(names[0])
+			o.tcpGUID = cl.pingGUID(ctx, p.opt.PingWait)
+		}
 	}
 	return o
 }
