@@ -376,6 +376,7 @@ func TestBeaconStorm(t *testing.T) {
 	tp.allHeld(t, 15*time.Second, ioc)
 	names := ioc.spec.allNames()
 	rss0 := rssKB(t, pv)
+	heap0 := tp.metric(t, "go_memstats_heap_inuse_bytes")
 
 	var conn *net.UDPConn
 	if err := tp.s.Do(func() (err error) {
@@ -432,6 +433,14 @@ func TestBeaconStorm(t *testing.T) {
 				time.Sleep(d)
 			}
 		}
+		if i < limit && i%1000 == 999 {
+			// Until the table is full, no faster than the tracker takes
+			// them (its queue, udp.beacon_queue, holds 4096): on a loaded
+			// machine the rows must still reach the documented size.
+			if _, ok := pv.WaitMetric("pvans_beacon_servers", func(v float64) bool { return v >= float64(i+1-3000) }, 20*time.Millisecond, 30*time.Second); !ok {
+				t.Fatalf("the tracker took fewer than %d of the first %d beacons in 30 s", i+1-3000, i+1)
+			}
+		}
 	}
 	sent := time.Since(begin)
 	time.Sleep(2 * time.Second)
@@ -439,6 +448,7 @@ func TestBeaconStorm(t *testing.T) {
 	wg.Wait()
 	rss1 := rssKB(t, pv)
 	goroutines := tp.metric(t, "go_goroutines")
+	heap1 := tp.metric(t, "go_memstats_heap_inuse_bytes")
 	waiting := tp.metric(t, "pvans_probe_waiting")
 
 	// At the limit a new endpoint takes the place of an entry no TCP
@@ -453,8 +463,8 @@ func TestBeaconStorm(t *testing.T) {
 	srv := tp.servers(t)
 	t.Logf("storm: %d beacons in %s (%d send errors); tracked %v, dropped, evicted or queue-dropped %v, rx_overflow %v, /v1/servers %d",
 		storm, sent.Round(time.Millisecond), sendErrs, tracked, dropped, overflow, len(srv))
-	t.Logf("pvans RSS %d KiB before, %d KiB after (+%d KiB, %d B a row); %v goroutines, %v probes waiting",
-		rss0, rss1, rss1-rss0, (rss1-rss0)<<10/limit, goroutines, waiting)
+	t.Logf("pvans RSS %d KiB before, %d KiB after (+%d KiB, %d B a row), heap in use +%.0f KiB; %v goroutines, %v probes waiting",
+		rss0, rss1, rss1-rss0, (rss1-rss0)<<10/limit, (heap1-heap0)/1024, goroutines, waiting)
 	t.Logf("during the storm %d/%d TCP queries answered with the right server; slowest %s",
 		answered.Load(), asked.Load(), time.Duration(worst.Load()).Round(time.Millisecond))
 	if tracked > limit || len(srv) > limit {
@@ -467,9 +477,9 @@ func TestBeaconStorm(t *testing.T) {
 		t.Errorf("dropped, evicted or queue-dropped %v sightings at the limit, want most of the %d", dropped, storm)
 	}
 	// docs/SECURITY.md: 20,000 rows × ~3 KiB of heap, and the collector's
-	// room beside it (+133 MiB measured).
-	if rss1-rss0 > 180<<10 {
-		t.Errorf("RSS grew by %d KiB during the storm, want under 180 MiB", rss1-rss0)
+	// room beside it (+133–145 MiB measured).
+	if rss1-rss0 > 200<<10 {
+		t.Errorf("RSS grew by %d KiB during the storm, want under 200 MiB", rss1-rss0)
 	}
 	// The probe pool's goroutines (probe.concurrency, 16), the
 	// connections' and the daemon's own: not one per waiting probe.
