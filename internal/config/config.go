@@ -476,6 +476,10 @@ type Relay struct {
 	// To are the central instances' search ports (host[:port], default
 	// port pva.broadcast_port); empty: no relaying.
 	To []Endpoint
+	// ToBroadcast lets To name multicast and broadcast destinations: a
+	// relay sends to central instances one by one, so such a destination
+	// is a mistake unless the operator says it is not.
+	ToBroadcast bool
 	// PerSecond and Burst bound the datagrams relayed, over all
 	// destinations together; beyond them sightings are dropped (counted).
 	PerSecond float64

@@ -3,6 +3,7 @@ package config
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -57,5 +58,23 @@ func TestRelayOnlyNeedsDestinations(t *testing.T) {
 	}
 	if _, err := Load(LoadOptions{Flags: map[string]string{"discovery-interval": "500ms"}}); err == nil {
 		t.Error("discovery.interval 500ms accepted")
+	}
+}
+
+// relay.to refuses multicast and broadcast destinations, naming the
+// setting that allows them, unless relay.to_broadcast is set: relays
+// relaying to a group relay to each other (issue 39, row 7).
+func TestRelayToRefusesBroadcast(t *testing.T) {
+	for _, to := range []string{"224.0.1.7", "239.255.0.1:5076", "255.255.255.255", "[ff02::1]:5076"} {
+		_, err := Load(LoadOptions{Flags: map[string]string{"relay-to": "10.0.0.9 " + to}})
+		if err == nil || !strings.Contains(err.Error(), "relay.to_broadcast") {
+			t.Errorf("relay.to %s: %v, want refused naming relay.to_broadcast", to, err)
+		}
+		if _, err := Load(LoadOptions{Flags: map[string]string{"relay-to": to, "relay-to-broadcast": "true"}}); err != nil {
+			t.Errorf("relay.to %s with relay.to_broadcast: %v", to, err)
+		}
+	}
+	if _, err := Load(LoadOptions{Flags: map[string]string{"relay-to": "10.0.0.9 10.0.0.255"}}); err != nil {
+		t.Errorf("unicast relay.to refused: %v", err)
 	}
 }

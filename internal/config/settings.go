@@ -766,12 +766,19 @@ func init() {
 		"64", live("DNS following, next round", "dns"),
 		"Addresses one host name stands for at most.")
 
-	add(endpointListSpec("relay.to", nil,
-		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; empty: no relaying",
+	add(relayToSpec(endpointListSpec("relay.to", nil,
+		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; multicast and broadcast destinations only with relay.to_broadcast; empty: no relaying",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
-		func(c *Config) *[]Endpoint { return &c.Relay.To }),
+		func(c *Config) *[]Endpoint { return &c.Relay.To })),
 		"", live("relay, next sighting (its host names resolved in the next DNS round)", "relay", "dns"),
-		"Central pvans instances each accepted beacon and discovery reply is sent on to, naming the server's own address (host[:port], default port pva.broadcast_port). They must list this host in access.trusted_relays.")
+		"Central pvans instances each accepted beacon and discovery reply is sent on to, naming the server's own address (host[:port], default port pva.broadcast_port). They must list this host in access.trusted_relays. A multicast or broadcast destination is refused unless relay.to_broadcast is set.")
+	// Relays relaying to a group of relays relay to each other; a relay
+	// passes on only what it heard first hand, and a broadcast destination
+	// is more often a pasted pva.addr_list than a choice.
+	add(boolSpec("relay.to_broadcast", nil, false, "relay.to may name multicast and broadcast destinations (otherwise such an entry is refused, and one a host name resolves to is skipped)",
+		func(c *Config) *bool { return &c.Relay.ToBroadcast }),
+		"false", live("relay, next sighting", "relay"),
+		"Lets relay.to name multicast and broadcast destinations; without it such an entry is an error, and an address a relay.to host name resolves to that is one (or a broadcast of this host's networks) is skipped (logged).")
 	// 1,000 IOCs beaconing every 15 s at start are 67/s; a relay never sends
 	// the central side more than this.
 	add(floatSpec("relay.max_per_second", "sightings relayed per second at most (each to every relay.to destination); beyond the burst they are dropped (counted); 0 = no bound", 0, 1e6,
@@ -1141,4 +1148,27 @@ func joinStrings[T fmt.Stringer](l []T) string {
 		parts[i] = x.String()
 	}
 	return strings.Join(parts, " ")
+}
+
+// relayToSpec refuses multicast and limited broadcast destinations in
+// relay.to unless relay.to_broadcast says they are meant. (A directed
+// broadcast is known only from the host's networks: the relay skips one
+// when it sends.)
+func relayToSpec(sp spec) spec {
+	each := sp.check
+	sp.check = func(c *Config) string {
+		if m := each(c); m != "" {
+			return m
+		}
+		if c.Relay.ToBroadcast {
+			return ""
+		}
+		for _, e := range c.Relay.To {
+			if a := e.Addr().Unmap(); a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+				return fmt.Sprintf("%s is a multicast or broadcast destination: a relay sends to central pvans instances one by one (set relay.to_broadcast: true if it is meant)", e)
+			}
+		}
+		return ""
+	}
+	return sp
 }

@@ -121,6 +121,9 @@ type Options struct {
 	// Resolver looks up the host names in the address lists again
 	// (dns.refresh); nil: the system resolver.
 	Resolver dnswatch.Resolver
+	// ProbeDial replaces the prober's dialling (tests: servers that never
+	// answer); nil: pvaconn.Dial.
+	ProbeDial probe.DialFunc
 }
 
 // New builds every part and wires every callback between them, but opens
@@ -160,7 +163,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.Insight = insight.New(insightOpt)
 	d.Tracker = beacon.New(beacon.Options{Clock: d.clk, OnEvent: d.onBeaconEvent, Proven: d.beaconProven, Logger: d.log.Named("beacon")})
 	d.Metrics = metrics.New(buildinfo.Get())
-	d.Relay = relay.New(relay.Options{Clock: d.clk, Logger: d.log.Named("relay")})
+	d.Relay = relay.New(relay.Options{Clock: d.clk, Logger: d.log.Named("relay"),
+		Broadcast: func(a netip.Addr) bool { return d.UDP != nil && d.UDP.Broadcast(a) }})
 	d.DNS = dnswatch.New(dnswatch.Options{Resolver: o.Resolver, Clock: d.clk, Logger: d.log.Named("dns"), Changed: d.onDNSChanged})
 	tlsOpt, err := d.tlsListener(cfg)
 	if err != nil {
@@ -177,6 +181,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		TLS:     probeTLS,
 		Logger:  d.log.Named("probe"),
 		Observe: probe.MetricsObserver(d.Metrics),
+		Dial:    o.ProbeDial,
 		// pvAccessCPP answers the TCP discovery ping over UDP, to the port
 		// it carries: the client socket, which hands it back (OnPingAnswer).
 		PingPort: func() uint16 { return uint16(d.pingPort.Load()) },

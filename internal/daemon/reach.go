@@ -125,19 +125,44 @@ func (d *Daemon) refreshLists(c *config.Config) {
 // pva.name_servers) with its host names expanded. entries is the list as
 // written (Load sets it); a Config built in code may set only the
 // addresses, which are then used as they are.
-func (d *Daemon) followed(addrs []netip.AddrPort, entries []config.Endpoint) []netip.AddrPort {
+//
+// A DNS answer is no more trusted than a relay's sighting: an address it
+// gives that the relay address rule refuses (loopback, multicast,
+// broadcast, link-local, unspecified, this host's own; udpsearch's
+// Relayable) is not followed, or a re-pointed name would make pvans list
+// a loopback-only service and tell remote clients "any", or trust it as
+// an upstream name server. The operator's configuration says otherwise
+// by the address the name had at load (what check-config showed) or by
+// access.server_allow naming the address.
+func (d *Daemon) followed(c *config.Config, addrs []netip.AddrPort, entries []config.Endpoint) []netip.AddrPort {
 	if len(entries) == 0 || !sameAddrs(addrs, entries) {
 		return addrs
 	}
 	var out []netip.AddrPort
 	seen := map[netip.AddrPort]bool{}
-	for _, e := range d.expand(entries) {
-		if !seen[e.AddrPort] {
-			seen[e.AddrPort] = true
-			out = append(out, e.AddrPort)
+	for _, e := range entries {
+		for _, x := range d.expand([]config.Endpoint{e}) {
+			if x.AddrPort != e.AddrPort && !d.followable(c, x.Addr()) {
+				d.log.Warn("host name resolves to an address a relay may not name either: not followed there (access.server_allow naming it allows it)",
+					zap.String("host", e.Host), zap.Stringer("address", x.Addr()))
+				continue
+			}
+			if !seen[x.AddrPort] {
+				seen[x.AddrPort] = true
+				out = append(out, x.AddrPort)
+			}
 		}
 	}
 	return out
+}
+
+// followable reports whether a DNS answer's address a may be followed:
+// the relay address rule admits it, or access.server_allow names it.
+func (d *Daemon) followable(c *config.Config, a netip.Addr) bool {
+	if d.UDP != nil && d.UDP.Relayable(a) {
+		return true
+	}
+	return len(c.Access.ServerAllow) > 0 && c.Access.ServerAllowed(a)
 }
 
 // sameAddrs reports whether entries, merged as the config merges them,
@@ -154,12 +179,12 @@ func sameAddrs(addrs []netip.AddrPort, entries []config.Endpoint) bool {
 
 // staticServers are static.servers with host names expanded.
 func (d *Daemon) staticServers(c *config.Config) []netip.AddrPort {
-	return d.followed(c.Static.Servers, c.Static.ServerEntries)
+	return d.followed(c, c.Static.Servers, c.Static.ServerEntries)
 }
 
 // nameServers are pva.name_servers with host names expanded.
 func (d *Daemon) nameServers(c *config.Config) []netip.AddrPort {
-	return d.followed(c.PVA.NameServers, c.PVA.NameServerEntries)
+	return d.followed(c, c.PVA.NameServers, c.PVA.NameServerEntries)
 }
 
 // onDNSChanged applies new DNS answers to every list that holds a name:

@@ -177,11 +177,83 @@ func TestRelayOnly(t *testing.T) {
 	if len(d.TCP.Addrs()) != 0 {
 		t.Errorf("relay profile listens on %v", d.TCP.Addrs())
 	}
-	beaconFilter{d}.Observe(beacon.Observation{GUID: pva.GUID{9}, Endpoint: netip.MustParseAddrPort("10.9.0.5:5075"), Protocol: "tcp", Via: beacon.ViaBeacon})
+	beaconFilter{d}.Observe(beacon.Observation{GUID: pva.GUID{9}, Endpoint: netip.MustParseAddrPort("10.9.0.5:5075"), Protocol: "tcp", Via: beacon.ViaBeacon,
+		From: netip.MustParseAddrPort("10.9.0.5:5076")})
 	if _, ok := d.Tracker.Lookup(netip.MustParseAddrPort("10.9.0.5:5075"), "tcp"); ok {
 		t.Error("the relay profile tracked a sighting")
 	}
 	if st := d.Relay.Stats(); st.Relayed != 1 || st.Datagrams != 1 {
 		t.Errorf("relay stats %+v", st)
 	}
+}
+
+// A DNS answer for a name in static.servers or pva.name_servers obeys the
+// rule a relay's sighting follows (udpsearch's relayable): re-pointed to
+// a loopback (or multicast, broadcast, link-local, unspecified, or this
+// host's own) address, the name does not make pvans list that server and
+// tell remote clients "any", nor trust it as an upstream name server.
+// The address the name had at load stays (the operator's check-config saw
+// it), and access.server_allow naming the address says it is meant.
+// (issue 39, row 10)
+func TestDNSAnswersFollowTheAddressRule(t *testing.T) {
+	dns := &tableDNS{m: map[string][]netip.Addr{}}
+	dns.set("ioc.test", "127.0.0.2")
+	dns.set("ns.test", "127.0.0.3")
+	c := testConfig(t)
+	c.Access.ServerAllow = nil // the default: every server address
+	port := testutil.FreeTCPPort(t)
+	entry := func(host, addr string) config.Endpoint {
+		return config.Endpoint{AddrPort: netip.AddrPortFrom(netip.MustParseAddr(addr), port), TTL: config.NoTTL, Host: host}
+	}
+	c.Static.ServerEntries = []config.Endpoint{entry("ioc.test", "127.0.0.2")}
+	c.Static.Servers = config.AddrPorts(c.Static.ServerEntries)
+	c.PVA.NameServerEntries = []config.Endpoint{entry("ns.test", "127.0.0.3")}
+	c.PVA.NameServers = config.AddrPorts(c.PVA.NameServerEntries)
+	c.DNS.Refresh = 30 * time.Second
+	d, clk := startFake(t, c, dns)
+	ep := func(a string) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr(a), port) }
+	lists := func() (static, ns []netip.AddrPort) {
+		l := d.lists.Load()
+		if l == nil {
+			return nil, nil
+		}
+		return l.static, l.nameServers
+	}
+	// Each round whose answers changed ends with a "dns" event, after the
+	// lists were applied.
+	rounds := func() int {
+		n := 0
+		for _, e := range d.Events.Recent(0) {
+			if e.Kind == "dns" {
+				n++
+			}
+		}
+		return n
+	}
+	testutil.WaitFor(t, 5*time.Second, "the first round applied", func() bool { return rounds() >= 1 })
+
+	// Re-pointed beside their load addresses, to loopback addresses no
+	// configuration named: not followed there.
+	dns.set("ioc.test", "127.0.0.2", "127.0.0.20")
+	dns.set("ns.test", "127.0.0.3", "127.0.0.30")
+	clk.Advance(30 * time.Second)
+	testutil.WaitFor(t, 5*time.Second, "the next round applied", func() bool { return rounds() >= 2 })
+	static, ns := lists()
+	if !slices.Equal(static, []netip.AddrPort{ep("127.0.0.2")}) || !slices.Equal(ns, []netip.AddrPort{ep("127.0.0.3")}) {
+		t.Errorf("static %v, name servers %v: a DNS answer named loopback addresses the configuration did not", static, ns)
+	}
+	for _, s := range d.Prober.Servers() {
+		if s.Endpoint == ep("127.0.0.20") {
+			t.Errorf("static server probed at the re-pointed loopback address: %+v", s)
+		}
+	}
+
+	// access.server_allow naming the address says the operator means it.
+	next := *c
+	next.Access.ServerAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	d.Reload(&next)
+	testutil.WaitFor(t, 5*time.Second, "followed where server_allow names it", func() bool {
+		static, ns := lists()
+		return slices.Equal(static, []netip.AddrPort{ep("127.0.0.2"), ep("127.0.0.20")}) && slices.Equal(ns, []netip.AddrPort{ep("127.0.0.3"), ep("127.0.0.30")})
+	})
 }

@@ -64,11 +64,16 @@ func TestForgedClaimsSurviveNoPingReconnect(t *testing.T) {
 // A no-ping server that restarts with a new GUID: its watch is closed by
 // the server (proof the old instance is gone), and the new instance's
 // first beacon is taken at once, whether it comes before the reconnect or
-// after it.
+// after it. One that answers a search for a name it listed is known by
+// that answer on the reconnect already.
 func TestNoPingRestartFollowed(t *testing.T) {
-	for _, beaconFirst := range []bool{true, false} {
-		a := startServer(t, sim.Options{NoPing: true}, "x")
-		b := startServer(t, sim.Options{NoPing: true}, "z")
+	for _, tc := range []struct {
+		beaconFirst bool
+		opt         sim.Options
+	}{{true, sim.Options{NoTCPSearch: true}}, {false, sim.Options{NoTCPSearch: true}}, {true, sim.Options{NoPing: true}}, {false, sim.Options{NoPing: true}}} {
+		beaconFirst, named := tc.beaconFirst, tc.opt.NoPing
+		a := startServer(t, tc.opt, "x")
+		b := startServer(t, tc.opt, "z")
 		var cur atomic.Pointer[testServer]
 		cur.Store(&a)
 		k := newSink()
@@ -83,9 +88,16 @@ func TestNoPingRestartFollowed(t *testing.T) {
 			t.Fatalf("lost %+v", r)
 		}
 		c.Advance(10 * time.Second)
-		if beaconFirst {
+		switch {
+		case beaconFirst:
 			p.Probe(b.GUID(), ep, ReasonChanged)
-		} else {
+		case named:
+			// The reconnect's search for a listed name proves the new GUID.
+			if r := k.next(t, "listed", 5*time.Second); r.guid != b.GUID() || !slices.Equal(r.names, []string{"z"}) {
+				t.Fatalf("reconnect listed %+v, want the new instance", r)
+			}
+			continue
+		default:
 			// The reconnect lists the endpoint before any beacon says who
 			// is there now: under the GUID known.
 			if r := k.next(t, "listed", 5*time.Second); r.guid != a.GUID() {
@@ -155,5 +167,58 @@ func TestPingAnsweredOverUDPProvesGUID(t *testing.T) {
 	// A datagram that does not echo a ping is not taken.
 	if p.PingAnswer(srv.Addr(), &pva.SearchResponse{GUID: pva.GUID{1}, Seq: 12345}) {
 		t.Fatal("an answer to no ping was taken")
+	}
+}
+
+// A server that answers no empty TCP search (the discovery ping) still
+// answers a TCP search for a name it listed, with its GUID: that proves
+// who it is as the ping would. Forged beacons alternating two GUIDs, and
+// one drop of its connection (the server closed it: proof the old
+// instance is gone, the window in which a claim is taken without a ping
+// answer), do not make the reconnect list it under a forged GUID (issue
+// 39, row 11: clients were told badbad…001).
+func TestNamedSearchProvesGUIDAfterDrop(t *testing.T) {
+	srv := startServer(t, sim.Options{NoPing: true}, "x", "y")
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k, PingWait: 200 * time.Millisecond})
+	g := srv.GUID()
+	p.Probe(g, srv.Addr(), ReasonNew)
+	if r := k.next(t, "listed", 5*time.Second); r.guid != g {
+		t.Fatalf("listed %+v", r)
+	}
+	forged := []pva.GUID{{0xba, 0xdb, 0xad, 0, 0, 0, 0, 0, 0, 0, 0, 1}, {0xba, 0xdb, 0xad, 0, 0, 0, 0, 0, 0, 0, 0, 2}}
+	idle := func() bool { ss := p.Servers(); return len(ss) == 1 && ss[0].State != StateProbing }
+	n := 0
+	forge := func() { p.Probe(forged[n%2], srv.Addr(), ReasonChanged); n++ }
+	for range 4 {
+		c.Advance(500 * time.Millisecond)
+		forge()
+		testutil.WaitFor(t, 5*time.Second, "the prober to settle", idle)
+	}
+	srv.CloseConns()
+	if r := k.next(t, "lost", 5*time.Second); r.guid != g {
+		t.Fatalf("lost %+v", r)
+	}
+	forge() // in the window after the drop
+	for i := 0; ; i++ {
+		c.Advance(2 * time.Second)
+		r := k.next(t, "listed", 5*time.Second)
+		if r.guid != g {
+			t.Fatalf("after the drop listed as %v, want the GUID the server answers a named search with, %v", r.guid, g)
+		}
+		if i == 2 {
+			break
+		}
+		c.Advance(500 * time.Millisecond)
+		forge()
+		testutil.WaitFor(t, 5*time.Second, "the prober to settle", idle)
+		srv.CloseConns()
+		k.next(t, "lost", 5*time.Second)
+		forge()
+	}
+	testutil.WaitFor(t, 5*time.Second, "the prober to settle", idle)
+	if ss := p.Servers(); ss[0].GUID != g {
+		t.Fatalf("watching %v, want %v", ss[0].GUID, g)
 	}
 }

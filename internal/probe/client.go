@@ -94,8 +94,11 @@ type client struct {
 	// seq is the ping's sequence ID: random, and sent over TCP only, so an
 	// answer echoing it (over TCP, or over UDP from the server's address)
 	// comes from the server that read the ping.
-	seq    atomic.Uint32
-	tlsAns chan tlsAnswer // reply to the TLS-endpoint query
+	seq atomic.Uint32
+	// replyPort is the UDP reply port the ping carried (set before the
+	// ping is sent, read by the same goroutine).
+	replyPort uint16
+	tlsAns    chan tlsAnswer // reply to the TLS-endpoint query
 	// overTLS: the connection is to the server's TLS endpoint (dialTLS),
 	// its certificate checked against pvans's roots. Set before use.
 	overTLS bool
@@ -236,10 +239,22 @@ var pingProtocols = [][]byte{[]byte("tcp")}
 
 func (cl *client) ping(seq uint32, port uint16) {
 	cl.seq.Store(seq)
+	cl.replyPort = port
 	// "tcp" is listed because PVXS's tls branch answers no TCP search that
 	// lists neither "tcp" nor "tls" (serverchan.cpp handle_SEARCH); master
 	// and pvAccessCPP answer either way.
 	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchMustReply | pva.SearchUnicast, ReplyPort: port, Protocols: pingProtocols})
+	cl.send(waitKey{}, false, msg)
+}
+
+// searchName asks the server, on the ping's sequence ID, for name, one it
+// has just listed: a server that answers no empty search (the ping)
+// answers this one with its GUID, which proves who it is as the ping's
+// answer would (the ID is random, and sent over TCP only). Not
+// MustReply: only a server that has the name answers.
+func (cl *client) searchName(name string) {
+	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: cl.seq.Load(), Flags: pva.SearchUnicast, ReplyPort: cl.replyPort,
+		Protocols: pingProtocols, Names: []pva.SearchName{{CID: 1, Name: []byte(name)}}})
 	cl.send(waitKey{}, false, msg)
 }
 

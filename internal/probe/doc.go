@@ -53,13 +53,14 @@
 //	new, lost, hinted ─ drop ─► forgotten: forget
 //	any ─ forget ─► forgotten: forget
 //
-// The run is the probe goroutine, one at most per server. Probing covers
-// waiting for a slot of the pool, connecting and listing; a forgotten
-// server's goroutine ends at its next step (its context is cancelled, so
-// waiting and dialling end at once):
+// The run is the probe, one at most per server. Probing covers waiting
+// for a slot of the pool (a queue entry, not a goroutine: see sched),
+// then connecting and listing in a goroutine of its own; a forgotten
+// server's queue entry is taken out, and its goroutine ends at its next
+// step (its context is cancelled, so dialling ends at once):
 //
-//	idle          no goroutine: waiting for a timer or a request
-//	probing       a goroutine owns the server
+//	idle          no probe: waiting for a timer or a request
+//	probing       a probe owns the server, queued or running
 //	again         probing, and asked again meanwhile: it probes once more
 //
 //	idle ─ start ─► probing: stop timer, spawn
@@ -108,7 +109,7 @@
 // Listed, Unlistable and Lost are the Sink's calls; re-list arms the
 // server's one timer for Reprobe (±10 %), retry for the backoff of the
 // failures so far, and "retry from 1" for the backoff after one failure;
-// spawn starts the goroutine; forget cancels it, stops the timers and
+// spawn queues the probe (its goroutine starts when it holds a slot); forget cancels it, stops the timers and
 // closes the watch. A re-listing (periodic, or because the beacon's change
 // count moved) runs on the existing watch connection.
 //
@@ -123,7 +124,9 @@
 //
 // A GUID is proven by the endpoint itself: its answer to the discovery
 // ping sent on every fresh connection (over TCP from PVXS; over UDP from
-// pvAccessCPP, to the reply port the ping carries, see PingAnswer). A GUID
+// pvAccessCPP, to the reply port the ping carries, see PingAnswer), or,
+// from a server that answers no empty search, its answer to a search on
+// the same sequence ID for a name it has just listed there. A GUID
 // from a hint (beacon, discovery or search reply) is a claim. The first
 // claim names a server never seen; after that a claim is never adopted on
 // its own:
@@ -131,14 +134,16 @@
 //	claim while watched ─► checked on a fresh connection; a ping answer with
 //	                       another GUID confirms it, anything else refutes it
 //	fresh connection, ping answered ─► that GUID, whatever was claimed
-//	fresh connection, no ping answer ─► the GUID proven last stays
+//	  (or a listed name's search answered)
+//	fresh connection, no answer ─► the GUID proven last stays
 //	watch closed by the server, connection refused ─► gone: the next claim
 //	                       is taken without a ping answer (a new instance)
 //	watch ended by silence (idle timeout, blip) ─► proves nothing; pending
 //	                       claims are dropped, the GUID stays
 //
 // So forged beacons with other GUIDs cost one check per backoff step and
-// can take over a server that answers no ping only in the window after it
+// can take over only a server that answers no search over TCP at all
+// (neither the ping nor a listed name's), and only in the window after it
 // was proven gone. These are the identity part of step (ident), on the
 // events above and on connected (an attempt's connection and its ping
 // answer), conn-refused and confirmed.

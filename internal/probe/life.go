@@ -35,7 +35,7 @@ var phaseNames = [...]string{"new", "listed", "refused", "failing", "lost", "hin
 
 func (p phase) String() string { return phaseNames[p] }
 
-// run is the probe goroutine's hold on the server.
+// run is the probe's hold on the server (queued for a slot, or running).
 type run uint8
 
 const (

@@ -418,12 +418,12 @@ func TestRestartClaimConfirmed(t *testing.T) {
 	}
 }
 
-// A server that does not answer discovery pings over TCP (pvAccessCPP)
-// cannot confirm a claim while the old watch is alive; once the old watch
-// is gone, the next hint is taken.
+// A server that answers no search over TCP, neither the discovery ping nor
+// a search for a name it listed, cannot confirm a claim while the old
+// watch is alive; once the old watch is gone, the next hint is taken.
 func TestRestartClaimWithoutPingNeedsOldWatchGone(t *testing.T) {
-	a := startServer(t, sim.Options{NoPing: true}, "x")
-	b := startServer(t, sim.Options{NoPing: true}, "z")
+	a := startServer(t, sim.Options{NoTCPSearch: true}, "x")
+	b := startServer(t, sim.Options{NoTCPSearch: true}, "z")
 	var cur atomic.Pointer[testServer]
 	cur.Store(&a)
 	k := newSink()
@@ -505,7 +505,7 @@ func TestStaticServerClosedBeforeSettle(t *testing.T) {
 
 func TestStaticServers(t *testing.T) {
 	pinged := startServer(t, sim.Options{}, "p")
-	silent := startServer(t, sim.Options{NoPing: true}, "s")
+	silent := startServer(t, sim.Options{NoTCPSearch: true}, "s")
 	k := newSink()
 	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: k, PingWait: 100 * time.Millisecond})
 	p.SetStatic([]netip.AddrPort{pinged.Addr(), silent.Addr()})

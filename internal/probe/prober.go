@@ -231,10 +231,10 @@ type server struct {
 	info     Info
 	names    int
 	listedAt time.Time
-	// ctx ends when the server is forgotten: a probe waiting for a slot
-	// or dialling gives up then, so forgetting (an eviction, a reload)
-	// leaves no goroutine or connection attempt behind.
-	ctx    context.Context
+	// cancel ends the running attempt's context when the server is
+	// forgotten: a probe dialling gives up then, so forgetting (an
+	// eviction, a reload) leaves no connection attempt behind. It is made
+	// per attempt, not per server: most rows a flood makes wait.
 	cancel context.CancelFunc
 	// Hint-triggered probes: at most one per backoff step (hintSteps
 	// consecutive steps, the next allowed at hintOK); hintTimer, while
@@ -242,6 +242,8 @@ type server struct {
 	hintOK    time.Time
 	hintSteps int
 	hintTimer clock.Timer
+	// wait is the probe queued for a slot of the pool, not yet granted.
+	wait *waiter
 	// news: the next probe answers a new GUID claimed at the endpoint (a
 	// restart), so it queues with fresh probes even after failures: a
 	// restarted server must not wait behind other hosts' silent retries.
@@ -468,7 +470,6 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 			return
 		}
 		s = &server{ep: ep}
-		s.ctx, s.cancel = context.WithCancel(p.ctx)
 		if through {
 			s.life.origin = originThrough
 			p.through++
@@ -530,20 +531,15 @@ func (p *Prober) Forget(ep netip.AddrPort) {
 	p.mu.Unlock()
 }
 
-// context is the server's own context, or parent for a server made
-// without one (tests).
-func (s *server) context(parent context.Context) context.Context {
-	if s.ctx == nil {
-		return parent
-	}
-	return s.ctx
-}
-
 // forgetLocked ends s's goroutine, timers and watch (the forget action).
 func (p *Prober) forgetLocked(s *server) {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	if s.wait != nil && p.sched.cancel(s.wait) {
+		p.wg.Done() // its goroutine never starts
+	}
+	s.wait = nil
 	p.stopTimer(s)
 	if s.hintTimer != nil {
 		s.hintTimer.Stop()
@@ -749,8 +745,7 @@ func (p *Prober) apply(s *server, e event) bool {
 		p.forgetLocked(s)
 	}
 	if do&actSpawn != 0 {
-		p.wg.Add(1)
-		go p.run(s)
+		p.enqueue(s)
 	}
 	return do&actLoop != 0
 }
@@ -895,25 +890,48 @@ type outcome struct {
 	took       time.Duration
 }
 
-func (p *Prober) run(s *server) {
+// enqueue queues s's next probe in the pool (the spawn action): its
+// goroutine starts when a slot is granted, so a waiting probe is a
+// queue entry, not a goroutine. Called with p.mu held.
+func (p *Prober) enqueue(s *server) {
+	p.wg.Add(1) // the queued probe counts: Close waits for its goroutine, or for forget to take it out
+	w := p.sched.enqueue(s.ep.Addr(), s.retryClass(), func(w *waiter) { go p.run(s, w) })
+	s.wait = w // run clears it; it needs p.mu, held here
+}
+
+// run is one probe of s, granted a slot by w; it queues the next one at
+// once when asked again meanwhile.
+func (p *Prober) run(s *server, w *waiter) {
 	defer p.wg.Done()
-	for {
-		p.mu.Lock()
-		retry := s.retryClass()
+	p.mu.Lock()
+	if s.wait == w {
+		s.wait = nil
+	}
+	if s.life.phase == phaseForgotten || p.closed {
+		// Forgotten while it was being granted.
 		p.mu.Unlock()
-		release, ok := p.sched.acquire(s.context(p.ctx), s.ep.Addr(), retry)
-		if !ok {
-			return
+		p.sched.release(w)
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	s.cancel = cancel
+	p.mu.Unlock()
+	began := time.Now()
+	o := p.attempt(ctx, s)
+	o.took = time.Since(began)
+	p.mu.Lock()
+	s.cancel = nil
+	p.mu.Unlock()
+	cancel()
+	p.sched.release(w)
+	again := p.settle(s, o)
+	p.deliver()
+	if again {
+		p.mu.Lock()
+		if s.life.phase != phaseForgotten && !p.closed {
+			p.enqueue(s)
 		}
-		began := time.Now()
-		o := p.attempt(s)
-		o.took = time.Since(began)
-		release()
-		again := p.settle(s, o)
-		p.deliver()
-		if !again {
-			return
-		}
+		p.mu.Unlock()
 	}
 }
 
@@ -922,7 +940,7 @@ func (p *Prober) run(s *server) {
 // over TCP): that answer, not the hint that caused the probe, is who the
 // server is. A restart claim against a live watch runs on a connection of
 // its own, so the old watch stays until the claim is confirmed.
-func (p *Prober) attempt(s *server) outcome {
+func (p *Prober) attempt(ctx context.Context, s *server) outcome {
 	p.mu.Lock()
 	p.stats.Probes++
 	cl, guid, tlsEP := s.cl, s.life.id.guid, s.info.TLS
@@ -941,7 +959,7 @@ func (p *Prober) attempt(s *server) outcome {
 		// back soon, and its retry (behind fresh probes) gets the full one.
 		timeout = within(timeout, tm.firstTimeout)
 	}
-	ctx, cancel := withTimeout(s.context(p.ctx), timeout)
+	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	pinged := false
 	if cl == nil {
@@ -1009,6 +1027,13 @@ func (p *Prober) attempt(s *server) outcome {
 	}
 	if pinged {
 		o.tcpGUID = cl.pingGUID(ctx, p.opt.PingWait)
+		if o.tcpGUID.IsZero() && err == nil && len(names) > 0 {
+			// The empty search went unanswered: a search for a name the
+			// server just listed proves its GUID the same way, or forged
+			// claims would name it after its connection drops.
+			cl.searchName(names[0])
+			o.tcpGUID = cl.pingGUID(ctx, p.opt.PingWait)
+		}
 	}
 	return o
 }

@@ -17,8 +17,11 @@ import (
 //   - within a class, hosts take turns (round robin), each host's own
 //     probes in order.
 //
-// Waiters are bounded by the prober's table (one per server, plus the
-// daemon's bounded confirmations).
+// A waiting probe is a waiter in a queue, not a goroutine: the prober's
+// goroutine for it starts when it is granted (enqueue), so servers named
+// by forged beacons that never answer cost the pool's goroutines, however
+// many wait. Waiters are bounded by the prober's table (one per server,
+// plus the daemon's bounded confirmations).
 type sched struct {
 	mu      sync.Mutex
 	limit   int // slots
@@ -48,7 +51,7 @@ type hostQ struct {
 type waiter struct {
 	h       *hostQ
 	class   int
-	ch      chan struct{} // closed when granted
+	grant   func(*waiter) // called under sched.mu when granted: it may only start a goroutine or signal
 	granted bool
 	gone    bool // cancelled before it was granted
 }
@@ -101,20 +104,22 @@ func (s *sched) setLimits(limit, perHost int) {
 	s.mu.Unlock()
 }
 
-// acquire waits for a slot for a probe of host; release gives it back. It
-// fails only when ctx ends first.
-func (s *sched) acquire(ctx context.Context, host netip.Addr, retry bool) (release func(), ok bool) {
+// enqueue queues a probe of host: grant(w) is called (under s.mu,
+// possibly before enqueue returns) when it holds a slot, which release(w)
+// gives back. cancel takes it out of the queue.
+func (s *sched) enqueue(host netip.Addr, retry bool, grant func(*waiter)) *waiter {
 	class := classFresh
 	if retry {
 		class = classRetry
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	h := s.hosts[host]
 	if h == nil {
 		h = &hostQ{addr: host}
 		s.hosts[host] = h
 	}
-	w := &waiter{h: h, class: class, ch: make(chan struct{})}
+	w := &waiter{h: h, class: class, grant: grant}
 	h.q[class].push(w)
 	s.waiting++
 	s.enring(h, class)
@@ -122,20 +127,35 @@ func (s *sched) acquire(ctx context.Context, host netip.Addr, retry bool) (relea
 	if !w.granted && s.running < s.limit {
 		s.throttled++
 	}
-	s.mu.Unlock()
+	return w
+}
+
+// cancel takes w out of the queue, and reports whether it was still
+// waiting; false: it was granted, and its holder releases the slot.
+func (s *sched) cancel(w *waiter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.granted || w.gone {
+		return false
+	}
+	w.gone = true
+	s.waiting--
+	s.tidy(w.h)
+	return true
+}
+
+// acquire waits for a slot for a probe of host; release gives it back. It
+// fails only when ctx ends first. (For callers that wait in a goroutine of
+// their own anyway, and are bounded: the confirmations.)
+func (s *sched) acquire(ctx context.Context, host netip.Addr, retry bool) (release func(), ok bool) {
+	ch := make(chan struct{})
+	w := s.enqueue(host, retry, func(*waiter) { close(ch) })
 	select {
-	case <-w.ch:
+	case <-ch:
 		return func() { s.release(w) }, true
 	case <-ctx.Done():
-		s.mu.Lock()
-		if w.granted {
-			s.mu.Unlock()
-			s.release(w)
-		} else {
-			w.gone = true
-			s.waiting--
-			s.tidy(h)
-			s.mu.Unlock()
+		if !s.cancel(w) {
+			s.release(w) // granted meanwhile
 		}
 		return nil, false
 	}
@@ -199,7 +219,7 @@ func (s *sched) dispatch() {
 			if class == classRetry {
 				s.retries++
 			}
-			close(w.ch)
+			w.grant(w)
 			s.enring(h, class) // back of the turn
 		}
 		if len(*r) == 0 {

@@ -25,7 +25,7 @@ func TestListingLearnsTLSEndpoint(t *testing.T) {
 	}{
 		{"tls server", sim.Options{TLS: pki.ServerConfig(cert)}, true},
 		{"plain server", sim.Options{}, false},
-		{"no TCP search answers", sim.Options{TLS: pki.ServerConfig(cert), NoPing: true}, false},
+		{"no TCP search answers", sim.Options{TLS: pki.ServerConfig(cert), NoTCPSearch: true}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := startServer(t, c.opt, "a:one")

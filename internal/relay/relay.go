@@ -19,7 +19,6 @@ package relay
 import (
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -35,6 +34,9 @@ import (
 type Options struct {
 	Clock  clock.Clock
 	Logger *zap.Logger
+	// Broadcast reports whether a is a broadcast address of this host's
+	// networks (a directed broadcast); nil: none is known.
+	Broadcast func(a netip.Addr) bool
 }
 
 // Limits are the reloadable settings.
@@ -42,6 +44,11 @@ type Options struct {
 type Limits struct {
 	// To are the central instances' search ports; empty: nothing is sent.
 	To []netip.AddrPort
+	// ToBroadcast lets To name multicast and broadcast destinations;
+	// without it they are skipped (config refuses them as written; a host
+	// name can still resolve to one, and a directed broadcast is known
+	// only here).
+	ToBroadcast bool `setting:"relay.to_broadcast"`
 	// PerSecond and Burst bound the sightings relayed (each to every
 	// destination); PerSecond 0: no bound.
 	PerSecond float64 `setting:"relay.max_per_second"`
@@ -54,6 +61,7 @@ type Stats struct {
 	Datagrams    uint64 // datagrams sent (a sighting to each destination)
 	Rate         uint64 // sightings dropped by the rate bound
 	NotRelayable uint64 // sightings naming an address a relay may not name
+	SecondHand   uint64 // sightings another relay sent (FirstHand false)
 	SendErrors   uint64 // datagrams the kernel refused
 }
 
@@ -69,7 +77,7 @@ type Relay struct {
 	c6    *net.UDPConn
 	buf   []byte
 
-	relayed, datagrams, rate, notRelayable, sendErrors atomic.Uint64
+	relayed, datagrams, rate, notRelayable, secondHand, sendErrors atomic.Uint64
 }
 
 // New returns a relay with no destinations and no sockets.
@@ -92,7 +100,21 @@ func (r *Relay) Apply(l Limits) {
 		r.limit = ratelimit.New(ratelimit.Options{Rate: l.PerSecond, Burst: l.Burst, Sources: 1, Clock: r.o.Clock})
 	}
 	r.lim = l
-	r.to = slices.Clone(l.To)
+	r.to = r.to[:0:0]
+	for _, to := range l.To {
+		if !l.ToBroadcast && r.broadcast(to.Addr()) {
+			r.o.Logger.Warn("relay.to destination is multicast or broadcast: skipped (relay.to_broadcast allows it)", zap.Stringer("to", to))
+			continue
+		}
+		r.to = append(r.to, to)
+	}
+}
+
+// broadcast reports whether a reaches a group of hosts: multicast, the
+// limited broadcast, or a broadcast address of this host's networks.
+func (r *Relay) broadcast(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || (r.o.Broadcast != nil && r.o.Broadcast(a))
 }
 
 // Open opens the sending sockets: IPv4, and IPv6 where the host has it.
@@ -137,11 +159,22 @@ func Relayable(a netip.Addr) bool {
 		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }
 
+// FirstHand reports whether o was heard from the server it names: the
+// datagram came from the server's own address. A sighting another relay
+// sent comes from the relay and names another host (udpsearch takes that
+// only from access.trusted_relays).
+func FirstHand(o beacon.Observation) bool {
+	return o.From.Addr().Unmap() == o.Endpoint.Addr().Unmap()
+}
+
 // Relay sends one accepted sighting to every destination, unless the rate
-// bound is spent or the sighting names an address a relay may not name
+// bound is spent, the sighting names an address a relay may not name
 // (an IOC on this host beaconing over loopback: the central side could
-// not reach it there). Sightings of other pvans instances are not
-// relayed: they are not servers.
+// not reach it there), or it was not heard first hand: what a relay was
+// relayed goes no further, or two instances relaying to each other would
+// pass one beacon back and forth until their rate bounds stopped it.
+// Sightings of other pvans instances are not relayed: they are not
+// servers.
 func (r *Relay) Relay(o beacon.Observation) {
 	if o.GUID.IsPvans() {
 		return
@@ -149,6 +182,10 @@ func (r *Relay) Relay(o beacon.Observation) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.to) == 0 || r.c4 == nil {
+		return
+	}
+	if !FirstHand(o) {
+		r.secondHand.Add(1)
 		return
 	}
 	if !Relayable(o.Endpoint.Addr()) {
@@ -196,5 +233,5 @@ func Encode(dst []byte, o beacon.Observation) []byte {
 // Stats returns the counters.
 func (r *Relay) Stats() Stats {
 	return Stats{Relayed: r.relayed.Load(), Datagrams: r.datagrams.Load(), Rate: r.rate.Load(),
-		NotRelayable: r.notRelayable.Load(), SendErrors: r.sendErrors.Load()}
+		NotRelayable: r.notRelayable.Load(), SecondHand: r.secondHand.Load(), SendErrors: r.sendErrors.Load()}
 }

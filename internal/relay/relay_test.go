@@ -3,6 +3,7 @@ package relay
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,11 +37,13 @@ func TestRelay(t *testing.T) {
 	}
 	defer r.Close()
 	ioc := netip.MustParseAddrPort("10.5.0.7:5075")
-	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", ChangeCount: 7, Via: beacon.ViaBeacon})
-	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: beacon.ViaDiscovery})
-	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: beacon.ViaBeacon}) // beyond the burst
-	r.Relay(beacon.Observation{GUID: guid, Endpoint: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"})
-	r.Relay(beacon.Observation{GUID: pva.PvansGUID(guid), Endpoint: ioc, Protocol: "tcp"}) // another pvans
+	from := netip.AddrPortFrom(ioc.Addr(), 40000) // heard from the server itself
+	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", ChangeCount: 7, Via: beacon.ViaBeacon, From: from})
+	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: beacon.ViaDiscovery, From: from})
+	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: beacon.ViaBeacon, From: from}) // beyond the burst
+	lo := netip.MustParseAddrPort("127.0.0.1:5075")
+	r.Relay(beacon.Observation{GUID: guid, Endpoint: lo, Protocol: "tcp", From: lo})
+	r.Relay(beacon.Observation{GUID: pva.PvansGUID(guid), Endpoint: ioc, Protocol: "tcp", From: from}) // another pvans
 	for _, c := range []*net.UDPConn{a, b} {
 		buf := make([]byte, 512)
 		for i, want := range []pva.Command{pva.CmdBeacon, pva.CmdSearchResponse} {
@@ -72,7 +75,7 @@ func TestRelay(t *testing.T) {
 	}
 	// The bound refills with time.
 	clk.Advance(time.Second)
-	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp"})
+	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", From: from})
 	if r.Stats().Relayed != 3 {
 		t.Errorf("not relayed after a second: %+v", r.Stats())
 	}
@@ -100,10 +103,56 @@ func BenchmarkRelay(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	o := beacon.Observation{GUID: guid, Endpoint: netip.MustParseAddrPort("10.5.0.7:5075"), Protocol: "tcp", Via: beacon.ViaBeacon}
+	o := beacon.Observation{GUID: guid, Endpoint: netip.MustParseAddrPort("10.5.0.7:5075"), Protocol: "tcp", Via: beacon.ViaBeacon,
+		From: netip.MustParseAddrPort("10.5.0.7:5076")}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		r.Relay(o)
+	}
+}
+
+// A relay passes on only what it heard first hand: a sighting another
+// relay sent (its source is the relay, not the server it names) goes no
+// further, so two instances relaying to each other relay a beacon once
+// each way, not until their rate bound stops them (issue 39, row 7).
+func TestRelaysOnlyFirstHand(t *testing.T) {
+	c := listen(t)
+	r := New(Options{Clock: clock.NewFake(time.Unix(0, 0))})
+	r.Apply(Limits{To: []netip.AddrPort{c.LocalAddr().(*net.UDPAddr).AddrPort()}})
+	if err := r.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ioc := netip.MustParseAddrPort("10.5.0.7:5075")
+	// Heard from the server itself: relayed.
+	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: beacon.ViaBeacon, From: netip.MustParseAddrPort("10.5.0.7:40000")})
+	// Heard from another relay (10.6.0.2) that names the server: not.
+	for _, via := range []beacon.Via{beacon.ViaBeacon, beacon.ViaDiscovery} {
+		r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: via, From: netip.MustParseAddrPort("10.6.0.2:51234")})
+	}
+	if st := r.Stats(); st.Relayed != 1 || st.SecondHand != 2 {
+		t.Errorf("stats %+v: want the first-hand sighting relayed, the two relayed ones not", st)
+	}
+}
+
+// Multicast and broadcast destinations are skipped unless ToBroadcast
+// says they are meant: config refuses them as written, but a relay.to
+// host name can resolve to one, and a directed broadcast of this host's
+// networks is known only from its interfaces. (Checked on the destination
+// list: nothing is sent.)
+func TestRelaySkipsBroadcastDestinations(t *testing.T) {
+	central := netip.MustParseAddrPort("10.0.0.9:5076")
+	directed := netip.MustParseAddrPort("10.0.0.255:5076")
+	r := New(Options{Clock: clock.NewFake(time.Unix(0, 0)), Broadcast: func(a netip.Addr) bool { return a == directed.Addr() }})
+	to := []netip.AddrPort{central, netip.MustParseAddrPort("224.0.1.7:5076"), netip.MustParseAddrPort("255.255.255.255:5076"),
+		directed, netip.MustParseAddrPort("[ff02::1]:5076")}
+	r.Apply(Limits{To: to})
+	if !slices.Equal(r.to, []netip.AddrPort{central}) {
+		t.Errorf("destinations %v, want only %v", r.to, central)
+	}
+	r.Apply(Limits{To: to, ToBroadcast: true})
+	if !slices.Equal(r.to, to) {
+		t.Errorf("destinations with ToBroadcast %v, want %v", r.to, to)
 	}
 }

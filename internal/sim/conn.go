@@ -138,7 +138,7 @@ func (h *handler) onSearch(c *pvaconn.Conn, p []byte, be bool) bool {
 	if err := s.Decode(p, be); err != nil {
 		return false // PVXS: malformed search over TCP → disconnect
 	}
-	if len(s.Names) == 0 && h.opts().NoPing {
+	if h.opts().NoTCPSearch || len(s.Names) == 0 && h.opts().NoPing {
 		return true
 	}
 	if h.opts().TCPSearchOverUDP {

@@ -94,6 +94,7 @@ type Options struct {
 	IgnoreChannels bool   // never answer CREATE_CHANNEL (a server that holds a prober's connection)
 	RPCError       string // answer every `server` RPC EXEC with this ERROR status
 	NoPing         bool   // ignore discovery pings (searches without names)
+	NoTCPSearch    bool   // ignore every search over TCP, named or not
 	// TCPSearchOverUDP answers a TCP search as pvAccessCPP does: over UDP,
 	// from the server's UDP socket, to the connection peer's address at
 	// the search's reply port (not at all when that is 0).

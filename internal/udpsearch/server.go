@@ -596,6 +596,13 @@ func (s *Server) UnicastDestination(a netip.Addr) bool {
 // relay's TCP answers as well.
 func (s *Server) Relayable(a netip.Addr) bool { return relayable(s.ifs.Load(), a) }
 
+// Broadcast reports whether a is a broadcast address of this host's
+// networks (the relay does not send to one unless told to).
+func (s *Server) Broadcast(a netip.Addr) bool {
+	t := s.ifs.Load()
+	return t != nil && t.bcast[a.Unmap()]
+}
+
 // BumpChangeCount records that pvans's own served set changed; the next
 // beacons carry the new change count.
 func (s *Server) BumpChangeCount() {

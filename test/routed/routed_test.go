@@ -204,6 +204,37 @@ func TestRouted(t *testing.T) {
 		}
 	})
 
+	// Two instances relaying to each other, each trusting the other: a
+	// relay passes on only what it heard first hand, so the IOC's beacons
+	// go relay → central once, never back (issue 39: one beacon went round
+	// 401 times, until the rate bounds stopped it).
+	t.Run("relays relaying to each other", func(t *testing.T) {
+		p := central(t, tp, nil, "--access-trusted-relays", relayAddr.String()+"/32", "--relay-to", relayAddr.String())
+		relay := harness.Start(t, harness.Options{Netns: tp.relay, Addr: relayAddr, Subcommand: "relay",
+			Args: []string{"--relay-to", pvansAddr.String(), "--access-trusted-relays", pvansAddr.String() + "/32"}})
+		began := time.Now()
+		startIOC(t, tp.ioc, iocA, []string{"rt:loop:temp"}, netip.AddrPortFrom(relayAddr, 5076))
+		testutil.WaitFor(t, 10*time.Second, "the central pvans lists the IOC the relay heard", func() bool {
+			ok, _ := p.HasName("rt:loop:temp")
+			return ok
+		})
+		time.Sleep(2 * time.Second) // four more beacons
+		back := p.Metric(t, "pvans_relay_sightings_total")
+		sent := relay.Metric(t, "pvans_relay_sightings_total")
+		beacons := float64(time.Since(began)/(500*time.Millisecond)) + 2 // at most, one every 500 ms from the start
+		t.Logf("IOC beacons ≤ %v, relayed by the relay %v, by the central %v", beacons, sent, back)
+		if back != 0 {
+			t.Errorf("the central pvans relayed %v sightings it was relayed", back)
+		}
+		if sent > beacons {
+			t.Errorf("the relay relayed %v sightings for %v beacons: what it was relayed went round", sent, beacons)
+		}
+		// The central heard the relay's sightings, and counted them.
+		if n := p.Metric(t, `pvans_relay_dropped_total{reason="second_hand"}`); n < 3 {
+			t.Errorf("the central pvans counted %v second-hand sightings", n)
+		}
+	})
+
 	t.Run("relayed beacon from outside trusted_relays", func(t *testing.T) {
 		p := central(t, tp, nil, "--access-trusted-relays", relayAddr.String()+"/32")
 		// An IOC nobody announces; its beacons go nowhere.

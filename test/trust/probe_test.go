@@ -39,9 +39,10 @@ func TestSilentServersOfOneHostDoNotStallProbes(t *testing.T) {
 
 // Legitimate restarts with a new GUID, of a PVXS-style IOC (answers the
 // TCP ping over TCP), a pvAccessCPP-style one (over UDP, to the ping's
-// reply port) and one that answers no ping at all: each new instance is
-// listed under its new GUID within 2 s of its first beacon. For the two
-// that prove their GUID, forged beacons alternating two GUIDs from the
+// reply port), one that answers no ping but a search for a name it listed
+// (which proves its GUID as well), and one that answers no search over
+// TCP at all: each new instance is listed under its new GUID within 2 s
+// of its first beacon. For the three that prove their GUID, forged beacons alternating two GUIDs from the
 // IOC's address run throughout and name nobody; one that proves nothing
 // cannot tell them from its new instance's (docs/SECURITY.md, "Restart at a
 // known endpoint"), so its restart is shown clean. Its claim is taken
@@ -62,7 +63,8 @@ func TestRestartsFollowedUnderForgedBeacons(t *testing.T) {
 	}{
 		{"pvxs", sim.Options{}, true, false},
 		{"pvaccesscpp", sim.Options{TCPSearchOverUDP: true}, true, false},
-		{"noping", sim.Options{NoPing: true}, false, true},
+		{"noping", sim.Options{NoPing: true}, true, false},
+		{"nosearch", sim.Options{NoTCPSearch: true}, false, true},
 	} {
 		o := v.o
 		o.Host, o.Names, o.BeaconDests = iocAddr, [][]string{{v.name + ":a"}}, []netip.AddrPort{pvansUDP}
