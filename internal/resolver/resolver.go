@@ -220,10 +220,10 @@ type Resolver struct {
 	// counts their waiters.
 	udp        map[netip.AddrPort]*Client
 	udpWaiting int
-	byRecord map[string]map[wantKey]struct{} // record -> waited record.FIELD names
-	searcher Searcher
-	sweepT   clock.Timer
-	closed   bool
+	byRecord   map[string]map[wantKey]struct{} // record -> waited record.FIELD names
+	searcher   Searcher
+	sweepT     clock.Timer
+	closed     bool
 
 	waiting atomic.Int64
 	st      struct {
@@ -270,7 +270,7 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	}
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
 		bySource: make(map[srcKey]int), udp: make(map[netip.AddrPort]*Client),
-		byName:   make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
+		byName: make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
 	r.Apply(o.policy())
 	reg.Subscribe(r.onNames)
 	r.mu.Lock()
