@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
+	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
+)
+
+// udpOnly is a client that reaches pvans only over UDP, as a pvAccessCPP
+// client with EPICS_PVA_ADDR_LIST naming pvans does: no TCP connection.
+type udpOnly struct {
+	c   *net.UDPConn
+	to  netip.AddrPort
+	buf []byte
+}
+
+func newUDPOnly(t *testing.T, to netip.AddrPort) *udpOnly {
+	t.Helper()
+	return &udpOnly{c: udpRx(t, "127.0.0.1:0"), to: to, buf: make([]byte, 65536)}
+}
+
+// search sends one search for names (CIDs from cid0 on, in order) with
+// the given reply address (invalid: "any", the datagram's source).
+func (u *udpOnly) search(t *testing.T, seq, cid0 uint32, reply netip.Addr, names ...string) {
+	t.Helper()
+	s := &pva.Search{Seq: seq, Flags: pva.SearchUnicast, ReplyPort: rxAddr(u.c).Port(), Protocols: [][]byte{[]byte("tcp")}}
+	if reply.IsValid() {
+		s.ReplyAddr = pva.AddressFrom(reply)
+	}
+	for i, n := range names {
+		s.Names = append(s.Names, pva.SearchName{CID: cid0 + uint32(i), Name: []byte(n)})
+	}
+	if _, err := u.c.WriteToUDPAddrPort(pva.AppendSearch(nil, pva.FlagBigEndian, s), u.to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claim waits up to wait for a positive reply claiming cid.
+func (u *udpOnly) claim(cid uint32, wait time.Duration) (pva.SearchResponse, bool) {
+	deadline := time.Now().Add(wait)
+	for {
+		u.c.SetReadDeadline(deadline)
+		n, _, err := u.c.ReadFromUDPAddrPort(u.buf)
+		if err != nil {
+			return pva.SearchResponse{}, false
+		}
+		h, p, _, err := pva.SplitMessage(u.buf[:n])
+		if err != nil || h.Command != pva.CmdSearchResponse {
+			continue
+		}
+		var m pva.SearchResponse
+		if m.Decode(p, h.BigEndian()) != nil || !m.Found {
+			continue
+		}
+		for _, c := range m.CIDs {
+			if c == cid {
+				return m, true
+			}
+		}
+	}
+}
+
+// A server that sends no beacons and cannot be listed (as the Phoebus
+// Java server: no beacons, no `server` PV), started after pvans, is found
+// for a client that reaches pvans only over UDP: pvans searches its names
+// through on the client's behalf, and the client gets the server's
+// endpoint within a few of its own retries. Periodic discovery is off
+// here: the UDP search alone must find it.
+func TestBeaconlessServerStartedLateFoundOverUDP(t *testing.T) {
+	sitePort := testutil.FreeUDPPort(t)
+	c := testConfig(t, netip.AddrPortFrom(lo, sitePort))
+	c.Discovery.Interval = 0
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{UDPPort: sitePort, RPCError: "no such channel: server"}) // no BeaconDests: no beacons
+	srv := site.Server(0)
+	name := srv.Names[0]
+
+	u := newUDPOnly(t, d.udpAddr())
+	const cid = 0x1234
+	deadline := time.Now().Add(20 * time.Second)
+	for seq := uint32(1); ; seq++ {
+		u.search(t, seq, cid, netip.Addr{}, name)
+		if m, ok := u.claim(cid, 500*time.Millisecond); ok {
+			if m.GUID != srv.GUID || m.Port != srv.TCP.Port() {
+				t.Fatalf("claimed by %v port %d, want the late server %v at %v", m.GUID, m.Port, srv.GUID, srv.TCP)
+			}
+			t.Logf("found after %d searches", seq)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a UDP-only client never found %s of a beaconless server started after pvans (ring %+v)", name, d.Ring.Stats())
+		}
+	}
+}
+
+// A flood of UDP searches for distinct unknown names, with a forged reply
+// address per name, makes pvans search through exactly the UDP share of
+// tcp.waiters_total and no more (docs/SECURITY.md, "Bounds"); one reply
+// address alone gets no more than tcp.waiters_per_source.
+func TestSpoofedUDPSearchThroughBounded(t *testing.T) {
+	rx := udpRx(t, "127.0.0.1:0")
+	c := testConfig(t, rxAddr(rx))
+	c.Search.DiscoveryAtStart = false
+	c.Discovery.Interval = 0
+	c.TCP.WaitersPerSource = 3
+	c.TCP.WaitersTotal = 80 // a UDP share of 8
+	d := startDaemon(t, c)
+	u := newUDPOnly(t, d.udpAddr())
+
+	got := map[string]bool{} // every name searched through so far
+	searched := func() map[string]bool {
+		for _, dg := range readSearches(rx, 2*time.Second, 500*time.Millisecond) {
+			_, ns := searchNames(t, dg)
+			for _, n := range ns {
+				got[n] = true
+			}
+		}
+		return got
+	}
+	// One reply address, 20 names.
+	for i := range 20 {
+		u.search(t, uint32(i), uint32(i), netip.Addr{}, "flood:one:"+string(rune('a'+i)))
+	}
+	if searched(); len(got) != c.TCP.WaitersPerSource {
+		t.Fatalf("one UDP source made pvans search through %d names %v; want tcp.waiters_per_source = %d", len(got), got, c.TCP.WaitersPerSource)
+	}
+	// Forged reply addresses, one per name.
+	for i := range 40 {
+		u.search(t, uint32(100+i), uint32(100+i), netip.AddrFrom4([4]byte{127, 0, 2, byte(i + 1)}), "flood:spoof:"+string(rune('a'+i)))
+	}
+	searched()
+	st := d.Resolver.Stats()
+	if want := c.TCP.WaitersTotal / resolver.UDPShare; len(got) != want {
+		t.Fatalf("UDP floods made pvans search through %d names; want the UDP share of tcp.waiters_total, %d (resolver %+v)", len(got), want, st)
+	}
+	if st.WaitingUDP != int64(c.TCP.WaitersTotal/resolver.UDPShare) || st.WaitDropsUDP == 0 {
+		t.Fatalf("UDP waiters %+v", st)
+	}
+}
