@@ -99,6 +99,13 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 	case beacon.EventLost:
 		if g, ok := d.Prober.Watching(ev.Endpoint); ok {
 			// Missing beacons are no proof: the watch connection answers.
+			if ev.Via == beacon.ViaDiscovery {
+				// Last heard from by a discovery reply: a server that sends
+				// no beacons at all (the Phoebus Java server) has stopped
+				// nothing, and its watch connection is how pvans knows it.
+				d.log.Debug("no discovery reply within the expiry, but the watch connection is up: kept", append(fields, zap.Stringer("watched_guid", g))...)
+				return
+			}
 			d.log.Info("no beacon within the expiry, but the watch connection is up: kept", append(fields, zap.Stringer("watched_guid", g))...)
 			d.anomaly(insight.AnomalyBeaconsStopped, g, ev.Endpoint)(d.Insight.BeaconsStopped(ev.Endpoint, ev.At))
 			return

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/sim"
@@ -141,5 +142,47 @@ func TestSpoofedUDPSearchThroughBounded(t *testing.T) {
 	}
 	if st.WaitingUDP != int64(c.TCP.WaitersTotal/resolver.UDPShare) || st.WaitDropsUDP == 0 {
 		t.Fatalf("UDP waiters %+v", st)
+	}
+}
+
+// A server that never beacons and cannot be listed, known from a
+// discovery reply and the names pvans searched through for a client, is
+// kept past the beacon expiry while its watch connection is up (a
+// server is proven by TCP, not by beacons), and its silence is no
+// "beacons stopped" anomaly: it never sent one.
+func TestBeaconlessServerKeptPastExpiry(t *testing.T) {
+	sitePort := testutil.FreeUDPPort(t)
+	site := startSite(t, sim.Options{UDPPort: sitePort, RPCError: "no such channel: server"})
+	srv := site.Server(0)
+	c := testConfig(t, netip.AddrPortFrom(lo, sitePort)) // a discovery ping at start
+	c.Discovery.Interval = 0
+	c.Beacon.Expiry = time.Second
+	c.Beacon.CheckInterval = 100 * time.Millisecond
+	d := startDaemon(t, c)
+	testutil.WaitFor(t, 10*time.Second, "the server watched after its discovery reply", func() bool {
+		_, w := d.Prober.Watching(srv.TCP)
+		return w
+	})
+	cl := query(t, d)
+	if err := cl.Search(srv.Names[:2]); err != nil {
+		t.Fatal(err)
+	}
+	waitAnswers(t, cl, 10*time.Second)
+	testutil.WaitFor(t, 10*time.Second, "searched-through names registered", func() bool {
+		h, ok := d.Registry.LookupName(srv.Names[1])
+		return ok && h.GUID == srv.GUID
+	})
+	lost := d.Tracker.Stats().Lost
+	testutil.WaitFor(t, 10*time.Second, "the discovery sighting to expire", func() bool { return d.Tracker.Stats().Lost > lost })
+	time.Sleep(200 * time.Millisecond) // the event's delivery
+	for _, n := range srv.Names[:2] {
+		if h, ok := d.Registry.LookupName(n); !ok || h.GUID != srv.GUID {
+			t.Fatalf("%s dropped at the expiry of a watched server that never beacons", n)
+		}
+	}
+	for _, e := range d.Events.Recent(500) {
+		if e.Endpoint == srv.TCP.String() && (e.Kind == "lost" || e.Kind == "anomaly: "+insight.AnomalyBeaconsStopped) {
+			t.Fatalf("event %q for a watched server that never beacons: %+v", e.Kind, e)
+		}
 	}
 }
