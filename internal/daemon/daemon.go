@@ -143,7 +143,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	// The settings a reload can change reach the parts through apply
 	// (appliers.go) at the end of New, as they do on every reload.
 	d.Registry = registry.New(registry.Options{Clock: d.clk, Logger: d.log.Named("registry")})
-	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver")})
+	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver"),
+		// d.UDP is built below; nothing is pushed before Start.
+		PushUDP: func(to netip.AddrPort, g resolver.Group) { d.UDP.PushAnswer(to, g) }})
 	// The settings a part takes when it is built reach it through its
 	// options' tags (config.FillAtStart).
 	insightOpt := insight.Options{

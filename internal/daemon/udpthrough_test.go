@@ -186,3 +186,27 @@ func TestBeaconlessServerKeptPastExpiry(t *testing.T) {
 		}
 	}
 }
+
+// A UDP-only client that searched once gets the search-through answer
+// pushed to its reply socket as soon as pvans finds the name, without
+// searching again (inside the reflection budget its search gave).
+func TestUDPSearcherAnswerPushed(t *testing.T) {
+	sitePort := testutil.FreeUDPPort(t)
+	c := testConfig(t, netip.AddrPortFrom(lo, sitePort))
+	c.Discovery.Interval = 0
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{UDPPort: sitePort, RPCError: "no such channel: server"})
+	srv := site.Server(0)
+
+	u := newUDPOnly(t, d.udpAddr())
+	const cid = 0x4321
+	u.search(t, 1, cid, netip.Addr{}, srv.Names[3])
+	m, ok := u.claim(cid, 10*time.Second)
+	if !ok {
+		t.Fatalf("no answer pushed for %s to a client that searched once (udp %+v)", srv.Names[3], d.UDP.Stats())
+	}
+	if m.GUID != srv.GUID || m.Port != srv.TCP.Port() {
+		t.Fatalf("pushed %v port %d, want %v at %v", m.GUID, m.Port, srv.GUID, srv.TCP)
+	}
+	testutil.WaitFor(t, 5*time.Second, "the pushed reply counted", func() bool { return d.UDP.Stats().RepliesPushed == 1 })
+}

@@ -462,8 +462,10 @@ func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 // at missing that nobody listed are remembered for the searcher and
 // searched through, within MaxWaitsPerClient (per reply socket),
 // MaxWaitsPerSource (per reply address, apart from TCP connections) and
-// MaxUDPWaiters. Without a Searcher nothing is remembered unless PushUDP
-// is set: the searcher's next search is answered from the registry.
+// MaxUDPWaiters. Without a Searcher (search.through off) nothing is
+// remembered: the searcher's next search is answered from the registry.
+// With PushUDP, the searcher is answered as soon as the name is learned,
+// by the search through or any listing.
 func (r *Resolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool) {
 	if len(missing) == 0 || !to.IsValid() {
 		return
@@ -471,7 +473,7 @@ func (r *Resolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int,
 	exp := r.opts.Clock.Now().Add(r.opts.WaitTTL)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || (r.searcher == nil && r.opts.PushUDP == nil) {
+	if r.closed || r.searcher == nil {
 		return
 	}
 	c := r.udp[to]

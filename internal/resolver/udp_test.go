@@ -72,9 +72,11 @@ func TestUDPSearcherSearchedThroughAndAnswered(t *testing.T) {
 }
 
 // A name the registry holds by the time the UDP searcher is remembered is
-// not searched through; nor is anything without a Searcher or PushUDP.
+// not searched through; nor is anything without a Searcher
+// (search.through off), even with PushUDP.
 func TestUDPSearcherNeedsASearcher(t *testing.T) {
-	f := newFixture(t, registry.Options{}, Options{})
+	var pu udpPushes
+	f := newFixture(t, registry.Options{}, Options{PushUDP: pu.push})
 	to := netip.MustParseAddrPort("10.0.0.7:40001")
 	q := query("x")
 	f.res.WaitUDP(to, q, []int{0}, false)
