@@ -210,3 +210,27 @@ func TestUDPSearcherAnswerPushed(t *testing.T) {
 	}
 	testutil.WaitFor(t, 5*time.Second, "the pushed reply counted", func() bool { return d.UDP.Stats().RepliesPushed == 1 })
 }
+
+// The push goes to an address named in a datagram anyone can forge: it
+// is charged to the reflection account of the searches that named it,
+// and not sent beyond rate_limit.reflection_ratio of their bytes.
+func TestUDPPushWithinReflectionBudget(t *testing.T) {
+	sitePort := testutil.FreeUDPPort(t)
+	c := testConfig(t, netip.AddrPortFrom(lo, sitePort))
+	c.Discovery.Interval = 0
+	c.RateLimit.ReflectionRatio = 0.5 // a search's bytes pay for no reply
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{UDPPort: sitePort, RPCError: "no such channel: server"})
+	srv := site.Server(0)
+
+	u := newUDPOnly(t, d.udpAddr())
+	u.search(t, 1, 7, netip.Addr{}, srv.Names[5])
+	testutil.WaitFor(t, 10*time.Second, "the search through to find the name", func() bool { return d.Ring.Stats().Resolved > 0 })
+	testutil.WaitFor(t, 5*time.Second, "the push refused by the reflection cap", func() bool { return d.UDP.Stats().ReflectionCapped > 0 })
+	if _, ok := u.claim(7, 200*time.Millisecond); ok {
+		t.Fatal("a push beyond the reflection budget was sent")
+	}
+	if n := d.UDP.Stats().RepliesPushed; n != 0 {
+		t.Fatalf("%d pushes counted beyond the reflection budget", n)
+	}
+}
