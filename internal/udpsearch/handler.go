@@ -388,10 +388,14 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				ob.Searched(client.Addr(), false, payload, s.Names, h.batch.Missing, found)
 			}
 			// Names nobody listed are searched through for a client that
-			// reaches pvans only over UDP (a paired client's own TCP
-			// connection waits for them), never for pvans's own searches
-			// heard back.
-			if w, ok := h.o.Resolver.(UDPWaiter); ok && len(h.batch.Missing) > 0 && !own && h.twin == nil {
+			// reaches pvans only over UDP: one that sent its search to
+			// pvans's host (unicast, or forwarded here from another
+			// socket of the host). A broadcast reaches the servers
+			// themselves, and searching through every name the network
+			// broadcasts would only repeat it. Not for a paired client
+			// (its own TCP connection waits for the names), nor for
+			// pvans's own searches heard back.
+			if w, ok := h.o.Resolver.(UDPWaiter); ok && o != originBroadcast && len(h.batch.Missing) > 0 && !own && h.twin == nil {
 				w.WaitUDP(dest, s.Names, h.batch.Missing, s.HasProtocol("tls"))
 			}
 			for i := range h.batch.Groups {
