@@ -31,16 +31,28 @@ func (s *Server) PushAnswer(to netip.AddrPort, g resolver.Group) {
 		return
 	}
 	addr, port := srv.Wire(to.Addr(), p.AddressMap)
-	b := appendResponse(nil, srv.GUID, 0, addr, port, srv.Protocol, g.CIDs)
-	if !p.refl.Reply(to.Addr(), len(b)) {
-		s.st.reflectionCapped.Add(1)
-		return
+	var b []byte
+	for cids := g.CIDs; len(cids) > 0; {
+		n := min(len(cids), pushCIDs)
+		b = appendResponse(b[:0], srv.GUID, 0, addr, port, srv.Protocol, cids[:n])
+		cids = cids[n:]
+		if !p.refl.Reply(to.Addr(), len(b)) {
+			s.st.reflectionCapped.Add(1)
+			return
+		}
+		if _, err := f.search.WriteToUDPAddrPort(b, to); err != nil {
+			s.st.sendErrors.Add(1)
+			return
+		}
+		s.st.responses.Add(1)
+		s.st.claims.Add(uint64(n))
+		s.st.repliesPushed.Add(1)
 	}
-	if _, err := f.search.WriteToUDPAddrPort(b, to); err != nil {
-		s.st.sendErrors.Add(1)
-		return
-	}
-	s.st.responses.Add(1)
-	s.st.claims.Add(uint64(len(g.CIDs)))
-	s.st.repliesPushed.Add(1)
 }
+
+// pushCIDs is the most CIDs one pushed datagram names: 256 × 4 bytes and
+// the response's ~50 fit one 1500-byte Ethernet frame, as a server's
+// answer to one search datagram does, where a listing resolving thousands
+// of a client's names at once would otherwise make one fragmented
+// datagram (or one over UDP's 64 KiB).
+const pushCIDs = 256

@@ -1,11 +1,14 @@
 package udpsearch
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/resolver"
 )
 
 // waitingResolver records the names handed to WaitUDP.
@@ -54,5 +57,42 @@ func TestUnicastMissesSearchedThroughForTheClient(t *testing.T) {
 	h.handle(&datagram{b: searchMsg(pva.SearchUnicast, netip.Addr{}, 41000, []string{"tcp"}, "java:pv4"), src: netip.MustParseAddrPort("127.0.0.1:41000"), dst: ipLo, ifIndex: 1})
 	if len(res.waits) != 0 {
 		t.Fatalf("pvans's own search searched through again: %+v", res.waits)
+	}
+}
+
+// A push naming many CIDs (a listing resolving a big client's names at
+// once) goes out in datagrams of at most pushCIDs CIDs, each one frame.
+func TestPushAnswerSplitsIntoFrames(t *testing.T) {
+	ns := newNetns(t)
+	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true})
+	rx := udpIn(t, ns, "127.0.0.1:0")
+	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+	var cids []uint32
+	for i := range 600 {
+		cids = append(cids, uint32(i))
+	}
+	s.PushAnswer(to, resolver.Group{Server: resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}, CIDs: cids})
+	var got []uint32
+	buf := make([]byte, 65536)
+	for len(got) < len(cids) {
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _, err := rx.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("after %d CIDs: %v", len(got), err)
+		}
+		if n > 1500 {
+			t.Fatalf("a pushed datagram of %d bytes", n)
+		}
+		_, m := decodeResponse(t, buf[:n])
+		if m.GUID != guidA || !m.Found || len(m.CIDs) > pushCIDs {
+			t.Fatalf("pushed %+v", m)
+		}
+		got = append(got, m.CIDs...)
+	}
+	if !slices.Equal(got, cids) {
+		t.Fatalf("CIDs pushed %v", got)
+	}
+	if st := s.Stats(); st.RepliesPushed != 3 {
+		t.Fatalf("%d pushes counted, want 3", st.RepliesPushed)
 	}
 }
