@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -232,5 +233,31 @@ func TestUDPPushWithinReflectionBudget(t *testing.T) {
 	}
 	if n := d.UDP.Stats().RepliesPushed; n != 0 {
 		t.Fatalf("%d pushes counted beyond the reflection budget", n)
+	}
+}
+
+// At the defaults, a server that sends no beacons and starts after pvans
+// is found by the next periodic discovery round, with no client asking:
+// pvans connects to it and keeps watch.
+func TestDefaultDiscoveryFindsLateBeaconlessServer(t *testing.T) {
+	sitePort := testutil.FreeUDPPort(t)
+	c := testConfig(t, netip.AddrPortFrom(lo, sitePort))
+	if c.Discovery.Interval != config.Defaults().Discovery.Interval {
+		t.Fatal("testConfig changed discovery.interval")
+	}
+	d, clk := startFake(t, c, nil) // the start-up ping finds nothing
+	site := startSite(t, sim.Options{UDPPort: sitePort, RPCError: "no such channel: server"})
+	srv := site.Server(0)
+	time.Sleep(100 * time.Millisecond)
+	if _, w := d.Prober.Watching(srv.TCP); w {
+		t.Fatal("watched before any discovery round")
+	}
+	clk.Advance(c.Discovery.Interval)
+	testutil.WaitFor(t, 10*time.Second, "the late server watched after the periodic round", func() bool {
+		_, w := d.Prober.Watching(srv.TCP)
+		return w
+	})
+	if s, ok := d.Registry.Server(srv.GUID); !ok || s.Addr != srv.TCP {
+		t.Fatalf("no registry row for the late server: %+v", s)
 	}
 }
