@@ -95,6 +95,10 @@ type Daemon struct {
 	httpLn    net.Listener            // nil when the HTTP endpoint is off
 	addrList  []udpsearch.Destination // search destinations: configured plus automatic; mu
 
+	// replicas are the addresses of the other pvans instances registered
+	// (refreshReplicas): their UDP searches are their own search-through.
+	replicas atomic.Pointer[map[netip.Addr]struct{}]
+
 	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
 	discoveries   discoveryRounds
 	relayOpen     atomic.Bool
@@ -216,7 +220,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Groups:           endpoints(cfg.PVA.SearchGroups),
 		AddrList:         addrList,
 		BeaconAddrList:   beaconList,
-		Resolver:         d.Resolver,
+		Resolver:         udpResolver{d.Resolver, d},
 		Beacons:          beaconFilter{d},
 		OnSearchResponse: d.onUDPSearchResponse,
 		OnPingAnswer:     d.Prober.PingAnswer,
@@ -289,6 +293,7 @@ func (d *Daemon) Start() (err error) {
 	cfg := d.conf()
 	snapLoaded := d.loadSnapshot()
 	d.dropDeniedServers(&cfg.Access, "snapshot server outside access.server_allow: dropped")
+	d.refreshReplicas()
 
 	// Sockets. The TCP name server first: its port is what discovery
 	// answers and beacons carry. The relay profile has none.

@@ -121,6 +121,9 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		d.logLost(ev.GUID, ev.Endpoint, "no beacon within the expiry")
 		d.Events.Add(events.Event{At: ev.At, Kind: "lost", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "beacon expired"})
 		d.removeAt(ev.GUID, ev.Endpoint)
+		if ev.GUID.IsPvans() {
+			d.refreshReplicas()
+		}
 	}
 }
 
@@ -143,6 +146,7 @@ func (d *Daemon) onReplica(ev beacon.Event, fields []zap.Field) {
 		d.log.Debug("replica not registered", append(fields, zap.Error(err))...)
 		return
 	}
+	d.refreshReplicas()
 	if ev.Kind == beacon.EventSourcesChanged {
 		return // its registry changed; nothing of ours did
 	}
@@ -408,6 +412,39 @@ func (d *Daemon) onSearchDuplicate(name string, first, second pva.GUID) {
 }
 
 var _ udpsearch.BeaconSink = beaconFilter{}
+
+// refreshReplicas takes the addresses of the replicas registered now
+// (rare: a replica appearing, restarting or lost).
+func (d *Daemon) refreshReplicas() {
+	m := map[netip.Addr]struct{}{}
+	for _, s := range d.Registry.Servers() {
+		if s.GUID.IsPvans() {
+			m[s.Addr.Addr().Unmap()] = struct{}{}
+		}
+	}
+	d.replicas.Store(&m)
+}
+
+// udpResolver is the resolver as the UDP side uses it: a search from
+// another pvans (a replica whose addr_list names this host) is its own
+// search-through, and is not searched through again for it. Two
+// instances naming each other would otherwise keep each other's waiters,
+// and each name's search, alive for ever after their clients left.
+type udpResolver struct {
+	*resolver.Resolver
+	d *Daemon
+}
+
+func (r udpResolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool) {
+	if m := r.d.replicas.Load(); m != nil {
+		if _, ok := (*m)[to.Addr().Unmap()]; ok {
+			return
+		}
+	}
+	r.Resolver.WaitUDP(to, q, missing, tls)
+}
+
+var _ udpsearch.UDPWaiter = udpResolver{}
 
 // regView adapts the registry to the HTTP API. Beacons refresh only the
 // tracker (touching the registry for each would take its writer lock at

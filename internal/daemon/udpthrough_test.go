@@ -3,9 +3,11 @@ package daemon
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -259,5 +261,33 @@ func TestDefaultDiscoveryFindsLateBeaconlessServer(t *testing.T) {
 	})
 	if s, ok := d.Registry.Server(srv.GUID); !ok || s.Addr != srv.TCP {
 		t.Fatalf("no registry row for the late server: %+v", s)
+	}
+}
+
+// A UDP search from another pvans (a replica whose addr_list names this
+// host) is its own search-through: it is not searched through again for
+// it, or two instances naming each other would keep each other's
+// searches alive for ever. A client's search is.
+func TestReplicaSearchNotSearchedThroughAgain(t *testing.T) {
+	rx := udpRx(t, "127.0.0.1:0")
+	c := testConfig(t, rxAddr(rx))
+	c.Discovery.Interval = 0
+	d := startDaemon(t, c)
+	replica := netip.MustParseAddrPort("127.0.0.5:5075")
+	d.onBeaconEvent(beacon.Event{Kind: beacon.EventNew, GUID: pva.PvansGUID(pva.GUID{1, 2, 3}), Endpoint: replica, Protocol: "tcp", Via: beacon.ViaDiscovery, At: time.Now()})
+	if _, ok := d.Registry.Server(pva.PvansGUID(pva.GUID{1, 2, 3})); !ok {
+		t.Fatal("replica not registered")
+	}
+	fromReplica := &udpOnly{c: udpRx(t, "127.0.0.5:0"), to: d.udpAddr(), buf: make([]byte, 65536)}
+	fromClient := &udpOnly{c: udpRx(t, "127.0.0.6:0"), to: d.udpAddr(), buf: make([]byte, 65536)}
+	fromReplica.search(t, 1, 1, netip.Addr{}, "replica:wants:this")
+	fromClient.search(t, 1, 1, netip.Addr{}, "client:wants:this")
+	var names []string
+	for _, dg := range readSearches(rx, 5*time.Second, 500*time.Millisecond) {
+		_, ns := searchNames(t, dg)
+		names = append(names, ns...)
+	}
+	if len(names) == 0 || slices.Contains(names, "replica:wants:this") || !slices.Contains(names, "client:wants:this") {
+		t.Fatalf("searched through %v; want the client's name only", names)
 	}
 }
