@@ -16,7 +16,9 @@ import (
 // it: it is sent only within rate_limit.reflection_ratio of the bytes
 // those searches brought (beyond, the client's next search is answered
 // instead). Called with the resolver's lock held: it sends at once, from
-// the search port, and never waits.
+// the search port, unpaced (a push is a few datagrams, not a client's
+// burst), and waits only if the socket's send buffer is full, as every
+// reply from it does.
 func (s *Server) PushAnswer(to netip.AddrPort, g resolver.Group) {
 	p := s.pol.Load()
 	if p.Silent || !p.AnswerNames || len(g.CIDs) == 0 {
