@@ -133,3 +133,15 @@ func TestUDPFloodBounded(t *testing.T) {
 		t.Fatalf("a TCP client at the flooded address holds %d waiters, want %d", n, perConn)
 	}
 }
+
+// A name the access policy refuses is never searched through for a UDP
+// searcher either.
+func TestUDPSearcherNameAccess(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{NameAllowed: func(n []byte) bool { return string(n) != "secret:pv" }})
+	s := &searcher{}
+	f.res.SetSearcher(s)
+	f.res.WaitUDP(netip.MustParseAddrPort("10.0.0.7:40001"), query("secret:pv", "open:pv"), []int{0, 1}, false)
+	if len(s.want) != 1 || s.want[0] != "open:pv" {
+		t.Fatalf("searched through %v, want open:pv only", s.want)
+	}
+}
