@@ -98,6 +98,10 @@ type Daemon struct {
 	httpLn    net.Listener            // nil when the HTTP endpoint is off
 	addrList  []udpsearch.Destination // search destinations: configured plus automatic; mu
 
+	// replicas are the addresses of the other pvans instances registered
+	// (refreshReplicas): their UDP searches are their own search-through.
+	replicas atomic.Pointer[map[netip.Addr]struct{}]
+
 	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
 	discoveries   discoveryRounds
 	relayOpen     atomic.Bool
@@ -152,7 +156,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	// The settings a reload can change reach the parts through apply
 	// (appliers.go) at the end of New, as they do on every reload.
 	d.Registry = registry.New(registry.Options{Clock: d.clk, Logger: d.log.Named("registry")})
-	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver")})
+	d.Resolver = resolver.New(d.Registry, resolver.Options{Clock: d.clk, Logger: d.log.Named("resolver"),
+		// d.UDP is built below; nothing is pushed before Start.
+		PushUDP: func(to netip.AddrPort, g resolver.Group) { d.UDP.PushAnswer(to, g) }})
 	// The settings a part takes when it is built reach it through its
 	// options' tags (config.FillAtStart).
 	insightOpt := insight.Options{
@@ -225,7 +231,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Groups:           endpoints(cfg.PVA.SearchGroups),
 		AddrList:         addrList,
 		BeaconAddrList:   beaconList,
-		Resolver:         d.Resolver,
+		Resolver:         udpResolver{d.Resolver, d},
 		Beacons:          beaconFilter{d},
 		OnSearchResponse: d.onUDPSearchResponse,
 		OnPingAnswer:     d.Prober.PingAnswer,
@@ -302,6 +308,7 @@ func (d *Daemon) Start() (err error) {
 	cfg := d.conf()
 	snapLoaded := d.loadSnapshot()
 	d.dropDeniedServers(&cfg.Access, "snapshot server outside access.server_allow: dropped")
+	d.refreshReplicas()
 
 	// Sockets. The TCP name server first: its port is what discovery
 	// answers and beacons carry. The relay profile has none.

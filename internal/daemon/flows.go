@@ -99,6 +99,13 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 	case beacon.EventLost:
 		if g, ok := d.Prober.Watching(ev.Endpoint); ok {
 			// Missing beacons are no proof: the watch connection answers.
+			if ev.Via == beacon.ViaDiscovery {
+				// Last heard from by a discovery reply: a server that sends
+				// no beacons at all (the Phoebus Java server) has stopped
+				// nothing, and its watch connection is how pvans knows it.
+				d.log.Debug("no discovery reply within the expiry, but the watch connection is up: kept", append(fields, zap.Stringer("watched_guid", g))...)
+				return
+			}
 			d.log.Info("no beacon within the expiry, but the watch connection is up: kept", append(fields, zap.Stringer("watched_guid", g))...)
 			d.anomaly(insight.AnomalyBeaconsStopped, g, ev.Endpoint)(d.Insight.BeaconsStopped(ev.Endpoint, ev.At))
 			return
@@ -115,6 +122,9 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		d.Events.Add(events.Event{At: ev.At, Kind: "lost", GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "beacon expired"})
 		d.noteDown(ev.GUID, ev.Endpoint, "beacon expired")
 		d.removeAt(ev.GUID, ev.Endpoint)
+		if ev.GUID.IsPvans() {
+			d.refreshReplicas()
+		}
 	}
 }
 
@@ -137,6 +147,7 @@ func (d *Daemon) onReplica(ev beacon.Event, fields []zap.Field) {
 		d.log.Debug("replica not registered", append(fields, zap.Error(err))...)
 		return
 	}
+	d.refreshReplicas()
 	if ev.Kind == beacon.EventSourcesChanged {
 		return // its registry changed; nothing of ours did
 	}
@@ -417,6 +428,39 @@ func (d *Daemon) onSearchDuplicate(name string, first, second pva.GUID) {
 }
 
 var _ udpsearch.BeaconSink = beaconFilter{}
+
+// refreshReplicas takes the addresses of the replicas registered now
+// (rare: a replica appearing, restarting or lost).
+func (d *Daemon) refreshReplicas() {
+	m := map[netip.Addr]struct{}{}
+	for _, s := range d.Registry.Servers() {
+		if s.GUID.IsPvans() {
+			m[s.Addr.Addr().Unmap()] = struct{}{}
+		}
+	}
+	d.replicas.Store(&m)
+}
+
+// udpResolver is the resolver as the UDP side uses it: a search from
+// another pvans (a replica whose addr_list names this host) is its own
+// search-through, and is not searched through again for it. Two
+// instances naming each other would otherwise keep each other's waiters,
+// and each name's search, alive for ever after their clients left.
+type udpResolver struct {
+	*resolver.Resolver
+	d *Daemon
+}
+
+func (r udpResolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool) {
+	if m := r.d.replicas.Load(); m != nil {
+		if _, ok := (*m)[to.Addr().Unmap()]; ok {
+			return
+		}
+	}
+	r.Resolver.WaitUDP(to, q, missing, tls)
+}
+
+var _ udpsearch.UDPWaiter = udpResolver{}
 
 // regView adapts the registry to the HTTP API. Beacons refresh only the
 // tracker (touching the registry for each would take its writer lock at

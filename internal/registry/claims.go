@@ -96,7 +96,11 @@ func (r *Registry) replaceLocked(w *wtxn, s *server, names []string, how Source,
 }
 
 // AddNames adds claims to g's set, keeping the rest; names already claimed
-// by g get how and now as their learned source.
+// by g get how and now as their learned source. The claims are proven over
+// TCP (a search-through name confirmed by a TCP search answered under g):
+// they confirm a server loaded from a snapshot as a listing does, so a
+// server that lists nothing (no `server` PV) is not expired while it
+// answers for its names.
 func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 	var added []string
 	var err error
@@ -137,6 +141,7 @@ func (r *Registry) AddNames(g pva.GUID, names []string, how Source) error {
 	}
 	r.imu.Unlock()
 	info := s.row.Info
+	info.Verified = true
 	r.putRow(w, s, &info)
 	r.commit(w)
 	dl.flush(r, s)

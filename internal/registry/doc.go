@@ -141,7 +141,8 @@
 // SaveSnapshot writes the whole registry (servers, each one's names, which
 // claims hold and which are duplicates, in claim order) to a temporary file
 // and renames it over the target. LoadSnapshot, into an empty registry, marks
-// every server unverified; a probe result (Listed, ReplaceNames) or live
-// probe state (SetProbeState) confirms it — a beacon does not — and servers
+// every server unverified; a probe result (Listed, ReplaceNames), a name
+// confirmed over TCP (AddNames) or live probe state (SetProbeState)
+// confirms it — a beacon does not — and servers
 // still unverified Options.UnverifiedTTL after the load are removed.
 package registry

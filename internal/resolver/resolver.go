@@ -13,6 +13,15 @@
 // client numbers its Channels from 0x12345678. A waiter expires WaitTTL after
 // the client's last search for it (each retry refreshes it), so a client
 // that stopped caring costs nothing for long.
+//
+// A client that reaches pvans only over UDP waits too (WaitUDP), keyed by
+// its reply socket, so the names it searches and nobody listed are
+// searched through on its behalf: a server that never beacons and lists
+// nothing is found for it as for a TCP client. A UDP search's source and
+// reply address are the sender's word, so its waiters are counted apart
+// from the TCP clients' (per reply address and in all, MaxUDPWaiters):
+// a spoofed flood cannot take the TCP clients' room, nor make pvans
+// search through more names than one TCP source may.
 package resolver
 
 import (
@@ -133,9 +142,22 @@ type Options struct {
 	// every looked-up name, so it must not allocate or keep name; nil (no
 	// rules) costs one nil check.
 	NameAllowed func(name []byte) bool
-	Clock       clock.Clock
-	Logger      *zap.Logger
+	// PushUDP answers the UDP searcher whose reply socket is to when a
+	// name it waits for (WaitUDP) resolves, like push for a TCP client;
+	// the same rules (resolver lock held, must not block) apply. nil: its
+	// next search finds the name instead.
+	PushUDP func(to netip.AddrPort, g Group)
+	Clock   clock.Clock
+	Logger  *zap.Logger
 }
+
+// UDPShare is the part of MaxWaiters the UDP searchers may hold together
+// (MaxUDPWaiters): 100,000 / 10 = 10,000 at defaults, as many names as
+// one TCP source may have searched through (tcp.waiters_per_source) and
+// the search ring holds (search.through_max_names). Their source is the
+// sender's word, so a spoofed flood meets this bound, not the per-source
+// one; a share apart keeps the TCP clients' room whatever it does.
+const UDPShare = 10
 
 // Stats are counters for the metrics package.
 type Stats struct {
@@ -150,9 +172,13 @@ type Stats struct {
 	// MaxWaitsPerSource and MaxWaiters.
 	WaitDropsSource uint64
 	WaitDropsTotal  uint64
-	NamesTooLong    uint64 // names longer than MaxNameBytes, refused
-	Expired         uint64 // waiters expired
-	Pushed          uint64 // waiters answered by push
+	// WaitDropsUDP: UDP searchers' waiters refused at MaxUDPWaiters.
+	WaitDropsUDP uint64
+	// WaitingUDP: current waiters of UDP searchers (within Waiting).
+	WaitingUDP   int64
+	NamesTooLong uint64 // names longer than MaxNameBytes, refused
+	Expired      uint64 // waiters expired
+	Pushed       uint64 // waiters answered by push
 }
 
 // Policy is the part of the Options a running resolver can change (a
@@ -188,16 +214,20 @@ type Resolver struct {
 	log  *zap.Logger
 
 	mu       sync.Mutex
-	bySource map[netip.Addr]int // waiters per source address (sources with one)
+	bySource map[srcKey]int // waiters per source address (sources with one)
 	byName   map[wantKey]map[waitKey]struct{}
-	byRecord map[string]map[wantKey]struct{} // record -> waited record.FIELD names
-	searcher Searcher
-	sweepT   clock.Timer
-	closed   bool
+	// udp are the UDP searchers with a waiter, by reply socket; udpWaiting
+	// counts their waiters.
+	udp        map[netip.AddrPort]*Client
+	udpWaiting int
+	byRecord   map[string]map[wantKey]struct{} // record -> waited record.FIELD names
+	searcher   Searcher
+	sweepT     clock.Timer
+	closed     bool
 
 	waiting atomic.Int64
 	st      struct {
-		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, tooLong atomic.Uint64
+		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, dropsUDP, tooLong atomic.Uint64
 	}
 	ll *limitlog.Log
 }
@@ -205,6 +235,13 @@ type Resolver struct {
 type waitKey struct {
 	c   *Client
 	cid uint32
+}
+
+// srcKey is a source address's waiters: its TCP connections', or (udp)
+// those of UDP searches naming it as their reply address, counted apart.
+type srcKey struct {
+	addr netip.Addr
+	udp  bool
 }
 
 // wantKey is a name waited for by plain clients, or (tls) by clients
@@ -232,8 +269,8 @@ func New(reg *registry.Registry, o Options) *Resolver {
 		o.Logger = zap.NewNop()
 	}
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
-		bySource: make(map[netip.Addr]int),
-		byName:   make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
+		bySource: make(map[srcKey]int), udp: make(map[netip.AddrPort]*Client),
+		byName: make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
 	r.Apply(o.policy())
 	reg.Subscribe(r.onNames)
 	r.mu.Lock()
@@ -354,24 +391,29 @@ func (r *Resolver) logDenied(name []byte) {
 // Stats returns the counters.
 func (r *Resolver) Stats() Stats {
 	r.mu.Lock()
-	wn := int64(len(r.byName))
+	wn, wu := int64(len(r.byName)), int64(r.udpWaiting)
 	r.mu.Unlock()
 	return Stats{
 		Lookups: r.st.lookups.Load(), Names: r.st.names.Load(), Misses: r.st.misses.Load(), Denied: r.st.denied.Load(),
 		Waiting: r.waiting.Load(), WaitNames: wn, WaitDrops: r.st.drops.Load(),
 		WaitDropsSource: r.st.dropsSource.Load(), WaitDropsTotal: r.st.dropsTotal.Load(), NamesTooLong: r.st.tooLong.Load(),
+		WaitDropsUDP: r.st.dropsUDP.Load(), WaitingUDP: wu,
 		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
 	}
 }
 
-// Client is one TCP connection's waiters.
+// Client is one TCP connection's waiters, or one UDP searcher's (its
+// reply socket, udp).
 type Client struct {
 	r      *Resolver
 	src    netip.Addr
+	udp    netip.AddrPort // valid for a UDP searcher
 	push   func(Group)
 	waits  map[uint32]*waiter // by CID; guarded by r.mu
 	closed bool
 }
+
+func (c *Client) key() srcKey { return srcKey{c.src, c.udp.IsValid()} }
 
 // NewClient returns the waiter set of one TCP connection. push is called
 // when waited names resolve — from the goroutine that committed to the
@@ -413,6 +455,54 @@ func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 	if c.closed {
 		return
 	}
+	c.waitLocked(q, missing, tls, exp)
+}
+
+// WaitUDP is Wait for a UDP search whose replies go to to: the names of q
+// at missing that nobody listed are remembered for the searcher and
+// searched through, within MaxWaitsPerClient (per reply socket),
+// MaxWaitsPerSource (per reply address, apart from TCP connections) and
+// MaxUDPWaiters. Without a Searcher (search.through off) nothing is
+// remembered: the searcher's next search is answered from the registry.
+// With PushUDP, the searcher is answered as soon as the name is learned,
+// by the search through or any listing.
+func (r *Resolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool) {
+	if len(missing) == 0 || !to.IsValid() {
+		return
+	}
+	exp := r.opts.Clock.Now().Add(r.opts.WaitTTL)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.searcher == nil {
+		return
+	}
+	c := r.udp[to]
+	if c == nil {
+		c = &Client{r: r, src: to.Addr().Unmap(), udp: to, waits: make(map[uint32]*waiter)}
+		push := r.opts.PushUDP
+		c.push = func(g Group) {
+			if push != nil {
+				push(to, g)
+			}
+		}
+	}
+	c.waitLocked(q, missing, tls, exp)
+	if len(c.waits) > 0 {
+		r.udp[to] = c
+	}
+}
+
+// MaxUDPWaiters is the bound on the UDP searchers' waiters together
+// under p: MaxWaiters / UDPShare (0: no bound, as MaxWaiters).
+func (p *Policy) MaxUDPWaiters() int {
+	if p.MaxWaiters <= 0 {
+		return 0
+	}
+	return max(1, p.MaxWaiters/UDPShare)
+}
+
+func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp time.Time) {
+	r := c.r
 	var now []nowClaim
 	pol := r.pol.Load()
 	for _, i := range missing {
@@ -444,7 +534,10 @@ func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 		name := string(sn.Name)
 		c.waits[sn.CID] = &waiter{name: name, tls: tls, expires: exp}
 		r.waiting.Add(1)
-		r.bySource[c.src]++
+		r.bySource[c.key()]++
+		if c.udp.IsValid() {
+			r.udpWaiting++
+		}
 		wk := wantKey{name, tls}
 		ws := r.byName[wk]
 		if ws == nil {
@@ -476,11 +569,19 @@ func (r *Resolver) roomLocked(c *Client, pol *Policy) bool {
 	switch {
 	case pol.MaxWaitsPerClient > 0 && len(c.waits) >= pol.MaxWaitsPerClient:
 		r.st.drops.Add(1)
-	case pol.MaxWaitsPerSource > 0 && r.bySource[c.src] >= pol.MaxWaitsPerSource:
+	case pol.MaxWaitsPerSource > 0 && r.bySource[c.key()] >= pol.MaxWaitsPerSource:
 		r.st.dropsSource.Add(1)
 		r.ll.Hit("waiters_per_source", "waiters per source address limit reached; names not remembered for push",
 			zap.Stringer("client", c.src), zap.Int("max_waiters_per_source", pol.MaxWaitsPerSource))
-	case pol.MaxWaiters > 0 && r.waiting.Load() >= int64(pol.MaxWaiters):
+	case c.udp.IsValid():
+		if m := pol.MaxUDPWaiters(); m > 0 && r.udpWaiting >= m {
+			r.st.dropsUDP.Add(1)
+			r.ll.Hit("waiters_udp", "UDP searchers' waiter limit reached; names not searched through for them",
+				zap.Int("max_udp_waiters", m))
+			return false
+		}
+		return true
+	case pol.MaxWaiters > 0 && r.waiting.Load()-int64(r.udpWaiting) >= int64(pol.MaxWaiters):
 		r.st.dropsTotal.Add(1)
 		r.ll.Hit("waiters_total", "waiter limit reached; names not remembered for push",
 			zap.Int("max_waiters", pol.MaxWaiters))
@@ -493,10 +594,17 @@ func (r *Resolver) roomLocked(c *Client, pol *Policy) bool {
 // waiterGoneLocked accounts for one waiter of c leaving.
 func (r *Resolver) waiterGoneLocked(c *Client) {
 	r.waiting.Add(-1)
-	if n := r.bySource[c.src] - 1; n > 0 {
-		r.bySource[c.src] = n
+	k := c.key()
+	if n := r.bySource[k] - 1; n > 0 {
+		r.bySource[k] = n
 	} else {
-		delete(r.bySource, c.src)
+		delete(r.bySource, k)
+	}
+	if c.udp.IsValid() {
+		r.udpWaiting--
+		if len(c.waits) == 0 && r.udp[c.udp] == c {
+			delete(r.udp, c.udp) // a UDP searcher is kept only while it waits
+		}
 	}
 }
 

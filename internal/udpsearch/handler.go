@@ -381,12 +381,24 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		} else {
 			h.st.searchNames.Add(uint64(len(s.Names)))
 			h.o.Resolver.Lookup(s.Names, &h.batch)
-			if ob := h.o.Insight; ob != nil && !h.ownSearch(client) {
+			own := h.ownSearch(client)
+			if ob := h.o.Insight; ob != nil && !own {
 				found := 0
 				for i := range h.batch.Groups {
 					found += len(h.batch.Groups[i].CIDs)
 				}
 				ob.Searched(client.Addr(), false, payload, s.Names, h.batch.Missing, found)
+			}
+			// Names nobody listed are searched through for a client that
+			// reaches pvans only over UDP: one that sent its search to
+			// pvans's host (unicast, or forwarded here from another
+			// socket of the host). A broadcast reaches the servers
+			// themselves, and searching through every name the network
+			// broadcasts would only repeat it. Not for a paired client
+			// (its own TCP connection waits for the names), nor for
+			// pvans's own searches heard back.
+			if w, ok := h.o.Resolver.(UDPWaiter); ok && o != originBroadcast && len(h.batch.Missing) > 0 && !own && h.twin == nil {
+				w.WaitUDP(dest, s.Names, h.batch.Missing, s.HasProtocol("tls"))
 			}
 			for i := range h.batch.Groups {
 				g := &h.batch.Groups[i]

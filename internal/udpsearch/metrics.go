@@ -13,6 +13,7 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	m.Counter("udp", "replies_over_tcp_total", "Answers to UDP searches sent over the client's own TCP name-server connection instead of UDP (a paired client).", nil, metrics.U64(func() uint64 { return st().RepliesOverTCP }))
 	m.Counter("udp", "replies_diverted_total", "Paced or stashed UDP replies sent over the client's own TCP connection when it was paired.", nil, metrics.U64(func() uint64 { return st().RepliesDiverted }))
 	m.Counter("udp", "replies_stashed_total", "UDP replies beyond the client's pace kept (not sent) for a TCP pairing that might come; those that find none count as drops, reason reply_hold.", nil, metrics.U64(func() uint64 { return st().RepliesStashed }))
+	m.Counter("udp", "replies_pushed_total", "Search-through answers sent over UDP to a client that searched only over UDP, without waiting for its next search (within its reflection budget).", nil, metrics.U64(func() uint64 { return st().RepliesPushed }))
 	m.Counter("udp", "forwards_total", "Unicast searches forwarded to the loopback multicast group.", nil, metrics.U64(func() uint64 { return st().Forwards }))
 	m.Counter("udp", "forwards_skipped_total", "Unicast searches not forwarded: no other socket on the host was bound to the search port.", nil, metrics.U64(func() uint64 { return st().ForwardsSkipped }))
 	m.Gauge("udp", "port_peers", "Other sockets bound to the search port at the last count (sock_diag); -1 before the first.", nil, func() float64 { return float64(st().PortPeers) })

@@ -57,7 +57,10 @@ type Stats struct {
 	RepliesOverTCP  uint64
 	RepliesDiverted uint64
 	RepliesStashed  uint64
-	NamesDropped    uint64 // names beyond MaxNamesPerSearch
+	// RepliesPushed: search-through answers sent to a UDP searcher that
+	// waited for them (PushAnswer), within its reflection budget.
+	RepliesPushed uint64
+	NamesDropped  uint64 // names beyond MaxNamesPerSearch
 	// DropBeaconQueue: sightings (beacons, discovery answers) dropped
 	// because the queue to the tracker was full.
 	DropBeaconQueue uint64
@@ -86,7 +89,7 @@ type counters struct {
 	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
 	dropBeaconQueue                                                                      atomic.Uint64
 	repliesHeld, dropReplyQueue, dropReplyHold                                           atomic.Uint64
-	repliesOverTCP, repliesDiverted, repliesStashed                                      atomic.Uint64
+	repliesOverTCP, repliesDiverted, repliesStashed, repliesPushed                       atomic.Uint64
 
 	hintAddress, hintNotAllowed, hintProtocol, hintRate, hintUnsolicited atomic.Uint64
 	hintInterface                                                        atomic.Uint64
@@ -114,6 +117,7 @@ func (c *counters) snapshot() Stats {
 		DropBeaconQueue: c.dropBeaconQueue.Load(),
 		RepliesHeld:     c.repliesHeld.Load(), DropReplyQueue: c.dropReplyQueue.Load(), DropReplyHold: c.dropReplyHold.Load(),
 		RepliesOverTCP: c.repliesOverTCP.Load(), RepliesDiverted: c.repliesDiverted.Load(), RepliesStashed: c.repliesStashed.Load(),
+		RepliesPushed: c.repliesPushed.Load(),
 
 		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
 		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),

@@ -16,6 +16,14 @@ type Resolver interface {
 	Lookup(q []pva.SearchName, b *resolver.Batch)
 }
 
+// UDPWaiter is a Resolver that also searches through, on a UDP searcher's
+// behalf, the names nobody listed (*resolver.Resolver is one): the
+// searcher whose replies go to to, the names of q at missing, whether the
+// search listed "tls". Same rules as Lookup; it bounds what it keeps.
+type UDPWaiter interface {
+	WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool)
+}
+
 // SearchObserver is told about every search the resolver answered
 // (*insight.Insight is one): the client, the payload the names were
 // decoded from, the names, the indexes of those nobody claims and how

@@ -175,6 +175,88 @@ func TestRowWaiters(t *testing.T) {
 	}
 }
 
+// Row 2 over UDP: sixteen source addresses (as a spoofer would have)
+// search for distinct missing names. pvans searches names through for
+// clients that reach it only over UDP, so the UDP searchers' waiters are
+// bounded together at a tenth of tcp.waiters_total (10,000), and the
+// ring's datagram rate holds.
+func TestRowUDPWaiters(t *testing.T) {
+	skipShort(t)
+	sink, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			if _, _, err := sink.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	tg := start(t, 0, "--addr-list", sink.LocalAddr().String())
+	dg0 := tg.Metric(t, "pvans_searchring_datagrams_total")
+	const dur = 8 * time.Second
+	var maxWaiters float64
+	tg.row("UDP waiters", 64<<20, dur, func(stop <-chan struct{}) {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if m, err := tg.Metrics(); err == nil {
+					maxWaiters = max(maxWaiters, m["pvans_resolver_waiters"])
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+		for c := 0; c < 16; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pc, err := net.ListenPacket("udp4", fmt.Sprintf("127.0.3.%d:0", c+1))
+				if err != nil {
+					t.Errorf("attacker socket: %v", err)
+					return
+				}
+				defer pc.Close()
+				conn := pc.(*net.UDPConn)
+				names := make([]string, 100)
+				for m := 0; ; m++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+					for i := range names {
+						names[i] = fmt.Sprintf("udpmissing:%d:%04d:%03d", c, m, i)
+					}
+					s := pva.Search{Seq: uint32(m + 1), Protocols: [][]byte{[]byte("tcp")}, ReplyPort: uint16(conn.LocalAddr().(*net.UDPAddr).Port)}
+					for i, n := range names {
+						s.Names = append(s.Names, pva.SearchName{CID: uint32(m*100 + i), Name: []byte(n)})
+					}
+					conn.WriteToUDPAddrPort(pva.AppendSearch(nil, pva.FlagBigEndian, &s), tg.UDP)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+	dg := tg.Metric(t, "pvans_searchring_datagrams_total") - dg0
+	refused := tg.Metric(t, `pvans_resolver_limit_hits_total{limit="waiters_udp"}`)
+	t.Logf("waiters at most %v (%v refused at the UDP share), search-through datagrams %v in %v", maxWaiters, refused, dg, dur)
+	if maxWaiters > 10000 || maxWaiters < 5000 || refused < 1 {
+		t.Errorf("%v waiters from UDP searches (%v refused); bound a tenth of tcp.waiters_total = 10000", maxWaiters, refused)
+	}
+	if limit := 50*dur.Seconds() + 50 + 50; dg > limit {
+		t.Errorf("%v search-through datagrams in %v; bound 50/s (+ burst)", dg, dur)
+	}
+}
+
 // Row 3: one TCP search holding a single 60 KB name (was nine 60 KB
 // broadcasts in 35 s).
 func TestRowLongName(t *testing.T) {
