@@ -16,6 +16,7 @@
 package resolver
 
 import (
+	"hash/maphash"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,9 @@ type Batch struct {
 
 	holders []*registry.Holder
 	ghold   []*registry.Holder // holder of Groups[i]
+	// gq[i][j] is the index in the query of Groups[i].CIDs[j] (what
+	// ToldUDP and Client.Told remember the name by).
+	gq [][]int32
 }
 
 // Searcher searches the server networks for names (search-through). Want
@@ -153,6 +157,11 @@ type Stats struct {
 	NamesTooLong    uint64 // names longer than MaxNameBytes, refused
 	Expired         uint64 // waiters expired
 	Pushed          uint64 // waiters answered by push
+	// ReanswersTCP and ReanswersUDP are the CIDs answered again, over a
+	// TCP connection and to a UDP reply address, because the server they
+	// were told was gone when another server claimed their name (told.go).
+	ReanswersTCP, ReanswersUDP uint64
+	Told                       int // answers remembered for that (gauge)
 }
 
 // Policy is the part of the Options a running resolver can change (a
@@ -192,12 +201,17 @@ type Resolver struct {
 	byName   map[wantKey]map[waitKey]struct{}
 	byRecord map[string]map[wantKey]struct{} // record -> waited record.FIELD names
 	searcher Searcher
+	udpSink  func(UDPDest, Group)
 	sweepT   clock.Timer
 	closed   bool
+
+	tmu  sync.Mutex // guards told; taken after mu when both are held
+	told told
 
 	waiting atomic.Int64
 	st      struct {
 		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, tooLong atomic.Uint64
+		reTCP, reUDP                                                                         atomic.Uint64
 	}
 	ll *limitlog.Log
 }
@@ -233,9 +247,11 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	}
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
 		bySource: make(map[netip.Addr]int),
-		byName:   make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
+		byName:   make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{}),
+		told: newTold()}
 	r.Apply(o.policy())
 	reg.Subscribe(r.onNames)
+	reg.SubscribeHandedOver(r.onHandedOver)
 	r.mu.Lock()
 	r.armSweepLocked()
 	r.mu.Unlock()
@@ -288,6 +304,7 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	b.Missing = b.Missing[:0]
 	b.Groups = b.Groups[:0]
 	b.ghold = b.ghold[:0]
+	b.gq = b.gq[:0]
 	if cap(b.holders) < len(q) {
 		b.holders = make([]*registry.Holder, len(q))
 	}
@@ -324,10 +341,17 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 			} else {
 				b.Groups = append(b.Groups, Group{})
 			}
+			if g < cap(b.gq) {
+				b.gq = b.gq[:g+1]
+				b.gq[g] = b.gq[g][:0]
+			} else {
+				b.gq = append(b.gq, nil)
+			}
 			b.Groups[g].Server = endpointOf(h)
 			b.ghold = append(b.ghold, h)
 		}
 		b.Groups[g].CIDs = append(b.Groups[g].CIDs, q[i].CID)
+		b.gq[g] = append(b.gq[g], int32(i))
 	}
 	clear(hs) // do not pin removed servers' holders
 	r.st.lookups.Add(1)
@@ -361,6 +385,7 @@ func (r *Resolver) Stats() Stats {
 		Waiting: r.waiting.Load(), WaitNames: wn, WaitDrops: r.st.drops.Load(),
 		WaitDropsSource: r.st.dropsSource.Load(), WaitDropsTotal: r.st.dropsTotal.Load(), NamesTooLong: r.st.tooLong.Load(),
 		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
+		ReanswersTCP: r.st.reTCP.Load(), ReanswersUDP: r.st.reUDP.Load(), Told: r.toldLen(),
 	}
 }
 
@@ -371,6 +396,7 @@ type Client struct {
 	push   func(Group)
 	waits  map[uint32]*waiter // by CID; guarded by r.mu
 	closed bool
+	told   int // answers remembered (told.go); guarded by r.tmu
 }
 
 // NewClient returns the waiter set of one TCP connection. push is called
@@ -436,6 +462,7 @@ func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 		// or its notification will find this waiter.
 		if h := r.reg.Lookup(sn.Name); h != nil {
 			now = addClaim(now, h, sn.CID)
+			r.toldPushLocked(c, sn.CID, maphash.Bytes(r.told.seed, sn.Name), tls, h)
 			continue
 		}
 		if !r.roomLocked(c, pol) {
@@ -557,6 +584,11 @@ func (c *Client) Close() {
 		r.unwaitLocked(c, cid, w)
 	}
 	c.closed = true
+	r.tmu.Lock()
+	if c.told > 0 {
+		r.forgetClientToldLocked(c)
+	}
+	r.tmu.Unlock()
 }
 
 // onNames is the registry's commit hook: answer every waiter for a name
@@ -567,6 +599,7 @@ func (r *Resolver) onNames(added []string) {
 	// r.mu, and an unlocked check could miss it and leave it waiting forever.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.reanswerLocked(added) // after the waiters' pushes, which it then skips
 	if len(r.byName) == 0 {
 		return
 	}
@@ -597,6 +630,7 @@ func (r *Resolver) onNames(added []string) {
 			out[k] = append(out[k], wk.cid)
 			delete(wk.c.waits, wk.cid)
 			r.waiterGoneLocked(wk.c)
+			r.toldPushLocked(wk.c, wk.cid, maphash.String(r.told.seed, wn.name), wn.tls, h)
 		}
 		r.forgetNameLocked(wn)
 	}
@@ -665,5 +699,8 @@ func (r *Resolver) sweep() {
 		}
 	}
 	r.st.expired.Add(uint64(n))
+	r.tmu.Lock()
+	r.expireToldLocked(now)
+	r.tmu.Unlock()
 	r.armSweepLocked()
 }
