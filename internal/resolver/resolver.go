@@ -211,7 +211,7 @@ type Resolver struct {
 	waiting atomic.Int64
 	st      struct {
 		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, tooLong atomic.Uint64
-		reTCP, reUDP                                                                         atomic.Uint64
+		reTCP, reUDP                                                                             atomic.Uint64
 	}
 	ll *limitlog.Log
 }
