@@ -201,7 +201,7 @@ type Resolver struct {
 	byName   map[wantKey]map[waitKey]struct{}
 	byRecord map[string]map[wantKey]struct{} // record -> waited record.FIELD names
 	searcher Searcher
-	udpSink  func(UDPDest, Group)
+	udpSink  func(UDPDest, Group) int
 	sweepT   clock.Timer
 	closed   bool
 

@@ -103,10 +103,11 @@ func newTold() told {
 	return told{seed: maphash.MakeSeed(), byKey: map[toldKey]*toldEntry{}, bySrv: map[toldServer]*toldList{}}
 }
 
-// SetUDPSink installs where UDP re-answers go. sink is called with the
-// resolver's locks held: it must not block (queue the reply) and must not
-// call back into the resolver. The Group's CIDs slice is the callee's.
-func (r *Resolver) SetUDPSink(sink func(UDPDest, Group)) {
+// SetUDPSink installs where UDP re-answers go; sink returns how many of
+// the Group's CIDs it sent (or queued). It is called with the resolver's
+// locks held: it must not block (queue the reply) and must not call back
+// into the resolver. The Group's CIDs slice is the callee's.
+func (r *Resolver) SetUDPSink(sink func(UDPDest, Group) int) {
 	r.mu.Lock()
 	r.udpSink = sink
 	r.mu.Unlock()
@@ -161,7 +162,10 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 func (r *Resolver) rememberLocked(k toldKey, d UDPDest, name uint64, tls bool, srv toldServer, now time.Time) {
 	t := &r.told
 	if e := t.byKey[k]; e != nil {
-		r.unlinkToldLocked(e)
+		r.dropToldLocked(e)
+	}
+	if l := t.bySrv[srv]; l != nil && l.n >= ToldPerServer {
+		r.dropToldLocked(l.head)
 	} else if len(t.byKey) >= ToldTotal {
 		r.dropToldLocked(t.head)
 	}
@@ -169,8 +173,6 @@ func (r *Resolver) rememberLocked(k toldKey, d UDPDest, name uint64, tls bool, s
 	if l == nil {
 		l = &toldList{srv: srv}
 		t.bySrv[srv] = l
-	} else if l.n >= ToldPerServer {
-		r.dropToldLocked(l.head)
 	}
 	e := &toldEntry{key: k, name: name, tls: tls, udp: d, at: now, srv: l}
 	t.byKey[k] = e
@@ -338,8 +340,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 			continue
 		}
 		if r.udpSink != nil {
-			r.udpSink(k.udp, g)
-			r.st.reUDP.Add(uint64(len(g.CIDs)))
+			r.st.reUDP.Add(uint64(r.udpSink(k.udp, g)))
 		}
 	}
 }
