@@ -185,7 +185,7 @@ func TestRestartFanOutWithinReflectionCap(t *testing.T) {
 	d, clk := fanoutDaemon(t, func(c *config.Config) {
 		c.RateLimit.ReflectionRatio = ratio
 		c.RateLimit.ReflectionWindow = time.Hour // the whole test is one window
-		c.UDP.ClientReplyNamesPerSecond = 0 // every answer goes at once: the budget is all spent
+		c.UDP.ClientReplyNamesPerSecond = 0      // every answer goes at once: the budget is all spent
 	})
 	old, nu := pva.GUID{0xA1, 1}, pva.GUID{0xB2, 2}
 	ep := netip.MustParseAddrPort("127.0.0.1:5999")
