@@ -254,3 +254,44 @@ func TestRestartFanOutWithinReflectionCap(t *testing.T) {
 		t.Fatalf("victim got %d bytes for %d bytes of spoofed searches: over the ratio %d", answered+reanswered, sent, ratio)
 	}
 }
+
+// With pvans's own beacons on, a restart makes pvans beacon at once —
+// without the fake clock moving to its next scheduled beacon — with its
+// change count moved, for clients that react to beacons.
+func TestRestartBeaconsAtOnce(t *testing.T) {
+	rx := udpRx(t, "127.0.0.1:0")
+	d, clk := fanoutDaemon(t, func(c *config.Config) {
+		c.UDP.SendBeacons = true
+		c.PVA.BeaconAddrList = []config.Endpoint{config.EndpointOf(rxAddr(rx))}
+	})
+	beacon := func(within time.Duration) (uint16, bool) {
+		buf := make([]byte, 2048)
+		rx.SetReadDeadline(time.Now().Add(within))
+		for {
+			n, _, err := rx.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return 0, false
+			}
+			h, p, _, err := pva.SplitMessage(buf[:n])
+			var b pva.Beacon
+			if err == nil && h.Command == pva.CmdBeacon && b.Decode(p, h.BigEndian()) == nil && b.GUID == d.GUID() {
+				return b.ChangeCount, true
+			}
+		}
+	}
+	c0, ok := beacon(5 * time.Second) // the first beacon, at start
+	if !ok {
+		t.Fatal("no beacon at start")
+	}
+	ep := netip.MustParseAddrPort("127.0.0.1:5999")
+	probeSink{d}.Listed(pva.GUID{0xA1}, ep, []string{"b:a"}, probe.Info{})
+	clk.Advance(2 * time.Second) // no scheduled beacon is due yet (the next is 15 s after start)
+	if _, ok := beacon(200 * time.Millisecond); ok {
+		t.Fatal("a beacon for a server merely listed: only a restart prompts one")
+	}
+	probeSink{d}.Listed(pva.GUID{0xB2}, ep, []string{"b:a"}, probe.Info{})
+	c1, ok := beacon(5 * time.Second)
+	if !ok || c1 == c0 {
+		t.Fatalf("after the restart: beacon %v, change count %d (was %d); want one at once with the count moved", ok, c1, c0)
+	}
+}
