@@ -54,12 +54,19 @@ type UDPDest struct {
 	Pin  int
 }
 
-// toldKey is one CID of one client: a TCP connection's (c), or a UDP
-// reply address's (c nil).
+// toldKey is one client: a TCP connection (c), or a UDP reply address
+// (c nil).
 type toldKey struct {
-	c   *Client
-	to  netip.AddrPort
-	cid uint32
+	c  *Client
+	to netip.AddrPort
+}
+
+// toldDest is what one client was told, by CID: a search's answers cost
+// one lookup of the client (its key is slow to hash) and one fast one per
+// CID.
+type toldDest struct {
+	key   toldKey
+	byCID map[uint32]*toldEntry
 }
 
 // toldServer is the endpoint an answer named, as listed (its plain
@@ -73,7 +80,8 @@ type toldServer struct {
 // order they were told (so oldest first): all of them (ToldTotal, ToldTTL)
 // and their server's (ToldPerServer).
 type toldEntry struct {
-	key  toldKey
+	dest *toldDest
+	cid  uint32
 	name uint64 // maphash of the name: no allocation on the answer path
 	tls  bool
 	udp  UDPDest
@@ -94,13 +102,15 @@ type toldList struct {
 // after Resolver.mu when both are held.
 type told struct {
 	seed       maphash.Seed
-	byKey      map[toldKey]*toldEntry
+	byDest     map[toldKey]*toldDest
+	n          int // entries
 	bySrv      map[toldServer]*toldList
 	head, tail *toldEntry
+	free       []*toldEntry // forgotten entries, for reuse
 }
 
 func newTold() told {
-	return told{seed: maphash.MakeSeed(), byKey: map[toldKey]*toldEntry{}, bySrv: map[toldServer]*toldList{}}
+	return told{seed: maphash.MakeSeed(), byDest: map[toldKey]*toldDest{}, bySrv: map[toldServer]*toldList{}}
 }
 
 // SetUDPSink installs where UDP re-answers go; sink returns how many of
@@ -143,6 +153,8 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 	r.tmu.Lock()
 	defer r.tmu.Unlock()
 	r.expireToldLocked(now)
+	l := r.toldListLocked(srv)
+	dst := r.toldDestLocked(k)
 	j := 0
 	for _, cid := range sent {
 		for j < len(g.CIDs) && g.CIDs[j] != cid {
@@ -151,31 +163,66 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 		if j == len(g.CIDs) {
 			return // not a subset in order: nothing more to match
 		}
-		k.cid = cid
-		r.rememberLocked(k, d, maphash.Bytes(r.told.seed, q[at[j]].Name), tls, srv, now)
+		r.rememberInLocked(l, dst, cid, d, maphash.Bytes(r.told.seed, q[at[j]].Name), tls, now)
 		j++
 	}
 }
 
 // rememberLocked records one answer, replacing what k was told before;
-// r.tmu held.
-func (r *Resolver) rememberLocked(k toldKey, d UDPDest, name uint64, tls bool, srv toldServer, now time.Time) {
-	t := &r.told
-	if e := t.byKey[k]; e != nil {
-		r.dropToldLocked(e)
+// r.tmu held. A client searching the same names again (the common case
+// on the answer path) costs a map lookup and moving its entry to the
+// lists' ends: no allocation.
+func (r *Resolver) rememberLocked(k toldKey, cid uint32, d UDPDest, name uint64, tls bool, srv toldServer, now time.Time) {
+	r.rememberInLocked(r.toldListLocked(srv), r.toldDestLocked(k), cid, d, name, tls, now)
+}
+
+// toldDestLocked is k's table, made if it has none.
+func (r *Resolver) toldDestLocked(k toldKey) *toldDest {
+	dst := r.told.byDest[k]
+	if dst == nil {
+		dst = &toldDest{key: k, byCID: make(map[uint32]*toldEntry, 1)}
+		r.told.byDest[k] = dst
 	}
-	if l := t.bySrv[srv]; l != nil && l.n >= ToldPerServer {
-		r.dropToldLocked(l.head)
-	} else if len(t.byKey) >= ToldTotal {
-		r.dropToldLocked(t.head)
-	}
-	l := t.bySrv[srv]
+	return dst
+}
+
+// toldListLocked is srv's list, made if it has none.
+func (r *Resolver) toldListLocked(srv toldServer) *toldList {
+	l := r.told.bySrv[srv]
 	if l == nil {
 		l = &toldList{srv: srv}
-		t.bySrv[srv] = l
+		r.told.bySrv[srv] = l
 	}
-	e := &toldEntry{key: k, name: name, tls: tls, udp: d, at: now, srv: l}
-	t.byKey[k] = e
+	return l
+}
+
+// rememberInLocked is rememberLocked onto l, its server's list, and dst,
+// its client's table (both kept in their maps even if taking the CID's
+// old entry off, or a drop, emptied them).
+func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, d UDPDest, name uint64, tls bool, now time.Time) {
+	t := &r.told
+	e := dst.byCID[cid]
+	if e != nil {
+		r.unlinkToldLocked(e)
+	}
+	if l.n >= ToldPerServer {
+		r.dropToldLocked(l.head)
+	} else if e == nil && t.n >= ToldTotal {
+		r.dropToldLocked(t.head)
+	}
+	if e == nil {
+		if n := len(t.free); n > 0 {
+			e, t.free = t.free[n-1], t.free[:n-1]
+		} else {
+			e = new(toldEntry)
+		}
+		if len(dst.byCID) == 0 {
+			t.byDest[dst.key] = dst // new, or emptied by the drop above
+		}
+		dst.byCID[cid] = e
+		t.n++
+	}
+	*e = toldEntry{dest: dst, cid: cid, name: name, tls: tls, udp: d, at: now, srv: l}
 	e.prev = t.tail
 	if t.tail != nil {
 		t.tail.next = e
@@ -190,9 +237,11 @@ func (r *Resolver) rememberLocked(k toldKey, d UDPDest, name uint64, tls bool, s
 		l.head = e
 	}
 	l.tail = e
-	l.n++
-	if k.c != nil {
-		k.c.told++
+	if l.n++; l.n == 1 {
+		t.bySrv[l.srv] = l // new, or emptied above
+	}
+	if c := dst.key.c; c != nil {
+		c.told++
 	}
 }
 
@@ -200,7 +249,7 @@ func (r *Resolver) rememberLocked(k toldKey, d UDPDest, name uint64, tls bool, s
 // so that the fan-out does not answer it again; r.mu held.
 func (r *Resolver) toldPushLocked(c *Client, cid uint32, name uint64, tls bool, h *registry.Holder) {
 	r.tmu.Lock()
-	r.rememberLocked(toldKey{c: c, cid: cid}, UDPDest{}, name, tls, toldServer{guid: h.GUID, addr: h.Addr}, r.opts.Clock.Now())
+	r.rememberLocked(toldKey{c: c}, cid, UDPDest{}, name, tls, toldServer{guid: h.GUID, addr: h.Addr}, r.opts.Clock.Now())
 	r.tmu.Unlock()
 }
 
@@ -232,8 +281,8 @@ func (r *Resolver) unlinkToldLocked(e *toldEntry) {
 	if l.n == 0 {
 		delete(t.bySrv, l.srv)
 	}
-	if e.key.c != nil {
-		e.key.c.told--
+	if c := e.dest.key.c; c != nil {
+		c.told--
 	}
 	e.prev, e.next, e.sprev, e.snext = nil, nil, nil, nil
 }
@@ -241,8 +290,22 @@ func (r *Resolver) unlinkToldLocked(e *toldEntry) {
 // dropToldLocked forgets e.
 func (r *Resolver) dropToldLocked(e *toldEntry) {
 	r.unlinkToldLocked(e)
-	delete(r.told.byKey, e.key)
+	t := &r.told
+	dst := e.dest
+	delete(dst.byCID, e.cid)
+	if len(dst.byCID) == 0 {
+		delete(t.byDest, dst.key)
+	}
+	t.n--
+	if len(t.free) < maxToldFree {
+		*e = toldEntry{}
+		t.free = append(t.free, e)
+	}
 }
+
+// maxToldFree bounds the forgotten entries kept for reuse: enough for a
+// client's burst to churn without garbage, little beside ToldTotal.
+const maxToldFree = 1024
 
 // expireToldLocked forgets the answers older than ToldTTL.
 func (r *Resolver) expireToldLocked(now time.Time) {
@@ -253,8 +316,8 @@ func (r *Resolver) expireToldLocked(now time.Time) {
 
 // forgetClientToldLocked forgets what a closing connection was told.
 func (r *Resolver) forgetClientToldLocked(c *Client) {
-	for k, e := range r.told.byKey {
-		if k.c == c {
+	if dst := r.told.byDest[toldKey{c: c}]; dst != nil {
+		for _, e := range dst.byCID {
 			r.dropToldLocked(e)
 		}
 	}
@@ -282,7 +345,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 	defer r.tmu.Unlock()
 	t := &r.told
 	r.expireToldLocked(r.opts.Clock.Now())
-	if len(t.byKey) == 0 {
+	if t.n == 0 {
 		return
 	}
 	// The servers answers named that are gone. A restart or a loss takes
@@ -321,11 +384,11 @@ func (r *Resolver) reanswerLocked(added []string) {
 				e = next
 				continue
 			}
-			k := dest{c: e.key.c, udp: e.udp, h: h, tls: e.tls}
+			k := dest{c: e.dest.key.c, udp: e.udp, h: h, tls: e.tls}
 			if _, seen := out[k]; !seen {
 				order = append(order, k)
 			}
-			out[k] = append(out[k], e.key.cid)
+			out[k] = append(out[k], e.cid)
 			r.dropToldLocked(e)
 			e = next
 		}
@@ -349,5 +412,5 @@ func (r *Resolver) reanswerLocked(added []string) {
 func (r *Resolver) toldLen() int {
 	r.tmu.Lock()
 	defer r.tmu.Unlock()
-	return len(r.told.byKey)
+	return r.told.n
 }
