@@ -289,6 +289,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	d.httpSrv = httpapi.New(httpOpt)
 	// pvans's own beacons tell peers what it answers moved.
 	d.Registry.SubscribeChanges(d.UDP.BumpChangeCount)
+	// The restart fan-out's UDP re-answers go out through the search port
+	// (resolver, told.go).
+	d.Resolver.SetUDPSink(d.UDP.Reanswer)
 	d.apply(nil, cfg, nil)
 	d.registerMetrics()
 	return d, nil

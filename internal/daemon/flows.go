@@ -253,6 +253,11 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 		}
 		if !prev.IsZero() && prev != guid && (len(replaced) > 0 || !known || before.ProbeState == registry.ProbeNone) {
 			d.log.Info("server restarted", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Stringer("old_guid", prev))
+			// The clients pvans told the old instance were answered again
+			// as the registry committed (resolver, told.go); a client
+			// that reacts to beacons hears pvans's change count move now,
+			// not at the next beacon (if pvans beacons at all).
+			d.UDP.BeaconNow()
 		}
 		d.log.Info("server listed", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Int("names", len(names)),
 			zap.Duration("took", info.Took))

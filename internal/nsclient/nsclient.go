@@ -146,6 +146,17 @@ func (c *Client) Message(conn *pvaconn.Conn, h pva.Header, payload []byte) {
 	}
 }
 
+// Forget drops the answers to names, as a client does whose connection
+// to the server named failed: it goes on searching them under the same
+// CIDs, and the next reply for them counts (Wait waits for it).
+func (c *Client) Forget(names ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		delete(c.answers, n)
+	}
+}
+
 // Wait returns once every name searched so far is answered, or ctx ends;
 // it returns what was answered and the names still unresolved.
 func (c *Client) Wait(ctx context.Context) (answers []Answer, unresolved []string, err error) {

@@ -231,6 +231,30 @@ func TestReflectionCap(t *testing.T) {
 	}
 }
 
+// A reservation (a re-answer paid for with its answer) takes from the
+// same budget as the replies and counts none.
+func TestReflectionReserve(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	r := NewReflection(ReflectionOptions{Ratio: 4, Window: 10 * time.Second, Clock: clk})
+	if r.Reserve(srcA, 1) {
+		t.Fatal("reserved for an address that sent nothing")
+	}
+	r.Received(srcA, 50)
+	if !r.Reply(srcA, 100) || !r.Reserve(srcA, 100) {
+		t.Fatal("within 4×50")
+	}
+	if r.Reserve(srcA, 1) || r.Reply(srcA, 1) {
+		t.Fatal("beyond 200 bytes")
+	}
+	if st := r.Stats(); st.Replies != 1 || st.Capped != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	var off *Reflection
+	if !off.Reserve(srcA, 1<<20) {
+		t.Fatal("no cap refused a reservation")
+	}
+}
+
 func TestReflectionExemptAndOff(t *testing.T) {
 	if NewReflection(ReflectionOptions{Ratio: 0}) != nil {
 		t.Fatal("ratio 0 must mean off (nil)")

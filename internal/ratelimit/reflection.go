@@ -123,6 +123,29 @@ func (r *Reflection) Reply(a netip.Addr, n int) bool {
 	return ok
 }
 
+// Reserve debits n bytes to a, as Reply does, for a reply that may be
+// sent later without another charge (the restart fan-out's re-answer of
+// an answer just sent, internal/resolver told.go): it reports whether the
+// budget had room. It counts no reply.
+func (r *Reflection) Reserve(a netip.Addr, n int) bool {
+	if r == nil {
+		return true
+	}
+	a = key(a)
+	if len(r.exempt) > 0 && exempt(r.exempt, a) {
+		return true
+	}
+	now := r.clk.Now().Sub(r.epoch)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ac := r.acct(a, now)
+	if float64(ac.sent+int64(n)) > r.ratio*float64(ac.recv) {
+		return false
+	}
+	ac.sent += int64(n)
+	return true
+}
+
 // Stats returns the counters (zero for a nil Reflection).
 func (r *Reflection) Stats() ReflectionStats {
 	if r == nil {

@@ -130,7 +130,8 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 	if in.TLS.IsValid() && in.TLS.Addr() != in.Addr.Addr() {
 		in.TLS = netip.AddrPort{} // see ServerInfo.TLS
 	}
-	var added []string
+	var added, handed []string
+	defer func() { r.notifyHanded(handed) }() // after end's unlock and notify
 	w, end := r.begin(&added)
 	defer end()
 	s := w.server(in.GUID)
@@ -166,7 +167,7 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 		for _, o := range olds {
 			r.log.Debug("server restarted: new GUID confirmed over TCP at its endpoint",
 				zap.Stringer("old_guid", o.guid), zap.Stringer("guid", s.guid), zap.Stringer("endpoint", in.Addr))
-			r.handOverLocked(w, o, s, listed)
+			handed = r.handOverLocked(w, o, s, listed, handed)
 			added = append(added, r.removeLocked(w, o)...)
 			replaced = append(replaced, o.guid)
 			r.st.replaced.Add(1)
@@ -195,8 +196,9 @@ func (r *Registry) Listed(in ServerInfo, names []string, how Source) (replaced [
 
 // handOverLocked makes s the holder of every name o holds that s lists, in
 // place: the index entry changes server, no reader sees the name missing
-// and no duplicate claimant takes it over.
-func (r *Registry) handOverLocked(w *wtxn, o, s *server, listed map[string]struct{}) {
+// and no duplicate claimant takes it over. It appends those names to
+// handed.
+func (r *Registry) handOverLocked(w *wtxn, o, s *server, listed map[string]struct{}, handed []string) []string {
 	r.imu.Lock()
 	defer r.imu.Unlock()
 	keep := make([]string, 0, len(o.names))
@@ -229,8 +231,10 @@ func (r *Registry) handOverLocked(w *wtxn, o, s *server, listed map[string]struc
 		r.gen.Add(1)
 		o.held--
 		s.held++
+		handed = append(handed, n)
 	}
 	o.names = keep
+	return handed
 }
 
 // maxProbeError is the most of a probe error kept per server: it can carry

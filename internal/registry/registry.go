@@ -82,6 +82,7 @@ type Registry struct {
 
 	subMu      sync.Mutex
 	subs       []func(added []string)
+	handedSubs []func(names []string)
 	changeSubs []func()
 	// gen moves whenever the answerable set (name → holder) changes;
 	// notifiedGen is the last value change subscribers were told about.
@@ -179,6 +180,29 @@ func (r *Registry) Subscribe(f func(added []string)) {
 	r.subMu.Lock()
 	r.subs = append(r.subs, f)
 	r.subMu.Unlock()
+}
+
+// SubscribeHandedOver registers f to be called after every commit in
+// which names passed in place to another server — a server listed at the
+// endpoint of one it replaces (Listed) — with those names. Subscribe is
+// not told of them: they never stopped being answerable. Called like
+// Subscribe's f, after it.
+func (r *Registry) SubscribeHandedOver(f func(names []string)) {
+	r.subMu.Lock()
+	r.handedSubs = append(r.handedSubs, f)
+	r.subMu.Unlock()
+}
+
+func (r *Registry) notifyHanded(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	r.subMu.Lock()
+	subs := r.handedSubs
+	r.subMu.Unlock()
+	for _, f := range subs {
+		f(names)
+	}
 }
 
 // SubscribeChanges registers f to be called after every commit that

@@ -182,8 +182,9 @@ func TestListedReplacesAtEndpoint(t *testing.T) {
 		t.Fatalf("GUID registered elsewhere: %v", err)
 	}
 	r.RemoveServer(guid(7))
-	var seen []string
+	var seen, handed []string
 	r.Subscribe(func(a []string) { seen = append(seen, a...) })
+	r.SubscribeHandedOver(func(a []string) { handed = append(handed, a...) })
 	replaced, err := r.Listed(ServerInfo{GUID: guid(7), Addr: addr(1), Discovered: SourceBeacon}, []string{"a", "c", "d"}, SourceProbe)
 	if err != nil || len(replaced) != 1 || replaced[0] != guid(1) {
 		t.Fatalf("replaced %v err %v", replaced, err)
@@ -206,6 +207,10 @@ func TestListedReplacesAtEndpoint(t *testing.T) {
 	slices.Sort(seen)
 	if !slices.Equal(seen, []string{"b", "d"}) {
 		t.Fatalf("notified %v", seen)
+	}
+	slices.Sort(handed)
+	if !slices.Equal(handed, []string{"a", "c"}) {
+		t.Fatalf("handed over %v, want the names passed in place (a, c)", handed)
 	}
 	if st := r.Stats(); st.EndpointReplaced != 1 || st.Takeovers != 1 {
 		t.Fatalf("stats %+v", st)

@@ -25,6 +25,7 @@
 package resolver
 
 import (
+	"hash/maphash"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -104,6 +105,9 @@ type Batch struct {
 
 	holders []*registry.Holder
 	ghold   []*registry.Holder // holder of Groups[i]
+	// gq[i][j] is the index in the query of Groups[i].CIDs[j] (what
+	// ToldUDP and Client.Told remember the name by).
+	gq [][]int32
 }
 
 // Searcher searches the server networks for names (search-through). Want
@@ -179,6 +183,11 @@ type Stats struct {
 	NamesTooLong uint64 // names longer than MaxNameBytes, refused
 	Expired      uint64 // waiters expired
 	Pushed       uint64 // waiters answered by push
+	// ReanswersTCP and ReanswersUDP are the CIDs answered again, over a
+	// TCP connection and to a UDP reply address, because the server they
+	// were told was gone when another server claimed their name (told.go).
+	ReanswersTCP, ReanswersUDP uint64
+	Told                       int // answers remembered for that (gauge)
 }
 
 // Policy is the part of the Options a running resolver can change (a
@@ -222,12 +231,17 @@ type Resolver struct {
 	udpWaiting int
 	byRecord   map[string]map[wantKey]struct{} // record -> waited record.FIELD names
 	searcher   Searcher
+	udpSink    func(UDPDest, Group) int
 	sweepT     clock.Timer
 	closed     bool
+
+	tmu  sync.Mutex // guards told; taken after mu when both are held
+	told told
 
 	waiting atomic.Int64
 	st      struct {
 		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, dropsUDP, tooLong atomic.Uint64
+		reTCP, reUDP                                                                                       atomic.Uint64
 	}
 	ll *limitlog.Log
 }
@@ -270,9 +284,11 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	}
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
 		bySource: make(map[srcKey]int), udp: make(map[netip.AddrPort]*Client),
-		byName: make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{})}
+		byName: make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{}),
+		told: newTold()}
 	r.Apply(o.policy())
 	reg.Subscribe(r.onNames)
+	reg.SubscribeHandedOver(r.onHandedOver)
 	r.mu.Lock()
 	r.armSweepLocked()
 	r.mu.Unlock()
@@ -325,6 +341,7 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	b.Missing = b.Missing[:0]
 	b.Groups = b.Groups[:0]
 	b.ghold = b.ghold[:0]
+	b.gq = b.gq[:0]
 	if cap(b.holders) < len(q) {
 		b.holders = make([]*registry.Holder, len(q))
 	}
@@ -361,10 +378,17 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 			} else {
 				b.Groups = append(b.Groups, Group{})
 			}
+			if g < cap(b.gq) {
+				b.gq = b.gq[:g+1]
+				b.gq[g] = b.gq[g][:0]
+			} else {
+				b.gq = append(b.gq, nil)
+			}
 			b.Groups[g].Server = endpointOf(h)
 			b.ghold = append(b.ghold, h)
 		}
 		b.Groups[g].CIDs = append(b.Groups[g].CIDs, q[i].CID)
+		b.gq[g] = append(b.gq[g], int32(i))
 	}
 	clear(hs) // do not pin removed servers' holders
 	r.st.lookups.Add(1)
@@ -399,6 +423,7 @@ func (r *Resolver) Stats() Stats {
 		WaitDropsSource: r.st.dropsSource.Load(), WaitDropsTotal: r.st.dropsTotal.Load(), NamesTooLong: r.st.tooLong.Load(),
 		WaitDropsUDP: r.st.dropsUDP.Load(), WaitingUDP: wu,
 		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
+		ReanswersTCP: r.st.reTCP.Load(), ReanswersUDP: r.st.reUDP.Load(), Told: r.toldLen(),
 	}
 }
 
@@ -411,6 +436,7 @@ type Client struct {
 	push   func(Group)
 	waits  map[uint32]*waiter // by CID; guarded by r.mu
 	closed bool
+	told   int // answers remembered (told.go); guarded by r.tmu
 }
 
 func (c *Client) key() srcKey { return srcKey{c.src, c.udp.IsValid()} }
@@ -526,6 +552,7 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp tim
 		// or its notification will find this waiter.
 		if h := r.reg.Lookup(sn.Name); h != nil {
 			now = addClaim(now, h, sn.CID)
+			r.toldPushLocked(c, sn.CID, maphash.Bytes(r.told.seed, sn.Name), tls, h)
 			continue
 		}
 		if !r.roomLocked(c, pol) {
@@ -665,6 +692,11 @@ func (c *Client) Close() {
 		r.unwaitLocked(c, cid, w)
 	}
 	c.closed = true
+	r.tmu.Lock()
+	if c.told > 0 {
+		r.forgetClientToldLocked(c)
+	}
+	r.tmu.Unlock()
 }
 
 // onNames is the registry's commit hook: answer every waiter for a name
@@ -675,6 +707,7 @@ func (r *Resolver) onNames(added []string) {
 	// r.mu, and an unlocked check could miss it and leave it waiting forever.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.reanswerLocked(added) // after the waiters' pushes, which it then skips
 	if len(r.byName) == 0 {
 		return
 	}
@@ -705,6 +738,7 @@ func (r *Resolver) onNames(added []string) {
 			out[k] = append(out[k], wk.cid)
 			delete(wk.c.waits, wk.cid)
 			r.waiterGoneLocked(wk.c)
+			r.toldPushLocked(wk.c, wk.cid, maphash.String(r.told.seed, wn.name), wn.tls, h)
 		}
 		r.forgetNameLocked(wn)
 	}
@@ -773,5 +807,8 @@ func (r *Resolver) sweep() {
 		}
 	}
 	r.st.expired.Add(uint64(n))
+	r.tmu.Lock()
+	r.expireToldLocked(now)
+	r.tmu.Unlock()
 	r.armSweepLocked()
 }

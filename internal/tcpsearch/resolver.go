@@ -33,6 +33,11 @@ type Waiter interface {
 	// tls is whether the search listed "tls": a push answering these names
 	// says so (Group.TLS).
 	Wait(q []pva.SearchName, missing []int, tls bool)
+	// Told remembers that group gi of b (looked up for q, whose search
+	// listed "tls" or not) was sent on this connection: the restart
+	// fan-out answers those CIDs again if their server is replaced
+	// (resolver, told.go).
+	Told(q []pva.SearchName, b *Batch, gi int, tls bool)
 	Close()
 }
 

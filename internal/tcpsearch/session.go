@@ -27,8 +27,10 @@ type session struct {
 	batch  Batch
 	resp   pva.SearchResponse
 	out    []byte
-	waiter Waiter   // created on the first unresolved name (read goroutine)
+	waiter Waiter   // created on the first answer or unresolved name (read goroutine)
 	fresh  []uint64 // scratch of admitSearch
+	// answered are the groups of batch the last search's answer named.
+	answered []int
 	// twin pairs this connection with its client's UDP socket (nil
 	// without Options.Twins); conn is set once Serve returned.
 	twin *twin.Conn
@@ -123,12 +125,27 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte, p
 		cnt.sendErrors.Add(1)
 	}
 	ss.out = out
-	if len(q.Names) > 0 && len(ss.batch.Missing) > 0 {
-		if ss.waiter == nil {
-			ss.waiter = ss.s.res.NewClient(ss.src, func(g Group) { ss.push(c, g) })
-		}
-		ss.waiter.Wait(q.Names, ss.batch.Missing, q.HasProtocol("tls"))
+	if len(q.Names) == 0 {
+		return
 	}
+	tls := q.HasProtocol("tls")
+	if len(ss.answered) > 0 {
+		w := ss.waiterFor(c)
+		for _, gi := range ss.answered {
+			w.Told(q.Names, &ss.batch, gi, tls)
+		}
+	}
+	if len(ss.batch.Missing) > 0 {
+		ss.waiterFor(c).Wait(q.Names, ss.batch.Missing, tls)
+	}
+}
+
+// waiterFor is the connection's waiter set, made at its first use.
+func (ss *session) waiterFor(c *pvaconn.Conn) Waiter {
+	if ss.waiter == nil {
+		ss.waiter = ss.s.res.NewClient(ss.src, func(g Group) { ss.push(c, g) })
+	}
+	return ss.waiter
 }
 
 // admitSearch charges a busy source's search to its message budget by
@@ -180,6 +197,7 @@ func (ss *session) answer(out []byte, q *pva.Search, payload []byte, flags uint8
 	n := len(out)
 	b := &ss.batch
 	b.Missing = b.Missing[:0]
+	ss.answered = ss.answered[:0]
 	if len(q.Names) > 0 {
 		tls := q.HasProtocol("tls")
 		ss.s.res.Lookup(q.Names, b)
@@ -195,6 +213,7 @@ func (ss *session) answer(out []byte, q *pva.Search, payload []byte, flags uint8
 			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls, ss.src)
 			if ok {
 				cnt.responses.Add(1)
+				ss.answered = append(ss.answered, i)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package udpsearch
 
 import (
 	"sync"
+	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -18,7 +19,13 @@ type beaconer struct {
 	timer   clock.Timer
 	stopped bool
 	buf     []byte
+	last    time.Time // when the last beacon went
 }
+
+// promptBeaconGap is the least time between a prompt beacon (prompt) and
+// the beacon before it: a server restarting in a loop makes pvans beacon
+// at most once a second, PVXS's own fastest rate at start.
+const promptBeaconGap = time.Second
 
 func newBeaconer(clk clock.Clock, guid pva.GUID, tcpPort uint16, send func([]byte)) *beaconer {
 	return &beaconer{clk: clk, send: send,
@@ -41,11 +48,27 @@ func (b *beaconer) fireLocked() {
 	if b.stopped {
 		return
 	}
+	b.sendLocked()
+	b.sent++
+	b.timer = b.clk.AfterFunc(pva.BeaconAfter(b.sent), b.fire)
+}
+
+func (b *beaconer) sendLocked() {
 	b.buf = pva.AppendBeacon(b.buf[:0], pva.FlagBigEndian|pva.FlagServer, &b.msg)
 	b.send(b.buf)
 	b.msg.Sequence++
-	b.sent++
-	b.timer = b.clk.AfterFunc(pva.BeaconAfter(b.sent), b.fire)
+	b.last = b.clk.Now()
+}
+
+// prompt sends a beacon now, out of schedule, if the schedule runs and
+// none went within promptBeaconGap.
+func (b *beaconer) prompt() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped || b.timer == nil || b.clk.Now().Sub(b.last) < promptBeaconGap {
+		return
+	}
+	b.sendLocked()
 }
 
 // bump moves the change count: pvans's own served set changed.

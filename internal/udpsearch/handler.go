@@ -103,6 +103,9 @@ type handler struct {
 	buf    []byte
 	cids   []uint32 // scratch of pacing.unheld
 	fresh  []uint64 // scratch of admit
+	// teller remembers answers for the restart fan-out (nil: the
+	// Resolver does not).
+	teller Teller
 
 	// twin is the client's own TCP connection for the search being
 	// answered (Options.Twins); candidate: none yet, but its host has one.
@@ -113,6 +116,7 @@ type handler struct {
 func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out sender) *handler {
 	h := &handler{o: o, st: st, ifs: ifs, out: out, buf: make([]byte, 0, 2048), pol: &atomic.Pointer[policy]{}}
 	h.pol.Store(newPolicy(o.policy(), nil, o.Clock))
+	h.teller, _ = o.Resolver.(Teller)
 	if len(o.Interfaces) > 0 {
 		h.allowed = map[netip.Addr]bool{}
 		for _, a := range o.Interfaces {
@@ -389,6 +393,7 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				}
 				ob.Searched(client.Addr(), false, payload, s.Names, h.batch.Missing, found)
 			}
+			tls := s.HasProtocol("tls")
 			// Names nobody listed are searched through for a client that
 			// reaches pvans only over UDP: one that sent its search to
 			// pvans's host (unicast, or forwarded here from another
@@ -398,13 +403,13 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 			// (its own TCP connection waits for the names), nor for
 			// pvans's own searches heard back.
 			if w, ok := h.o.Resolver.(UDPWaiter); ok && o != originBroadcast && len(h.batch.Missing) > 0 && !own && h.twin == nil {
-				w.WaitUDP(dest, s.Names, h.batch.Missing, s.HasProtocol("tls"))
+				w.WaitUDP(dest, s.Names, h.batch.Missing, tls)
 			}
 			for i := range h.batch.Groups {
 				g := &h.batch.Groups[i]
 				srv := &g.Server
 				var viaTLS resolver.Endpoint
-				if srv.TLSPort != 0 && s.HasProtocol("tls") {
+				if srv.TLSPort != 0 && tls {
 					// Never downgrade a client that offers TLS (only
 					// servers with a TLS endpoint pay for the check).
 					viaTLS, _ = srv.For(true)
@@ -423,7 +428,13 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 				addr, port := srv.Wire(dest.Addr(), h.p.AddressMap)
 				h.buf = appendResponse(h.buf[:0], srv.GUID, s.Seq, addr, port, srv.Protocol, cids)
 				h.st.claims.Add(uint64(len(cids)))
-				h.sendCIDs(dest, from, pin, cids)
+				if h.sendCIDs(dest, from, pin, cids) && h.teller != nil && !h.ownSearch(client) &&
+					h.p.refl.Reserve(dest.Addr(), len(h.buf)) {
+					// The restart fan-out may answer these CIDs again
+					// (resolver, told.go): that copy is paid for now, from
+					// the same reflection budget as this answer.
+					h.teller.ToldUDP(resolver.UDPDest{To: dest, From: from, Pin: pin}, s.Names, &h.batch, i, cids, tls)
+				}
 			}
 		}
 	}
@@ -533,15 +544,16 @@ func (h *handler) send(dest netip.AddrPort, from netip.Addr, pin int) {
 // is its weight for the client's pace). A search paired with the client's
 // TCP connection is answered over it, unpaced (TCP paces itself) and not
 // charged to the reflection bound (the host opened that connection); the
-// socket takes what the connection's queue has no room for.
-func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids []uint32) {
+// socket takes what the connection's queue has no room for. It reports
+// whether the reply went (or waits to go) to dest over UDP.
+func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids []uint32) bool {
 	if len(cids) > 0 && h.twin != nil && h.twin.Send(h.buf) {
 		h.st.repliesOverTCP.Add(1)
-		return
+		return false
 	}
 	if !h.p.refl.Reply(dest.Addr(), len(h.buf)) {
 		h.st.reflectionCapped.Add(1)
-		return
+		return false
 	}
 	ok, stashed := h.pace.send(h.out, h.buf, dest, from, pin, cids, h.candidate && len(cids) > 0)
 	if ok {
@@ -554,6 +566,7 @@ func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids [
 			h.pace.divert(dest, c.Send)
 		}
 	}
+	return ok && !stashed
 }
 
 // appendResponse appends a big-endian server-direction CMD_SEARCH_RESPONSE

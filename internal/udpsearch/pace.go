@@ -220,8 +220,8 @@ func (q *replyQueue) add(r heldReply, wait time.Duration, cids []uint32) bool {
 	q.perDest[to]++
 	heap.Push(&q.h, r)
 	q.bytes += len(b)
-	if !r.stash {
-		q.st.repliesHeld.Add(1)
+	if !r.stash && wait > 0 {
+		q.st.repliesHeld.Add(1) // a re-answer (Reanswer) may be booked to leave at once
 	}
 	q.arm(at)
 	return true

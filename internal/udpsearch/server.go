@@ -31,6 +31,9 @@ type Server struct {
 	fwd  *net.UDPConn // forwarder (forward.go)
 	diag *sockDiag
 	pace *pacing // the search port handlers' (nil: no pacing)
+	// unpaced sends re-answers from its timer when there is no pacing
+	// (Reanswer); nil with pacing.
+	unpaced *pacing
 	// beacons exists from Start on; it beacons while SendBeacons is on
 	// (SetSendBeacons switches it).
 	beacons atomic.Pointer[beaconer]
@@ -141,6 +144,9 @@ func New(o Options) *Server {
 	}
 	s.pol.Store(newPolicy(o.policy(), nil, o.Clock))
 	s.pace = newPacing(&s.o, &s.st)
+	if s.pace == nil {
+		s.unpaced = &pacing{q: &replyQueue{clk: s.o.Clock, max: s.o.ReplyQueueBytes, st: &s.st}}
+	}
 	s.fam = [2]*family{
 		{listenClient: listenEphemeral, searchDrops: &s.st.kernelDrops, clientDrops: &s.st.clientKernelDrops},
 		{listenClient: listenEphemeral6, searchDrops: &s.st.kernelDrops6, clientDrops: &s.st.clientKernelDrops6},
@@ -266,9 +272,11 @@ func (s *Server) Listen() (err error) {
 	out6 := s.newSender()
 	v6.h.out, v6.ch.out = out6, out6
 	s.batchReplies(v4, out)
-	if s.pace != nil {
-		// The queue sends from its timer: a sender of its own.
-		s.pace.q.setSender(s.newSender())
+	for _, pc := range [...]*pacing{s.pace, s.unpaced} {
+		if pc != nil {
+			// The queue sends from its timer: a sender of its own.
+			pc.q.setSender(s.newSender())
+		}
 	}
 	return nil
 }
@@ -611,6 +619,15 @@ func (s *Server) BumpChangeCount() {
 	}
 }
 
+// BeaconNow sends one of pvans's own beacons now, out of schedule (the
+// schedule carries on), when beacons are on: a server pvans answers for
+// restarted. At most one a second (promptBeaconGap).
+func (s *Server) BeaconNow() {
+	if b := s.beacons.Load(); b != nil {
+		b.prompt()
+	}
+}
+
 func (s *Server) sendBeacon(b []byte) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -703,6 +720,7 @@ func (s *Server) Close() error {
 		s.bq.close()
 	}
 	s.pace.close()
+	s.unpaced.close()
 	if s.open() == nil {
 		return nil // never listened
 	}

@@ -24,6 +24,13 @@ type UDPWaiter interface {
 	WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool)
 }
 
+// Teller is a Resolver that remembers answers for the restart fan-out
+// (*resolver.Resolver is one): the handler tells it each answer sent to
+// a reply address over UDP (resolver.Resolver.ToldUDP).
+type Teller interface {
+	ToldUDP(d resolver.UDPDest, q []pva.SearchName, b *resolver.Batch, gi int, sent []uint32, tls bool)
+}
+
 // SearchObserver is told about every search the resolver answered
 // (*insight.Insight is one): the client, the payload the names were
 // decoded from, the names, the indexes of those nobody claims and how

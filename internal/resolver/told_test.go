@@ -1,0 +1,189 @@
+package resolver
+
+import (
+	"fmt"
+	"github.com/pvans-project/pvans/internal/clock"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pvans-project/pvans/internal/registry"
+)
+
+// udpSink records the UDP re-answers.
+type udpSink struct {
+	got []struct {
+		d UDPDest
+		g Group
+	}
+}
+
+func (s *udpSink) sink(d UDPDest, g Group) int {
+	s.got = append(s.got, struct {
+		d UDPDest
+		g Group
+	}{d, g})
+	return len(g.CIDs)
+}
+
+// toldBoth answers q to a TCP client and to a UDP reply address, as the
+// search paths do, and remembers both answers.
+func toldBoth(f *fixture, cl *Client, to UDPDest, q ...string) {
+	sq := query(q...)
+	var b Batch
+	f.res.Lookup(sq, &b)
+	for gi := range b.Groups {
+		cl.Told(sq, &b, gi, false)
+		f.res.ToldUDP(to, sq, &b, gi, b.Groups[gi].CIDs, false)
+	}
+}
+
+// The restart fan-out: clients told server 1 for names get, without
+// searching again, an answer for the same CIDs naming the server that
+// now holds them, once server 1 is gone and the new instance is listed —
+// whether the loss or the listing comes first — and only for the names
+// the new instance claims.
+func TestReanswerAfterRestart(t *testing.T) {
+	for _, lostFirst := range []bool{true, false} {
+		f := newFixture(t, registry.Options{}, Options{})
+		var tcp pushes
+		var udp udpSink
+		f.res.SetUDPSink(udp.sink)
+		f.reg.ReplaceNames(guid(1), []string{"ioc:a", "ioc:b", "ioc:c"}, registry.SourceProbe)
+		cl := f.res.NewClient(tcp.push)
+		to := UDPDest{To: netip.MustParseAddrPort("10.0.0.9:40001"), From: netip.MustParseAddr("10.0.0.1"), Pin: 3}
+		toldBoth(f, cl, to, "ioc:a", "ioc:b", "ioc:c")
+		f.fc.Advance(5 * time.Second)
+		if lostFirst {
+			f.reg.RemoveServer(guid(1))
+		}
+		// The new instance: a new GUID at the same endpoint, listing two
+		// of the three names.
+		if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(9), Addr: addr(1)}, []string{"ioc:a", "ioc:c"}, registry.SourceProbe); err != nil {
+			t.Fatal(err)
+		}
+		want := []uint32{0x12345678, 0x12345678 + 2}
+		gs := tcp.take()
+		if len(gs) != 1 || gs[0].Server.GUID != guid(9) || gs[0].Server.Addr != addr(1) || !slices.Equal(gs[0].CIDs, want) {
+			t.Fatalf("lost first %v: TCP re-answers %+v, want CIDs %x naming the new GUID", lostFirst, gs, want)
+		}
+		if len(udp.got) != 1 || udp.got[0].d != to || udp.got[0].g.Server.GUID != guid(9) || !slices.Equal(udp.got[0].g.CIDs, want) {
+			t.Fatalf("lost first %v: UDP re-answers %+v", lostFirst, udp.got)
+		}
+		if st := f.res.Stats(); st.ReanswersTCP != 2 || st.ReanswersUDP != 2 || st.Told != 2 {
+			t.Fatalf("stats %+v: want 2 re-answers each way and ioc:b's two answers still remembered", st)
+		}
+		// Once re-answered, never again: another listing changes nothing.
+		f.reg.Listed(registry.ServerInfo{GUID: guid(10), Addr: addr(1)}, []string{"ioc:a", "ioc:c"}, registry.SourceProbe)
+		if gs := tcp.take(); len(gs) != 0 {
+			t.Fatalf("re-answered twice: %+v", gs)
+		}
+	}
+}
+
+// An answer older than ToldTTL is not repeated; an answer naming a server
+// still registered is never repeated (the client may be connected to it:
+// another GUID for a connected channel is a duplicate to PVXS and
+// Phoebus), even when another server takes the name over.
+func TestReanswerOnlyRecentAndOnlyForGoneServers(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	var tcp pushes
+	var udp udpSink
+	f.res.SetUDPSink(udp.sink)
+	f.reg.ReplaceNames(guid(1), []string{"old:a"}, registry.SourceProbe)
+	f.reg.ReplaceNames(guid(2), []string{"live:a"}, registry.SourceProbe)
+	cl := f.res.NewClient(tcp.push)
+	to := UDPDest{To: netip.MustParseAddrPort("10.0.0.9:40001")}
+	toldBoth(f, cl, to, "old:a")
+	f.fc.Advance(ToldTTL)
+	toldBoth(f, cl, to, "live:a")
+	f.reg.RemoveServer(guid(1))
+	// live:a passes to server 3 while server 2 stays registered.
+	f.reg.ReplaceNames(guid(2), nil, registry.SourceProbe)
+	f.reg.ReplaceNames(guid(3), []string{"old:a", "live:a"}, registry.SourceProbe)
+	if gs := tcp.take(); len(gs) != 0 || len(udp.got) != 0 {
+		t.Fatalf("re-answered %+v / %+v: want nothing (too old; server still registered)", gs, udp.got)
+	}
+}
+
+// A client that searched again and was answered (or pushed) the new
+// holder is not answered a second time; a closed connection is forgotten.
+func TestReanswerSkipsClientsAlreadyAnswered(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	var tcp pushes
+	f.reg.ReplaceNames(guid(1), []string{"x:a"}, registry.SourceProbe)
+	cl := f.res.NewClient(tcp.push)
+	gone := f.res.NewClient(func(Group) { t.Error("push to a closed connection") })
+	toldBoth(f, cl, UDPDest{To: netip.MustParseAddrPort("10.0.0.9:1")}, "x:a")
+	toldBoth(f, gone, UDPDest{To: netip.MustParseAddrPort("10.0.0.9:2")}, "x:a")
+	gone.Close()
+	f.reg.RemoveServer(guid(1))
+	// The client searches again: nobody holds x:a now, so it waits.
+	q := query("x:a")
+	var b Batch
+	f.res.Lookup(q, &b)
+	cl.Wait(q, b.Missing, false)
+	f.reg.Listed(registry.ServerInfo{GUID: guid(9), Addr: addr(1)}, []string{"x:a"}, registry.SourceProbe)
+	if gs := tcp.take(); len(gs) != 1 || gs[0].Server.GUID != guid(9) {
+		t.Fatalf("pushes %+v: want the waiter's one push, no re-answer beside it", gs)
+	}
+	if st := f.res.Stats(); st.ReanswersTCP != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// The memory is bounded per server and in total.
+func TestToldBounded(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	to := UDPDest{To: netip.MustParseAddrPort("10.0.0.9:1")}
+	servers := ToldTotal/ToldPerServer + 1
+	for s := 0; s < servers; s++ {
+		g := guid(10 + s)
+		if _, err := f.reg.UpsertServer(registry.ServerInfo{GUID: g, Addr: addr(10 + s)}); err != nil {
+			t.Fatal(err)
+		}
+		names := make([]string, ToldPerServer+10)
+		for i := range names {
+			names[i] = fmt.Sprintf("s%d:%d", s, i)
+		}
+		f.reg.ReplaceNames(g, names, registry.SourceProbe)
+		sq := query(names...)
+		var b Batch
+		f.res.Lookup(sq, &b)
+		f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, false)
+		if s == 0 {
+			if n := f.res.Stats().Told; n != ToldPerServer {
+				t.Fatalf("%d answers remembered for one server, want %d", n, ToldPerServer)
+			}
+			to.To = netip.MustParseAddrPort("10.0.0.9:2") // CIDs repeat per server
+		}
+		to.To = netip.AddrPortFrom(to.To.Addr(), to.To.Port()+1)
+	}
+	if n := f.res.Stats().Told; n != ToldTotal {
+		t.Fatalf("%d answers remembered, want the bound %d", n, ToldTotal)
+	}
+}
+
+// Remembering the answer to a 38-name search again (a client re-searching
+// names it was answered): the answer path's added cost.
+func BenchmarkToldUDP38(b *testing.B) {
+	fc := clock.NewFake(time.Time{})
+	reg := registry.New(registry.Options{Clock: fc})
+	res := New(reg, Options{Clock: fc})
+	b.Cleanup(res.Close)
+	reg.UpsertServer(registry.ServerInfo{GUID: guid(1), Addr: addr(1)})
+	names := make([]string, 38)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench:rec%04d:ai%d", i*2111, i)
+	}
+	reg.ReplaceNames(guid(1), names, registry.SourceProbe)
+	sq := query(names...)
+	var bt Batch
+	res.Lookup(sq, &bt)
+	d := UDPDest{To: netip.MustParseAddrPort("10.0.0.9:5555")}
+	b.ReportAllocs()
+	for b.Loop() {
+		res.ToldUDP(d, sq, &bt, 0, bt.Groups[0].CIDs, false)
+	}
+}
