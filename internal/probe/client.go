@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -119,8 +120,15 @@ func newClient(p *Prober, s *server) *client {
 		tc: pva.TypeCache{MaxEntries: probeMaxCachedTypes, MaxBytes: probeMaxCachedTypeBytes}}
 }
 
+// id is the connection's next CID or IOID: counted up from 1 and, past
+// 2³¹−1, from 1 again, never negative as a signed int: Phoebus core-pva's
+// server reads IDs as Java ints (a negative searched CID is its "list
+// servers" ping). A watch connection lives for months of re-listings.
 func (cl *client) id() uint32 {
 	cl.nextID++
+	if cl.nextID > math.MaxInt32 {
+		cl.nextID = 1
+	}
 	return cl.nextID
 }
 
