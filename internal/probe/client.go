@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -52,7 +53,39 @@ type waitKind uint8
 const (
 	waitCreate waitKind = iota
 	waitRPC
+	waitEcho
 )
+
+// ServerPVGrace is how long the `server` channel's answer is still awaited
+// once the server has answered the ECHO sent after the CREATE_CHANNEL.
+// PVXS and pvAccessCPP create the `server` channel at once and answer a
+// connection's requests in order; Phoebus core-pva's Java server has no
+// `server` PV and never answers a CREATE_CHANNEL for a name it lacks (it
+// logs a WARNING, CreateChannelHandler): an echo answered first shows
+// that, without waiting for the probe's timeout. The grace is for a server
+// that creates channels on another thread.
+const ServerPVGrace = time.Second
+
+// errNoServerPV: the server answered the echo sent after the
+// CREATE_CHANNEL, and not the CREATE_CHANNEL within ServerPVGrace.
+var errNoServerPV = errors.New("no answer, though later requests were answered: no `server` PV (a Phoebus core-pva server?)")
+
+// echoMark starts the payload of the ECHO that follows a CREATE_CHANNEL;
+// the CID follows it. Servers echo the payload back as it came.
+var echoMark = [...]byte{'p', 'v', 'n', 's', 'c', 'r', 'e', 'a'}
+
+func appendEchoMark(dst []byte, cid uint32) []byte {
+	dst = append(dst, echoMark[:]...)
+	return binary.LittleEndian.AppendUint32(dst, cid)
+}
+
+// echoMarked is the CID an echo payload carries, if it is one of ours.
+func echoMarked(p []byte) (uint32, bool) {
+	if len(p) != len(echoMark)+4 || string(p[:len(echoMark)]) != string(echoMark[:]) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(p[len(echoMark):]), true
+}
 
 type waitKey struct {
 	kind waitKind
@@ -156,6 +189,10 @@ func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 			}
 		case m.Seq == cl.seq.Load() && m.Seq != 0:
 			cl.answered(m.GUID)
+		}
+	case pva.CmdEcho:
+		if cid, ok := echoMarked(payload); ok {
+			cl.deliver(waitKey{waitEcho, cid}, result{})
 		}
 	case pva.CmdDestroyChannel:
 		// The server killed our channel; the next listing creates it again.
@@ -316,7 +353,14 @@ func (cl *client) channel(ctx context.Context) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, err := cl.wait(ctx, k, ch)
+	ek := waitKey{waitEcho, cid}
+	echoed, err := cl.send(ek, true, pva.AppendEcho(nil, flags, appendEchoMark(nil, cid)))
+	if err != nil {
+		cl.forget(k)
+		return 0, err
+	}
+	defer cl.forget(ek)
+	r, err := cl.waitCreated(ctx, k, ch, echoed)
 	switch {
 	case err == errConnLost || ctx.Err() != nil:
 		return 0, err
@@ -329,6 +373,38 @@ func (cl *client) channel(ctx context.Context) (uint32, error) {
 	cl.sid, cl.haveSID = r.sid, true
 	cl.mu.Unlock()
 	return r.sid, nil
+}
+
+// waitCreated waits for the CREATE_CHANNEL's answer: until ctx ends, or
+// ServerPVGrace (the prober's clock) after the server answered the echo
+// sent after it (errNoServerPV).
+func (cl *client) waitCreated(ctx context.Context, k waitKey, ch, echoed chan result) (result, error) {
+	var grace <-chan struct{}
+	for {
+		select {
+		case r := <-ch:
+			return r, r.err
+		case e := <-echoed:
+			if e.err != nil {
+				return e, e.err
+			}
+			select {
+			case r := <-ch: // both came: the one read first decides nothing
+				return r, r.err
+			default:
+			}
+			fired := make(chan struct{})
+			t := cl.p.opt.Clock.AfterFunc(ServerPVGrace, func() { close(fired) })
+			defer t.Stop()
+			grace, echoed = fired, nil
+		case <-grace:
+			cl.forget(k)
+			return result{}, errNoServerPV
+		case <-ctx.Done():
+			cl.forget(k)
+			return result{}, ctx.Err()
+		}
+	}
 }
 
 // pvRequest is PVXS's default RPC pvRequest, struct{ field: struct{} }.

@@ -93,7 +93,9 @@
 //	              step), or the timer
 //	lists         an attempt listed it on a connection that is still up
 //	refuses       an attempt connected, and the listing was refused or
-//	              could not be decoded
+//	              could not be decoded, or the `server` channel went
+//	              unanswered while the echo sent after it was answered (no
+//	              `server` PV: Phoebus core-pva)
 //	fails         an attempt could not connect, its connection dropped, or
 //	              the listing timed out
 //	refuted       a restart claim's check found the watched server there
@@ -107,10 +109,17 @@
 //
 // Listed, Unlistable and Lost are the Sink's calls; re-list arms the
 // server's one timer for Reprobe (±10 %), retry for the backoff of the
-// failures so far, and "retry from 1" for the backoff after one failure;
+// failures so far (in the refused phase a slower one, from
+// UnlistableRetryMin doubling to UnlistableRetryMax: each attempt may be
+// a warning in the server's log), and "retry from 1" for the backoff
+// after one failure;
 // spawn starts the goroutine; forget cancels it, stops the timers and
 // closes the watch. A re-listing (periodic, or because the beacon's change
 // count moved) runs on the existing watch connection.
+//
+// A hint (a discovery or search-through reply, a beacon's first sighting)
+// for a refused server whose watch is up, claiming no new GUID, starts no
+// attempt: it waits for that schedule (HintsDeferred).
 //
 // What other parts ask is read from the state. Proven (Proven,
 // ForgetUnproven) is a static origin, a listed or refused phase, names
