@@ -288,6 +288,27 @@ func (cl *client) ping(seq uint32, port uint16) {
 	cl.send(waitKey{}, false, msg)
 }
 
+// pingJava asks again for the GUID, the way Phoebus core-pva's server
+// answers over TCP: it ignores a TCP search without names (the ping), but
+// answers a name searched with a negative CID with its GUID and the
+// search's sequence ID, found = 0 (PVAServer.handleSearchRequest, "list
+// servers"). Sent only to a server that showed it has no `server` PV
+// (PVXS and pvAccessCPP have one), under the ping's random sequence ID, so
+// the answer proves the GUID as the ping's would (pingGUID).
+func (cl *client) pingJava() {
+	seq := cl.seq.Load()
+	if seq == 0 {
+		return
+	}
+	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchUnicast, Protocols: pingProtocols,
+		Names: []pva.SearchName{{CID: javaListServers, Name: []byte(ServerPV)}}})
+	cl.send(waitKey{}, false, msg)
+}
+
+// javaListServers is the CID of pingJava's search: -1 as a Java int, as
+// the Java server's own "list servers" replies carry.
+const javaListServers = 0xFFFFFFFF
+
 // answered takes the first answer to the ping.
 func (cl *client) answered(g pva.GUID) {
 	select {
@@ -365,6 +386,9 @@ func (cl *client) channel(ctx context.Context) (uint32, error) {
 	case err == errConnLost || ctx.Err() != nil:
 		return 0, err
 	case err != nil:
+		if errors.Is(err, errNoServerPV) {
+			cl.pingJava()
+		}
 		return 0, &ListError{Step: "create channel", Err: err}
 	case !r.status.OK() || r.sid == pva.RefusedSID:
 		return 0, &ListError{Step: "create channel", Status: r.status}

@@ -140,3 +140,19 @@ func TestProbeIDsPositive(t *testing.T) {
 		}
 	}
 }
+
+// A Java server answers no TCP ping (a search without names), but answers
+// a name searched with a negative CID with its GUID: a server named with
+// no GUID (the static list) is reported under the GUID it proved over
+// TCP, not a synthetic one.
+func TestNoServerPVGUIDProvenOverTCP(t *testing.T) {
+	srv := startServer(t, sim.Options{Java: true}, "java:a")
+	k := newSink()
+	c := clock.NewFake(time.Time{})
+	p := newProber(t, Options{Clock: c, Sink: k})
+	p.SetStatic([]netip.AddrPort{srv.Addr()})
+	settleNoServerPV(t, c)
+	if r := k.next(t, "unlistable", 3*time.Second); r.guid != srv.GUID() {
+		t.Fatalf("reported under %v, want the server's GUID %v (static: %v)", r.guid, srv.GUID(), StaticGUID(srv.Addr()))
+	}
+}
