@@ -132,7 +132,10 @@
 //
 // A GUID is proven by the endpoint itself: its answer to the discovery
 // ping sent on every fresh connection (over TCP from PVXS; over UDP from
-// pvAccessCPP, to the reply port the ping carries, see PingAnswer). A GUID
+// pvAccessCPP, to the reply port the ping carries, see PingAnswer; from
+// Phoebus core-pva, which ignores the ping, its answer to a search of
+// `server` with CID −1 under the ping's sequence ID, sent once it showed
+// it has no `server` PV: pingJava). A GUID
 // from a hint (beacon, discovery or search reply) is a claim. The first
 // claim names a server never seen; after that a claim is never adopted on
 // its own:
