@@ -180,8 +180,9 @@ func (o Options) withDefaults() Options {
 
 // Handler receives the application messages the connection does not
 // handle itself (everything but validation and ECHO requests: a client's
-// handler gets the ECHO replies; unknown commands included — ignore them). payload is valid only during the call; segments
-// are already reassembled (h.Size is the total, segment bits cleared).
+// handler gets the ECHO replies; unknown commands included — ignore them).
+// payload is valid only during the call; segments are already reassembled
+// (h.Size is the total, segment bits cleared).
 // Message runs on the connection's read goroutine: while it runs nothing
 // else is read from this peer.
 type Handler interface {
