@@ -13,6 +13,9 @@
 // run that long after the site started, e.g.
 //
 //	pvans-sim -servers 3 -beacon 127.0.0.1:5076 -do "20s restart 1" -do "40s kill 2"
+//
+// With -java the servers behave as Phoebus core-pva's Java server (no
+// beacons, no `server` PV, negative CIDs taken as pings; sim.Options.Java).
 package main
 
 import (
@@ -65,6 +68,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.IntVar(&o.NameLen, "name-len", 0, "mean name length (0: plain sim:s<i>:pv<j>)")
 	fs.DurationVar(&o.BeaconInterval, "beacon-interval", 0, "fixed beacon period (0: PVXS schedule 15 s ×10, then 180 s)")
 	fs.DurationVar(&o.UpdateInterval, "update-interval", 0, "every PV counts up once per interval (0: 1 s, negative: values stay)")
+	fs.BoolVar(&o.Java, "java", false, "behave as Phoebus core-pva's Java server: no beacons, no server PV, negative CIDs taken as pings")
 	var script []sim.Timed
 	fs.Func("do", `run a site command this long after start, e.g. -do "10s restart 1" (repeatable; "help" on stdin lists commands)`, func(v string) error {
 		c, err := sim.ParseTimed(v)

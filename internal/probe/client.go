@@ -2,8 +2,10 @@ package probe
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -51,7 +53,39 @@ type waitKind uint8
 const (
 	waitCreate waitKind = iota
 	waitRPC
+	waitEcho
 )
+
+// ServerPVGrace is how long the `server` channel's answer is still awaited
+// once the server has answered the ECHO sent after the CREATE_CHANNEL.
+// PVXS and pvAccessCPP create the `server` channel at once and answer a
+// connection's requests in order; Phoebus core-pva's Java server has no
+// `server` PV and never answers a CREATE_CHANNEL for a name it lacks (it
+// logs a WARNING, CreateChannelHandler): an echo answered first shows
+// that, without waiting for the probe's timeout. The grace is for a server
+// that creates channels on another thread.
+const ServerPVGrace = time.Second
+
+// errNoServerPV: the server answered the echo sent after the
+// CREATE_CHANNEL, and not the CREATE_CHANNEL within ServerPVGrace.
+var errNoServerPV = errors.New("no answer, though later requests were answered: no `server` PV (a Phoebus core-pva server?)")
+
+// echoMark starts the payload of the ECHO that follows a CREATE_CHANNEL;
+// the CID follows it. Servers echo the payload back as it came.
+var echoMark = [...]byte{'p', 'v', 'n', 's', 'c', 'r', 'e', 'a'}
+
+func appendEchoMark(dst []byte, cid uint32) []byte {
+	dst = append(dst, echoMark[:]...)
+	return binary.LittleEndian.AppendUint32(dst, cid)
+}
+
+// echoMarked is the CID an echo payload carries, if it is one of ours.
+func echoMarked(p []byte) (uint32, bool) {
+	if len(p) != len(echoMark)+4 || string(p[:len(echoMark)]) != string(echoMark[:]) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint32(p[len(echoMark):]), true
+}
 
 type waitKey struct {
 	kind waitKind
@@ -122,8 +156,15 @@ func newClient(p *Prober, s *server) *client {
 		tc: pva.TypeCache{MaxEntries: probeMaxCachedTypes, MaxBytes: probeMaxCachedTypeBytes}}
 }
 
+// id is the connection's next CID or IOID: counted up from 1 and, past
+// 2³¹−1, from 1 again, never negative as a signed int: Phoebus core-pva's
+// server reads IDs as Java ints (a negative searched CID is its "list
+// servers" ping). A watch connection lives for months of re-listings.
 func (cl *client) id() uint32 {
 	cl.nextID++
+	if cl.nextID > math.MaxInt32 {
+		cl.nextID = 1
+	}
 	return cl.nextID
 }
 
@@ -151,6 +192,10 @@ func (cl *client) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 			}
 		case m.Seq == cl.seq.Load() && m.Seq != 0:
 			cl.answered(m.GUID)
+		}
+	case pva.CmdEcho:
+		if cid, ok := echoMarked(payload); ok {
+			cl.deliver(waitKey{waitEcho, cid}, result{})
 		}
 	case pva.CmdDestroyChannel:
 		// The server killed our channel; the next listing creates it again.
@@ -258,6 +303,27 @@ func (cl *client) searchName(name string) {
 	cl.send(waitKey{}, false, msg)
 }
 
+// pingJava asks again for the GUID, the way Phoebus core-pva's server
+// answers over TCP: it ignores a TCP search without names (the ping), but
+// answers a name searched with a negative CID with its GUID and the
+// search's sequence ID, found = 0 (PVAServer.handleSearchRequest, "list
+// servers"). Sent only to a server that showed it has no `server` PV
+// (PVXS and pvAccessCPP have one), under the ping's random sequence ID, so
+// the answer proves the GUID as the ping's would (pingGUID).
+func (cl *client) pingJava() {
+	seq := cl.seq.Load()
+	if seq == 0 {
+		return
+	}
+	msg := pva.AppendSearch(nil, cl.conn.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchUnicast, Protocols: pingProtocols,
+		Names: []pva.SearchName{{CID: javaListServers, Name: []byte(ServerPV)}}})
+	cl.send(waitKey{}, false, msg)
+}
+
+// javaListServers is the CID of pingJava's search: -1 as a Java int, as
+// the Java server's own "list servers" replies carry.
+const javaListServers = 0xFFFFFFFF
+
 // answered takes the first answer to the ping.
 func (cl *client) answered(g pva.GUID) {
 	select {
@@ -323,11 +389,21 @@ func (cl *client) channel(ctx context.Context) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	r, err := cl.wait(ctx, k, ch)
+	ek := waitKey{waitEcho, cid}
+	echoed, err := cl.send(ek, true, pva.AppendEcho(nil, flags, appendEchoMark(nil, cid)))
+	if err != nil {
+		cl.forget(k)
+		return 0, err
+	}
+	defer cl.forget(ek)
+	r, err := cl.waitCreated(ctx, k, ch, echoed)
 	switch {
 	case err == errConnLost || ctx.Err() != nil:
 		return 0, err
 	case err != nil:
+		if errors.Is(err, errNoServerPV) {
+			cl.pingJava()
+		}
 		return 0, &ListError{Step: "create channel", Err: err}
 	case !r.status.OK() || r.sid == pva.RefusedSID:
 		return 0, &ListError{Step: "create channel", Status: r.status}
@@ -336,6 +412,38 @@ func (cl *client) channel(ctx context.Context) (uint32, error) {
 	cl.sid, cl.haveSID = r.sid, true
 	cl.mu.Unlock()
 	return r.sid, nil
+}
+
+// waitCreated waits for the CREATE_CHANNEL's answer: until ctx ends, or
+// ServerPVGrace (the prober's clock) after the server answered the echo
+// sent after it (errNoServerPV).
+func (cl *client) waitCreated(ctx context.Context, k waitKey, ch, echoed chan result) (result, error) {
+	var grace <-chan struct{}
+	for {
+		select {
+		case r := <-ch:
+			return r, r.err
+		case e := <-echoed:
+			if e.err != nil {
+				return e, e.err
+			}
+			select {
+			case r := <-ch: // both came: the one read first decides nothing
+				return r, r.err
+			default:
+			}
+			fired := make(chan struct{})
+			t := cl.p.opt.Clock.AfterFunc(ServerPVGrace, func() { close(fired) })
+			defer t.Stop()
+			grace, echoed = fired, nil
+		case <-grace:
+			cl.forget(k)
+			return result{}, errNoServerPV
+		case <-ctx.Done():
+			cl.forget(k)
+			return result{}, ctx.Err()
+		}
+	}
 }
 
 // pvRequest is PVXS's default RPC pvRequest, struct{ field: struct{} }.

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"net/netip"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -68,21 +69,35 @@ func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done 
 	}()
 }
 
-// confirmer collects the answer to Confirm's search.
-type confirmer struct{ got chan pva.SearchResponse }
+// confirmer collects the answers to Confirm's search: PVXS claims every
+// name in one reply, Phoebus core-pva's server each name in a reply of its
+// own. They end at the echo sent after the search, which a server answers
+// after it (or at the deadline).
+type confirmer struct {
+	mu   sync.Mutex
+	max  int // replies kept at most: one a name (Java), one more
+	got  []pva.SearchResponse
+	done chan struct{} // closed at the echo
+	once sync.Once
+}
 
 func (c *confirmer) Message(_ *pvaconn.Conn, h pva.Header, payload []byte) {
-	if h.Command != pva.CmdSearchResponse {
-		return
-	}
-	var m pva.SearchResponse
-	if m.Decode(payload, h.BigEndian()) != nil || m.Seq != confirmSeq {
-		return
-	}
-	m.CIDs = append([]uint32(nil), m.CIDs...) // payload is only valid during the call
-	select {
-	case c.got <- m:
-	default:
+	switch h.Command {
+	case pva.CmdEcho:
+		if cid, ok := echoMarked(payload); ok && cid == confirmSeq {
+			c.once.Do(func() { close(c.done) })
+		}
+	case pva.CmdSearchResponse:
+		var m pva.SearchResponse
+		if m.Decode(payload, h.BigEndian()) != nil || m.Seq != confirmSeq {
+			return
+		}
+		m.CIDs = append([]uint32(nil), m.CIDs...) // payload is only valid during the call
+		c.mu.Lock()
+		if len(c.got) < c.max {
+			c.got = append(c.got, m)
+		}
+		c.mu.Unlock()
 	}
 }
 
@@ -91,7 +106,7 @@ func (p *Prober) confirm(guid pva.GUID, ep netip.AddrPort, names []string) []str
 	wait := within(max(4*p.opt.PingWait, 2*time.Second), tm.probeTimeout)
 	ctx, cancel := context.WithTimeout(p.ctx, wait)
 	defer cancel()
-	c := &confirmer{got: make(chan pva.SearchResponse, 1)}
+	c := &confirmer{done: make(chan struct{}), max: len(names) + 1}
 	opt := tm.conn
 	opt.EchoInterval, opt.IdleTimeout = 0, 0
 	conn, err := p.opt.Dial(ctx, ep, opt, c)
@@ -101,26 +116,35 @@ func (p *Prober) confirm(guid pva.GUID, ep netip.AddrPort, names []string) []str
 	defer conn.Close()
 	q := pva.Search{Seq: confirmSeq, Flags: pva.SearchMustReply | pva.SearchUnicast, Protocols: [][]byte{[]byte("tcp")}}
 	for i, n := range names {
+		// Counted from 1: positive as a signed int, as a Java server
+		// needs (a negative CID is its "list servers" ping).
 		q.Names = append(q.Names, pva.SearchName{CID: uint32(i + 1), Name: []byte(n)})
 	}
-	if err := conn.Send(pva.AppendSearch(nil, conn.Flags(), &q)); err != nil {
+	msg := pva.AppendSearch(nil, conn.Flags(), &q)
+	msg = pva.AppendEcho(msg, conn.Flags(), appendEchoMark(nil, confirmSeq))
+	if err := conn.Send(msg); err != nil {
 		return nil
 	}
 	select {
-	case m := <-c.got:
+	case <-c.done:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ok []string
+	seen := make([]bool, len(names))
+	for _, m := range c.got {
 		// The endpoint speaks only for itself: an answer naming another
 		// endpoint confirms nothing here.
 		if m.GUID != guid || !m.Found || (!m.Addr.IsAny() && m.Addr.Addr().Unmap() != ep.Addr().Unmap()) || (m.Port != 0 && m.Port != ep.Port()) {
-			return nil
+			continue
 		}
-		var ok []string
 		for _, cid := range m.CIDs {
-			if cid >= 1 && int(cid) <= len(names) {
+			if cid >= 1 && int(cid) <= len(names) && !seen[cid-1] {
+				seen[cid-1] = true
 				ok = append(ok, names[cid-1])
 			}
 		}
-		return ok
-	case <-ctx.Done():
-		return nil
 	}
+	return ok
 }

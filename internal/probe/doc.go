@@ -94,7 +94,9 @@
 //	              step), or the timer
 //	lists         an attempt listed it on a connection that is still up
 //	refuses       an attempt connected, and the listing was refused or
-//	              could not be decoded
+//	              could not be decoded, or the `server` channel went
+//	              unanswered while the echo sent after it was answered (no
+//	              `server` PV: Phoebus core-pva)
 //	fails         an attempt could not connect, its connection dropped, or
 //	              the listing timed out
 //	refuted       a restart claim's check found the watched server there
@@ -108,10 +110,17 @@
 //
 // Listed, Unlistable and Lost are the Sink's calls; re-list arms the
 // server's one timer for Reprobe (±10 %), retry for the backoff of the
-// failures so far, and "retry from 1" for the backoff after one failure;
+// failures so far (in the refused phase a slower one, from
+// UnlistableRetryMin doubling to UnlistableRetryMax: each attempt may be
+// a warning in the server's log), and "retry from 1" for the backoff
+// after one failure;
 // spawn queues the probe (its goroutine starts when it holds a slot); forget cancels it, stops the timers and
 // closes the watch. A re-listing (periodic, or because the beacon's change
 // count moved) runs on the existing watch connection.
+//
+// A hint (a discovery or search-through reply, a beacon's first sighting)
+// for a refused server whose watch is up, claiming no new GUID, starts no
+// attempt: it waits for that schedule (HintsDeferred).
 //
 // What other parts ask is read from the state. Proven (Proven,
 // ForgetUnproven) is a static origin, a listed or refused phase, names
@@ -124,9 +133,12 @@
 //
 // A GUID is proven by the endpoint itself: its answer to the discovery
 // ping sent on every fresh connection (over TCP from PVXS; over UDP from
-// pvAccessCPP, to the reply port the ping carries, see PingAnswer), or,
-// from a server that answers no empty search, its answer to a search on
-// the same sequence ID for a name it has just listed there. A GUID
+// pvAccessCPP, to the reply port the ping carries, see PingAnswer; from
+// Phoebus core-pva, which ignores the ping, its answer to a search of
+// `server` with CID −1 under the ping's sequence ID, sent once it showed
+// it has no `server` PV: pingJava), or, from a server that answers no
+// empty search, its answer to a search on the same sequence ID for a name
+// it has just listed there. A GUID
 // from a hint (beacon, discovery or search reply) is a claim. The first
 // claim names a server never seen; after that a claim is never adopted on
 // its own:

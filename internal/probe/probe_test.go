@@ -287,8 +287,9 @@ func TestRefusedAndErrorAreUnlistableAndRetried(t *testing.T) {
 		if !errors.As(r.err, &le) || le.Status.OK() {
 			t.Fatalf("%+v: err %v, want a ListError with the server's status", opt, r.err)
 		}
-		// Retried on the same (live) connection after the backoff.
-		c.Advance(2 * time.Second)
+		// Retried on the same (live) connection after the backoff of an
+		// unlistable server.
+		c.Advance(UnlistableRetryMin)
 		k.next(t, "unlistable", 5*time.Second)
 		if srv.Accepted() != 1 {
 			t.Fatalf("accepted %d", srv.Accepted())

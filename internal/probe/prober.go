@@ -191,7 +191,8 @@ type Stats struct {
 	VerifyConfirmed uint64
 	VerifyRefuted   uint64
 	// HintsDeferred are hint-triggered probe requests folded into the
-	// next backoff step instead of probing at once.
+	// next backoff step instead of probing at once (for a watched server
+	// that would not list: into its next scheduled retry).
 	HintsDeferred uint64
 	// PingsOverUDP are discovery pings answered over UDP (pvAccessCPP),
 	// each proving the GUID of the server pinged.
@@ -478,9 +479,15 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 	}
 	p.apply(s, event{kind: why.event(), guid: guid})
 	p.log.Debug("probe requested", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Uint8("reason", uint8(why)))
-	if why.hint() {
+	switch {
+	case why.hint() && why != ReasonSourcesChanged && s.life.phase == phaseRefused && s.watched() && s.life.id.claim.IsZero():
+		// It would not list, its watch is up and nothing new is claimed:
+		// the hint (a discovery reply, a search-through answer) waits for
+		// the unlistable schedule, not one attempt per backoff step.
+		p.stats.HintsDeferred++
+	case why.hint():
 		p.hintLocked(s)
-	} else {
+	default:
 		p.kick(s)
 	}
 	p.mu.Unlock()
@@ -779,14 +786,40 @@ func (p *Prober) schedule(s *server, d time.Duration) {
 }
 
 // retry schedules the next attempt after a failure; without a backoff
-// (a zero Min) there is none until the server is asked for again.
+// (a zero Min) there is none until the server is asked for again. A
+// server that answered and would not list (refused) is retried on a
+// schedule of its own (unlistableBackoff).
 func (p *Prober) retry(s *server) {
 	b := p.tm.Load().backoff
 	if b.Min <= 0 {
 		p.stopTimer(s)
 		return
 	}
+	if s.life.phase == phaseRefused {
+		b = unlistableBackoff(b)
+	}
 	p.schedule(s, b.Delay(s.failures, p.rnd.Float64()))
+}
+
+// The retry schedule of a server that answered over TCP and would not
+// list: it doubles from UnlistableRetryMin (or probe.backoff_min, if
+// longer) up to UnlistableRetryMax (or probe.backoff_max). Such a server
+// is alive (its watch connection stays up and tells its loss) and its
+// names come from search-through, so a listing gains little; and each
+// attempt may be a warning in its log (Phoebus core-pva logs every
+// CREATE_CHANNEL for its missing `server` PV): about 4 a day at the cap,
+// where probe.backoff_max would make it 288.
+const (
+	UnlistableRetryMin = time.Minute
+	UnlistableRetryMax = 6 * time.Hour
+)
+
+func unlistableBackoff(b Backoff) Backoff {
+	b.Min = max(b.Min, UnlistableRetryMin)
+	if b.Max > 0 {
+		b.Max = max(b.Max, UnlistableRetryMax)
+	}
+	return b
 }
 
 // report queues a Sink call; deliver runs them in order outside the lock.

@@ -179,9 +179,10 @@ func (o Options) withDefaults() Options {
 }
 
 // Handler receives the application messages the connection does not
-// handle itself (everything but validation and ECHO; unknown commands
-// included — ignore them). payload is valid only during the call; segments
-// are already reassembled (h.Size is the total, segment bits cleared).
+// handle itself (everything but validation and ECHO requests: a client's
+// handler gets the ECHO replies; unknown commands included — ignore them).
+// payload is valid only during the call; segments are already reassembled
+// (h.Size is the total, segment bits cleared).
 // Message runs on the connection's read goroutine: while it runs nothing
 // else is read from this peer.
 type Handler interface {
@@ -761,7 +762,11 @@ func (c *Conn) message(rd *reader, h pva.Header, payload []byte) error {
 		if c.opt.Role == Server {
 			return c.Send(pva.AppendEcho(nil, c.Flags(), payload))
 		}
-		return nil // a client's idle timer was reset by the bytes themselves
+		// A client's idle timer was reset by the bytes themselves; its
+		// handler sees the reply too (the probe orders a request against
+		// the echo sent after it).
+		c.h.Message(c, h, payload)
+		return nil
 	case h.Command == pva.CmdConnectionValidation && c.opt.Role == Server:
 		if err := rd.cv.Decode(payload, h.BigEndian()); err != nil {
 			c.cnt.ProtocolErrors.Add(1)

@@ -557,3 +557,27 @@ func TestBackpressureNotDisconnect(t *testing.T) {
 		t.Fatalf("%+v", cnt.Stats())
 	}
 }
+
+// A client's handler sees the server's ECHO replies, payload and all: the
+// probe orders its CREATE_CHANNEL against the echo sent after it.
+func TestClientHandlerGetsEchoReplies(t *testing.T) {
+	ln := listen(t)
+	srvCh := make(chan *Conn, 1)
+	go func() {
+		if nc, err := ln.Accept(); err == nil {
+			srvCh <- Serve(nc, Options{}, newRecorder())
+		}
+	}()
+	cliRec := newRecorder()
+	cli, err := Dial(context.Background(), ln.Addr().(*net.TCPAddr).AddrPort(), Options{}, cliRec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := <-srvCh
+	defer srv.Close()
+	defer cli.Close()
+	cli.Send(pva.AppendEcho(nil, cli.Flags(), []byte("mark")))
+	if m := cliRec.wait(t, 1)[0]; m.h.Command != pva.CmdEcho || string(m.payload) != "mark" {
+		t.Fatalf("client handler got %+v %q, want the echo reply", m.h, m.payload)
+	}
+}

@@ -531,9 +531,13 @@ func (r *Ring) leaveRingLocked(ch *channel) {
 
 // allocCIDLocked draws an unused, random, non-zero CID: CIDs counted up
 // from 1 would let anyone who sees no search at all forge a matching reply.
+// Its top bit is clear: Phoebus core-pva's server reads a CID as a signed
+// int and takes a negative one for a "list servers" ping, which it answers
+// with no claim (PVAServer.handleSearchRequest), and a name keeps its CID
+// on every retry; 31 random bits still leave a forger one chance in 2³¹.
 func (r *Ring) allocCIDLocked() uint32 {
 	for {
-		cid := r.rnd.Uint32()
+		cid := r.rnd.Uint32() >> 1
 		if _, used := r.byCID[cid]; !used && cid != 0 {
 			return cid
 		}

@@ -141,6 +141,19 @@ func (h *handler) onSearch(c *pvaconn.Conn, p []byte, be bool) bool {
 	if h.opts().NoTCPSearch || len(s.Names) == 0 && h.opts().NoPing {
 		return true
 	}
+	if h.opts().Java {
+		// PVAServer over TCP (SearchCommandHandler): a search without
+		// names is not answered; each name as over UDP, but a ping reply
+		// keeps the sequence ID and every reply names "this connection".
+		for _, a := range javaAnswers(h.in.srv.names.Load(), s.Names) {
+			r := pva.SearchResponse{GUID: h.in.guid, Seq: s.Seq, Addr: pva.AnyIPv4, Protocol: protoTCP}
+			if !a.ping {
+				r.Found, r.CIDs = true, append(h.cids[:0], a.cid)
+			}
+			h.send(c, pva.AppendSearchResponse(nil, c.Flags(), &r))
+		}
+		return true
+	}
 	if h.opts().TCPSearchOverUDP {
 		if s.ReplyPort != 0 {
 			to := c.Remote().Addr()
@@ -198,6 +211,12 @@ func (h *handler) onCreate(c *pvaconn.Conn, p []byte, be bool) bool {
 		return true
 	}
 	for _, rq := range m.Channels {
+		if h.opts().Java && h.lookup(rq.Name) == nil {
+			// CreateChannelHandler: "Channel create request for unknown
+			// PV" logged at WARNING, and nothing sent.
+			h.in.srv.unknown.Add(1)
+			continue
+		}
 		r := pva.CreateChannelReply{CID: rq.CID, SID: pva.RefusedSID,
 			Status: pva.Status{Type: pva.StatusFatal, Message: "Refused to create Channel", Stack: "pvx:serv:refusechan:"}}
 		if ch := h.lookup(rq.Name); ch != nil && !h.opts().RefuseChannels {
@@ -213,7 +232,7 @@ func (h *handler) onCreate(c *pvaconn.Conn, p []byte, be bool) bool {
 
 // lookup returns a new channel for name if this server serves it.
 func (h *handler) lookup(name string) *channel {
-	if name == serverPV {
+	if name == serverPV && !h.opts().Java {
 		return &channel{name: name, server: true}
 	}
 	if _, ok := h.in.srv.names.Load().index[name]; !ok {

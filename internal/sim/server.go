@@ -58,6 +58,7 @@ type server struct {
 
 	accepted atomic.Int64 // TCP connections accepted, over every incarnation
 	listings atomic.Int64 // op=channels replies sent
+	unknown  atomic.Int64 // CREATE_CHANNEL for names not served, unanswered (Options.Java)
 }
 
 func newServer(site *Site, i int, addr netip.Addr, tcpPort, udpPort uint16, names []string) *server {
@@ -176,6 +177,8 @@ func (s *server) info() ServerInfo {
 		Names:    slices.Clone(s.names.Load().sorted),
 		Accepted: int(s.accepted.Load()),
 		Listings: int(s.listings.Load()),
+
+		UnknownCreates: int(s.unknown.Load()),
 	}
 	if s.tlsPort != 0 {
 		inf.TLS = netip.AddrPortFrom(s.addr, s.tlsPort)
@@ -368,7 +371,7 @@ func (in *instance) beaconTick() {
 	opts := &in.srv.site.opts
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.closed || len(opts.BeaconDests) == 0 {
+	if in.closed || len(opts.BeaconDests) == 0 || opts.Java {
 		return
 	}
 	in.sendBeacon(opts.BeaconDests)
@@ -382,7 +385,7 @@ func (in *instance) beaconTick() {
 
 // sendBeacon sends one beacon (unless silent) to dests; in.mu held.
 func (in *instance) sendBeacon(dests []netip.AddrPort) {
-	if in.silent.Load() || in.closed {
+	if in.silent.Load() || in.closed || in.srv.site.opts.Java {
 		return
 	}
 	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{
@@ -414,6 +417,9 @@ func (in *instance) answerUDP(s *pva.Search, dest netip.AddrPort, scratch []byte
 	if len(s.Names) == 0 && in.srv.site.opts.NoPing {
 		return scratch, cids
 	}
+	if in.srv.site.opts.Java {
+		return in.answerUDPJava(s, dest, scratch, cids)
+	}
 	if s.HasProtocol("tcp") {
 		cids = in.claim(s.Names, cids)
 	}
@@ -432,6 +438,63 @@ func (in *instance) answerUDP(s *pva.Search, dest netip.AddrPort, scratch []byte
 	})
 	_, _ = in.udp.WriteToUDPAddrPort(scratch, dest)
 	return scratch, cids
+}
+
+// answerUDPJava answers a search as Phoebus core-pva's PVAServer does
+// (ServerUDPHandler, PVAServer.handleSearchRequest, SearchResponse.encode):
+// a search without names is a "list servers" ping, answered only with
+// MustReply; with names, "tcp" or "tls" must be listed, and each name is
+// answered on its own: a negative CID (as a Java int) with a ping reply,
+// a name served with a reply claiming its CID, any other not at all. A
+// ping reply carries sequence ID 0 and no CIDs.
+func (in *instance) answerUDPJava(s *pva.Search, dest netip.AddrPort, scratch []byte, cids []uint32) ([]byte, []uint32) {
+	send := func(seq uint32, claim []uint32) {
+		scratch = pva.AppendSearchResponse(scratch[:0], pva.FlagBigEndian|pva.FlagServer, &pva.SearchResponse{
+			GUID: in.guid, Seq: seq, Addr: pva.AnyIPv4, Port: in.tcpPort,
+			Protocol: protoTCP, Found: len(claim) > 0, CIDs: claim,
+		})
+		_, _ = in.udp.WriteToUDPAddrPort(scratch, dest)
+	}
+	if len(s.Names) == 0 {
+		if s.MustReply() {
+			send(0, nil)
+		}
+		return scratch, cids[:0]
+	}
+	if !s.HasProtocol("tcp") && !s.HasProtocol("tls") {
+		return scratch, cids[:0]
+	}
+	for _, n := range javaAnswers(in.srv.names.Load(), s.Names) {
+		if n.ping {
+			send(0, nil)
+		} else {
+			cids = append(cids[:0], n.cid)
+			send(s.Seq, cids)
+		}
+	}
+	return scratch, cids[:0]
+}
+
+// javaAnswer is one reply a Java server sends to a searched name.
+type javaAnswer struct {
+	cid  uint32
+	ping bool // the CID was negative: a "list servers" reply, no claim
+}
+
+// javaAnswers are the replies Phoebus core-pva's server sends to names, in
+// order: it reads each CID as a signed int (PVAServer.handleSearchRequest,
+// cid < 0).
+func javaAnswers(ns *nameSet, names []pva.SearchName) []javaAnswer {
+	var out []javaAnswer
+	for _, n := range names {
+		switch _, ok := ns.index[string(n.Name)]; {
+		case int32(n.CID) < 0:
+			out = append(out, javaAnswer{ping: true})
+		case ok:
+			out = append(out, javaAnswer{cid: n.CID})
+		}
+	}
+	return out
 }
 
 var (

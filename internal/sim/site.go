@@ -13,7 +13,9 @@
 // DESTROY_CHANNEL. Every name is a counter that moves on once per
 // UpdateInterval (1 s), computed from the clock; a PUT sets it, and every
 // connection and monitor sees the new value. TCP framing, validation and
-// ECHO are package pvaconn's (server role).
+// ECHO are package pvaconn's (server role). With Options.Java they behave
+// as Phoebus core-pva's Java server instead: no beacons, no `server` PV,
+// negative CIDs taken as pings.
 //
 // A site is controlled while it runs (see control.go for the command
 // form): Restart (new GUID, same ports), Kill (silent: sockets open,
@@ -95,6 +97,17 @@ type Options struct {
 	RPCError       string // answer every `server` RPC EXEC with this ERROR status
 	NoPing         bool   // ignore discovery pings (searches without names)
 	NoTCPSearch    bool   // ignore every search over TCP, named or not
+	// Java makes every server behave as Phoebus core-pva's Java PVAServer
+	// (org.epics.pva.server; docs/protocol.md, "Phoebus core-pva
+	// servers"): it sends no beacons (BeaconDests and Beacon are ignored);
+	// it has no `server` PV, and a CREATE_CHANNEL for a name it does not
+	// serve (`server` too) is never answered (the Java server logs a
+	// WARNING, counted in ServerInfo.UnknownCreates); a searched CID that
+	// is negative as a signed 32-bit int is a "list servers" ping,
+	// answered with no claim (over UDP with sequence ID 0); each claimed
+	// name gets a reply of its own; MustReply is honoured only by a UDP
+	// search without names, and a TCP search without names gets no reply.
+	Java bool
 	// TCPSearchOverUDP answers a TCP search as pvAccessCPP does: over UDP,
 	// from the server's UDP socket, to the connection peer's address at
 	// the search's reply port (not at all when that is 0).
@@ -223,6 +236,10 @@ type ServerInfo struct {
 	State       State
 	Accepted    int // TCP connections accepted (all incarnations)
 	Listings    int // op=channels replies sent (all incarnations)
+	// UnknownCreates are CREATE_CHANNEL requests for a name the server
+	// does not serve, left unanswered (Options.Java): each one a WARNING
+	// in a Java server's log.
+	UnknownCreates int
 }
 
 // Site is a running set of simulated servers.

@@ -15,10 +15,11 @@ import (
 )
 
 // One host beacons 200 of its ports, each a server that completes the
-// handshake and never answers CREATE_CHANNEL, so each probe of it runs to
-// its timeout. A real IOC on another host that beacons afterwards is still
-// listed within 5 s: that host's probes take no more than its share of the
-// pool.
+// handshake and never answers CREATE_CHANNEL, so each probe of it holds a
+// slot of the pool until the echo after the request comes back and the
+// grace after it (probe.ServerPVGrace) has passed. A real IOC on another
+// host that beacons afterwards is still listed within 5 s: that host's
+// probes take no more than its share of the pool.
 func TestSilentServersOfOneHostDoNotStallProbes(t *testing.T) {
 	t.Parallel()
 	tp := newTopo(t)
