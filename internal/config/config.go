@@ -320,7 +320,8 @@ type Access struct {
 	TCPClientAllow []netip.Prefix
 	// TCPClientAllowCerts are the access.tcp_client_allow entries written
 	// x509:NAME: a client on the TLS listener whose verified certificate's
-	// subject CN is NAME (PVXS's x509 account) is allowed from any
+	// x509 account is NAME (PVXS's: the first subject CN,
+	// keychain.Account) is allowed from any
 	// address not denied. With any of them the allow list is not empty:
 	// an address outside TCPClientAllow is allowed only that way.
 	TCPClientAllowCerts []string
@@ -348,7 +349,8 @@ func (a *Access) TCPClientAllowed(addr netip.Addr) bool {
 }
 
 // TCPClientCertAllowed reports whether a client on the TLS listener at
-// addr, with the verified certificate cn (its subject CN; "" for none),
+// addr, with the verified certificate's x509 account cn (keychain.Account;
+// "" for none),
 // may search: by its address, or by an x509:NAME entry, never when its
 // address is denied.
 func (a *Access) TCPClientCertAllowed(addr netip.Addr, cn string) bool {

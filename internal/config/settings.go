@@ -598,7 +598,7 @@ func init() {
 		"Names longer than this are not answered, waited for or searched through (pvAccessCPP refuses channel names over 500 bytes). 0 = no bound.")
 
 	add(spec{key: "access.tcp_client_allow", ptr: field(func(c *Config) *[]netip.Prefix { return &c.Access.TCPClientAllow }), isList: true,
-		usage: "TCP clients allowed (CIDR), and on the TLS listener x509:NAME, a client whose verified certificate's subject CN is NAME; empty allows all",
+		usage: "TCP clients allowed (CIDR), and on the TLS listener x509:NAME, a client whose verified certificate's first subject CN (PVXS's x509 account) is NAME; empty allows all",
 		set: func(c *Config, _ *loadCtx, v raw) error {
 			var prefixes []string
 			var certs []string

@@ -53,14 +53,14 @@ func (d *Daemon) askUnlistable(ep netip.AddrPort, err error) {
 	if !errors.As(err, &le) {
 		return // not reachable: nothing to ask
 	}
-	seq, names := d.Ring.SearchingAt(ep)
-	if len(names) == 0 {
+	seq, names, namesTLS := d.Ring.SearchingAt(ep)
+	if len(names)+len(namesTLS) == 0 {
 		return
 	}
 	// A pvAccessCPP server answers over UDP, from its own address, for
 	// the endpoint asked.
 	d.UDP.Expect(ep, upstream.AskWait)
-	if !d.Upstream.Ask(ep, seq, names, d.UDP.ClientAddr().Port()) {
+	if !d.Upstream.Ask(ep, seq, names, namesTLS, d.UDP.ClientAddr().Port()) {
 		d.log.Debug("unlistable server not asked: too many asks running", zap.Stringer("endpoint", ep))
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"os"
@@ -260,4 +261,37 @@ func Identity(c *x509.Certificate) string {
 		return ""
 	}
 	return "subject:" + c.Subject.String() + " issuer:" + c.Issuer.String()
+}
+
+// maxAccount is the longest account PVXS reads from a certificate: it
+// copies the CN into a 64-byte buffer with a length of 63, which
+// X509_NAME_get_text_by_NID fills with at most 62 bytes and a NUL.
+const maxAccount = 62
+
+var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
+
+// Account is the x509 account PVXS gives the peer presenting c (ossl.cpp
+// fill_credentials): the first CN attribute of its subject, as
+// X509_NAME_get_text_by_NID returns it — at most 62 bytes, ending at a
+// NUL — and "" when c is nil or the first CN is empty or absent. It is not
+// pkix.Name.CommonName, which is the last CN: a subject
+// "CN=guest, CN=operator" is the account "guest" to PVXS and to pvans.
+func Account(c *x509.Certificate) string {
+	if c == nil {
+		return ""
+	}
+	for _, atv := range c.Subject.Names {
+		if !atv.Type.Equal(oidCommonName) {
+			continue
+		}
+		s, _ := atv.Value.(string)
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			s = s[:i]
+		}
+		if len(s) > maxAccount {
+			s = s[:maxAccount]
+		}
+		return s
+	}
+	return ""
 }

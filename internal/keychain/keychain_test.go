@@ -3,6 +3,8 @@ package keychain
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"net"
 	"os"
@@ -247,5 +249,34 @@ func TestClientConfig(t *testing.T) {
 	stranger := testutil.NewPKI(t, "Other CA")
 	if err := dial(stranger.ServerConfig(stranger.Issue(t, "evil", testutil.CertOptions{})), both); err == nil {
 		t.Fatal("a server certificate from another CA was accepted")
+	}
+}
+
+// TestAccount: the x509 account is PVXS's (ossl.cpp fill_credentials):
+// the first CN of the subject, not Go's CommonName (the last), cut at a
+// NUL and at 62 bytes; none when the first CN is empty or there is none.
+func TestAccount(t *testing.T) {
+	cn := func(v string) pkix.AttributeTypeAndValue {
+		return pkix.AttributeTypeAndValue{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: v}
+	}
+	org := pkix.AttributeTypeAndValue{Type: asn1.ObjectIdentifier{2, 5, 4, 10}, Value: "site"}
+	long := strings.Repeat("a", 64)
+	for _, c := range []struct {
+		names []pkix.AttributeTypeAndValue
+		want  string
+	}{
+		{[]pkix.AttributeTypeAndValue{org, cn("guest"), cn("operator")}, "guest"},
+		{[]pkix.AttributeTypeAndValue{cn("operator"), org}, "operator"},
+		{[]pkix.AttributeTypeAndValue{cn("ops\x00console")}, "ops"},
+		{[]pkix.AttributeTypeAndValue{cn(long)}, long[:62]},
+		{[]pkix.AttributeTypeAndValue{cn(""), cn("operator")}, ""},
+		{[]pkix.AttributeTypeAndValue{org}, ""},
+	} {
+		if got := Account(&x509.Certificate{Subject: pkix.Name{Names: c.names}}); got != c.want {
+			t.Errorf("Account(%v) = %q, want %q", c.names, got, c.want)
+		}
+	}
+	if Account(nil) != "" {
+		t.Error("Account(nil) is not empty")
 	}
 }

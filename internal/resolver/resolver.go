@@ -550,7 +550,7 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp tim
 		}
 		// Checked under r.mu: a commit either happened before (seen here)
 		// or its notification will find this waiter.
-		if h := r.reg.Lookup(sn.Name); h != nil {
+		if h := r.reg.Lookup(sn.Name); h != nil && !(tls && r.tlsUnsettledLocked(h)) {
 			now = addClaim(now, h, sn.CID)
 			r.toldPushLocked(c, sn.CID, maphash.Bytes(r.told.seed, sn.Name), tls, h)
 			continue
@@ -650,6 +650,25 @@ func addClaim(cs []nowClaim, h *registry.Holder, cid uint32) []nowClaim {
 	return append(cs, nowClaim{h: h, cids: []uint32{cid}})
 }
 
+// tlsUnsettledLocked is whether clients whose search listed "tls" must
+// not be answered with h yet: h names no TLS endpoint, no listing of the
+// server has settled that it has none, and a search through runs for them.
+// Search-through sends a plain and a TLS search; a plain answer can come
+// first, and its TCP check registers the server from it with no TLS
+// endpoint, though the server may well serve TLS. Pushing that row would
+// hand a TLS client the plaintext endpoint (issue 39, never downgrade):
+// the waiters stay for their own TLS search's answer instead ("tls", or
+// "tcp" from a server without TLS), which reaches them through Answer.
+// Without a searcher, nothing would answer them but the client's retry,
+// and rows come only from listings and the operator's name files.
+func (r *Resolver) tlsUnsettledLocked(h *registry.Holder) bool {
+	if h.TLSPort != 0 || r.searcher == nil {
+		return false
+	}
+	info, ok := r.reg.Server(h.GUID)
+	return !ok || info.ListedHow != registry.SourceProbe
+}
+
 func endpointOf(h *registry.Holder) Endpoint {
 	return Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol, TLSPort: h.TLSPort}
 }
@@ -726,6 +745,9 @@ func (r *Resolver) onNames(added []string) {
 		h := r.reg.Lookup([]byte(wn.name))
 		if h == nil {
 			return // gone again before we got here
+		}
+		if wn.tls && r.tlsUnsettledLocked(h) {
+			return // the TLS search through answers them (Answer)
 		}
 		if out == nil {
 			out = make(map[key][]uint32)

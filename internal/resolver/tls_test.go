@@ -1,9 +1,11 @@
 package resolver
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
 
@@ -52,5 +54,94 @@ func TestPushFollowsTheSearch(t *testing.T) {
 	}
 	if g := p2.take(); len(g) != 1 || g[0].TLS {
 		t.Fatalf("plain x pushed %+v", g)
+	}
+}
+
+// TestTLSWaiterNotDowngradedByPlainFirst: issue 39 row 12. Search-through
+// sends a plain and a TLS search for a name both kinds of client wait
+// for; the plain answer may come first. Its TCP check then registers the
+// server from that answer, which knows no TLS endpoint — and the commit
+// pushed the TLS client the plaintext endpoint of a server that serves
+// TLS. A TLS waiter is pushed a registry row without a TLS port only
+// once a listing has settled that the server has none; until then its
+// own TLS search answers it.
+func TestTLSWaiterNotDowngradedByPlainFirst(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	f.res.SetSearcher(&kindSearcher{})
+	g, plainEP := guid(9), addr(9)
+	tlsEP := netip.AddrPortFrom(plainEP.Addr(), 5076)
+	var pt, pp, pt2 pushes
+	secure, plain := f.res.NewClient(pt.push), f.res.NewClient(pp.push)
+	q := query("pv1")
+	secure.Wait(q, []int{0}, true)
+	plain.Wait(q, []int{0}, false)
+
+	// The plain search's answer comes first: the plain client is pushed.
+	if n := f.res.Answer("pv1", false, Endpoint{GUID: g, Addr: plainEP, Protocol: "tcp"}); n != 1 {
+		t.Fatalf("plain answer reached %d waiters, want 1", n)
+	}
+	if gs := pp.take(); len(gs) != 1 || gs[0].TLS || gs[0].Server.Addr != plainEP {
+		t.Fatalf("plain client pushed %+v", gs)
+	}
+	// Its TCP check registers the server from the plain answer.
+	if _, err := f.reg.UpsertServer(registry.ServerInfo{GUID: g, Addr: plainEP, Discovered: registry.SourceSearchThrough}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.AddNames(g, []string{"pv1"}, registry.SourceSearchThrough); err != nil {
+		t.Fatal(err)
+	}
+	if gs := pt.take(); len(gs) != 0 {
+		ep, _ := gs[0].Server.For(gs[0].TLS)
+		t.Fatalf("TLS client pushed %+v (%s %v) before the TLS search answered", gs, ep.Protocol, ep.Addr)
+	}
+	// A TLS client that starts waiting now is not pushed the row either.
+	late := f.res.NewClient(pt2.push)
+	late.Wait(q, []int{0}, true)
+	if gs := pt2.take(); len(gs) != 0 {
+		t.Fatalf("late TLS client pushed %+v before the TLS search answered", gs)
+	}
+	// The TLS search's answer settles it: both TLS clients get the TLS
+	// endpoint.
+	if n := f.res.Answer("pv1", true, Endpoint{GUID: g, Addr: tlsEP, Protocol: "tls"}); n != 2 {
+		t.Fatalf("TLS answer reached %d waiters, want 2", n)
+	}
+	for _, p := range []*pushes{&pt, &pt2} {
+		gs := p.take()
+		if len(gs) != 1 || !gs[0].TLS {
+			t.Fatalf("TLS client pushed %+v", gs)
+		}
+		if ep, _ := gs[0].Server.For(true); ep.Protocol != "tls" || ep.Addr != tlsEP {
+			t.Fatalf("TLS client pushed %s %v, want tls %v", ep.Protocol, ep.Addr, tlsEP)
+		}
+	}
+}
+
+// TestTLSWaiterPushedListedServer: a server whose listing settled its TLS
+// endpoint — one, or none — is pushed to TLS waiters from the registry at
+// once, search-through or not: its TLS endpoint if it has one, its plain
+// one if the listing found none.
+func TestTLSWaiterPushedListedServer(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	f.res.SetSearcher(&kindSearcher{})
+	var p pushes
+	c := f.res.NewClient(p.push)
+	q := query("a", "b")
+	c.Wait(q, []int{0, 1}, true)
+	tlsEP := netip.AddrPortFrom(addr(1).Addr(), 5076)
+	if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(1), Addr: addr(1), TLS: tlsEP}, []string{"a"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(2), Addr: addr(2)}, []string{"b"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	got := map[pva.GUID]Endpoint{}
+	for _, g := range p.take() {
+		got[g.Server.GUID], _ = g.Server.For(g.TLS)
+	}
+	if e := got[guid(1)]; e.Protocol != "tls" || e.Addr != tlsEP {
+		t.Errorf("TLS server pushed %+v, want tls %v", e, tlsEP)
+	}
+	if e := got[guid(2)]; e.Protocol != "tcp" || e.Addr != addr(2) {
+		t.Errorf("listed plain server pushed %+v, want tcp %v", e, addr(2))
 	}
 }

@@ -69,22 +69,31 @@ func (r *Ring) maxClaims() int {
 // claimed before (the ring resolved them to ep), with their CIDs, so the
 // caller can ask that server about them directly, and the sequence ID to
 // ask with: a reply is matched through OnReply like any other (sequence ID
-// and CID), so the caller must send exactly that one. The names are
-// copies; none means nothing to ask.
-func (r *Ring) SearchingAt(ep netip.AddrPort) (seq uint32, names []pva.SearchName) {
+// and CID), so the caller must send exactly that one. names are Want's
+// Channels, namesTLS WantTLS's: those must be asked with TLSProtocols, as
+// the ring searches them, since a "tcp" answer to a TLS Channel says the
+// server has no TLS endpoint (ResolvedTLS) — asked plainly, a Secure
+// PVAccess server would answer "tcp", and its TLS clients would be named
+// its plaintext endpoint. The names are copies; none means nothing to ask.
+func (r *Ring) SearchingAt(ep netip.AddrPort) (seq uint32, names, namesTLS []pva.SearchName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ch := range r.byName {
 		if ch.state == stSearching && r.claims.has(ep, ch.name) {
-			if names == nil {
+			if names == nil && namesTLS == nil {
 				seq = r.nextSeq
 				r.nextSeq++
 			}
 			ch.sentWith(seq)
-			names = append(names, pva.SearchName{CID: ch.cid, Name: []byte(ch.name)})
+			sn := pva.SearchName{CID: ch.cid, Name: []byte(ch.name)}
+			if ch.tls {
+				namesTLS = append(namesTLS, sn)
+			} else {
+				names = append(names, sn)
+			}
 		}
 	}
-	return seq, names
+	return seq, names, namesTLS
 }
 
 func (r *Ring) forgotClaim() { r.ctr.claimsForgotten.Add(1) }

@@ -59,7 +59,7 @@ func TestSearchingAtOnlyClaimedNames(t *testing.T) {
 		r.Want(n)
 	}
 	clk.Advance(InitialDelay)
-	if _, names := r.SearchingAt(a); len(names) != 0 {
+	if _, names, _ := r.SearchingAt(a); len(names) != 0 {
 		t.Fatalf("a never claimed anything, asked about %d names", len(names))
 	}
 	r.OnReply(a, ViaServer, rc.claim(guid(1), "tcp", 0, rc.cidOf(t, "a:1"), rc.cidOf(t, "a:2")))
@@ -69,7 +69,7 @@ func TestSearchingAtOnlyClaimedNames(t *testing.T) {
 	if n := r.ReenterServer(guid(1), ReenterLost) + r.ReenterServer(guid(2), ReenterLost); n != 3 {
 		t.Fatalf("re-entered %d", n)
 	}
-	seq, names := r.SearchingAt(a)
+	seq, names, _ := r.SearchingAt(a)
 	if len(names) != 2 || !askedAbout(names, "a:1", "a:2") {
 		t.Fatalf("a asked about %d names, want a:1 and a:2", len(names))
 	}
@@ -90,8 +90,33 @@ func TestSearchingAtOnlyClaimedNames(t *testing.T) {
 	}
 	r.ReenterServer(guid(3), ReenterLost)
 	r.ReenterServer(guid(2), ReenterLost)
-	if _, names := r.SearchingAt(b); len(names) != 2 || !askedAbout(names, "b:1", "b:2") {
+	if _, names, _ := r.SearchingAt(b); len(names) != 2 || !askedAbout(names, "b:1", "b:2") {
 		t.Fatalf("b asked about %d names, want b:1 and b:2", len(names))
+	}
+}
+
+// A TLS Channel is asked about apart from a plain one (issue 39, row 12):
+// the caller asks it with TLSProtocols, as the ring searched it, since a
+// "tcp" answer to it means "this server has no TLS".
+func TestSearchingAtKeepsTLSApart(t *testing.T) {
+	var cb callbacks
+	r, clk, rc := newTestRing(t, cb.options(Options{SweepDelay: -1}))
+	a := netip.MustParseAddrPort("127.0.0.5:5075")
+	r.Want("x:1")
+	r.WantTLS("x:1")
+	r.WantTLS("x:2")
+	clk.Advance(InitialDelay)
+	r.OnReply(a, ViaServer, rc.claim(guid(1), "tcp", 0, rc.cidFor(t, "x:1", "tcp")))
+	r.OnReply(a, ViaServer, rc.claim(guid(1), "tls", 0, rc.cidFor(t, "x:1", "tls", "tcp"), rc.cidFor(t, "x:2", "tls", "tcp")))
+	if n := r.ReenterServer(guid(1), ReenterLost); n != 3 {
+		t.Fatalf("re-entered %d, want 3", n)
+	}
+	_, names, namesTLS := r.SearchingAt(a)
+	if !askedAbout(names, "x:1") || !askedAbout(namesTLS, "x:1", "x:2") {
+		t.Fatalf("asked plainly about %d names, with TLS about %d", len(names), len(namesTLS))
+	}
+	if names[0].CID != rc.cidFor(t, "x:1", "tcp") {
+		t.Fatalf("plain x:1 asked with CID %#x, the TLS Channel's", names[0].CID)
 	}
 }
 

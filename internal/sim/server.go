@@ -59,6 +59,7 @@ type server struct {
 	accepted atomic.Int64 // TCP connections accepted, over every incarnation
 	listings atomic.Int64 // op=channels replies sent
 	unknown  atomic.Int64 // CREATE_CHANNEL for names not served, unanswered (Options.Java)
+	muteTLS  atomic.Bool  // no UDP answer to a search listing "tls" (Site.MuteTLSSearches)
 }
 
 func newServer(site *Site, i int, addr netip.Addr, tcpPort, udpPort uint16, names []string) *server {
@@ -415,6 +416,9 @@ func (in *instance) claim(names []pva.SearchName, cids []uint32) []uint32 {
 func (in *instance) answerUDP(s *pva.Search, dest netip.AddrPort, scratch []byte, cids []uint32) ([]byte, []uint32) {
 	cids = cids[:0]
 	if len(s.Names) == 0 && in.srv.site.opts.NoPing {
+		return scratch, cids
+	}
+	if in.srv.muteTLS.Load() && s.HasProtocol("tls") {
 		return scratch, cids
 	}
 	if in.srv.site.opts.Java {

@@ -442,6 +442,18 @@ func (s *Site) Revive(i int) error {
 	return nil
 }
 
+// MuteTLSSearches stops (on) or restarts server i answering UDP searches
+// that list "tls": its TLS answer is late, so a searcher that searched
+// plainly too hears the plain answer first, whatever the scheduling.
+func (s *Site) MuteTLSSearches(i int, on bool) error {
+	srv, err := s.get(i)
+	if err != nil {
+		return err
+	}
+	srv.muteTLS.Store(on)
+	return nil
+}
+
 // DropConnections closes server i's TCP connections cleanly (peers see
 // FIN) and keeps it running: new connections are accepted.
 func (s *Site) DropConnections(i int) error {

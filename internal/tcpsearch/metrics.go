@@ -13,18 +13,19 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	m.Counter("tcp", "claims_total", "CIDs answered found over TCP (direct and pushed).", nil, metrics.U64(func() uint64 { return st().Claims }))
 	m.Counter("tcp", "pushes_total", "Search responses pushed to waiting TCP clients.", nil, metrics.U64(func() uint64 { return st().Pushed }))
 	m.Counters("tcp", "limit_hits_total", "TCP connections closed or refused by a limit or fault.", "limit", map[string]func() uint64{
-		"max_connections":        func() uint64 { return st().Rejected },
-		"connections_per_source": func() uint64 { return st().PerSourceRejected },
-		"buffer_budget":          func() uint64 { return st().Conn.BudgetExceeded },
-		"send_queue":             func() uint64 { return st().Conn.SendQueueFull },
-		"message_size":           func() uint64 { return st().Conn.Oversize },
-		"idle_timeout":           func() uint64 { return st().Conn.IdleTimeouts },
-		"handshake":              func() uint64 { return st().Conn.HandshakeTimeouts },
-		"slow_message":           func() uint64 { return st().Conn.MessageTimeouts },
-		"protocol_error":         func() uint64 { return st().Conn.ProtocolErrors },
-		"decode_error":           func() uint64 { return st().DecodeErrors },
-		"rate_limited":           func() uint64 { return st().RateLimited },
-		"names_per_search":       func() uint64 { return st().NamesDropped },
+		"max_connections":           func() uint64 { return st().Rejected },
+		"connections_per_source":    func() uint64 { return st().PerSourceRejected },
+		"tls_handshakes_per_source": func() uint64 { return st().TLSHandshakesLimited },
+		"buffer_budget":             func() uint64 { return st().Conn.BudgetExceeded },
+		"send_queue":                func() uint64 { return st().Conn.SendQueueFull },
+		"message_size":              func() uint64 { return st().Conn.Oversize },
+		"idle_timeout":              func() uint64 { return st().Conn.IdleTimeouts },
+		"handshake":                 func() uint64 { return st().Conn.HandshakeTimeouts },
+		"slow_message":              func() uint64 { return st().Conn.MessageTimeouts },
+		"protocol_error":            func() uint64 { return st().Conn.ProtocolErrors },
+		"decode_error":              func() uint64 { return st().DecodeErrors },
+		"rate_limited":              func() uint64 { return st().RateLimited },
+		"names_per_search":          func() uint64 { return st().NamesDropped },
 	})
 	m.AccessDenied("tcp_client", func() uint64 { return st().Denied })
 	m.AccessDenied("tls_client", func() uint64 { return st().CertDenied })

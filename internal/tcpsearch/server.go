@@ -27,6 +27,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/keychain"
 	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
@@ -90,10 +91,12 @@ type Options struct {
 	// Nil allows everyone.
 	ClientAllowed func(netip.Addr) bool
 	// ClientCertAllowed, when set, replaces ClientAllowed on the TLS
-	// listener: a client is checked at its first message, by address and
-	// by the subject CN of its verified certificate ("" for none); one it
-	// refuses is closed (counted, logged at most once per interval).
-	ClientCertAllowed func(addr netip.Addr, cn string) bool
+	// listener: a client is checked when its TLS handshake completes,
+	// before any PVA message, by address and by the x509 account of its
+	// verified certificate (keychain.Account; "" for none); one it refuses
+	// fails the handshake and is closed (counted, logged at most once per
+	// interval).
+	ClientCertAllowed func(addr netip.Addr, account string) bool
 	// MessageRate and MessageBurst limit the application messages (searches,
 	// CREATE_CHANNEL, …) taken per second from one source address, over
 	// all its connections. Messages beyond are dropped and counted, never
@@ -142,17 +145,21 @@ type Stats struct {
 	AcceptErrors      uint64 // accept(2) failures (EMFILE…), each followed by a back-off
 	BufferedBytes     int64  // bytes charged to the buffer budget now (gauge)
 	Denied            uint64 // closed at once: client refused by ClientAllowed
-	CertDenied        uint64 // TLS clients closed at their first message: refused by ClientCertAllowed
-	RateLimited       uint64 // messages dropped: their source was over MessageRate
-	NamesDropped      uint64 // names beyond MaxNamesPerSearch, dropped
-	Active            int64  // open now
-	Searches          uint64 // CMD_SEARCH messages
-	Names             uint64 // names in them
-	Claims            uint64 // CIDs answered found=1 (direct and pushed)
-	Responses         uint64 // positive CMD_SEARCH_RESPONSE sent directly
-	Pushed            uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
-	Negative          uint64 // found=0 replies (MustReply, discovery ping)
-	ZeroEndpoint      uint64 // claims skipped: the registry had a zero address or port
+	CertDenied        uint64 // TLS clients closed at the end of their handshake: refused by ClientCertAllowed
+	// TLSHandshakesLimited: TLS connections closed at accept, before the
+	// handshake: their source had spent its handshake budget
+	// (TLSHandshakeRate, TLSHandshakeBurst).
+	TLSHandshakesLimited uint64
+	RateLimited          uint64 // messages dropped: their source was over MessageRate
+	NamesDropped         uint64 // names beyond MaxNamesPerSearch, dropped
+	Active               int64  // open now
+	Searches             uint64 // CMD_SEARCH messages
+	Names                uint64 // names in them
+	Claims               uint64 // CIDs answered found=1 (direct and pushed)
+	Responses            uint64 // positive CMD_SEARCH_RESPONSE sent directly
+	Pushed               uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
+	Negative             uint64 // found=0 replies (MustReply, discovery ping)
+	ZeroEndpoint         uint64 // claims skipped: the registry had a zero address or port
 	// LoopbackRewritten counts claims for a server known by a loopback
 	// address, sent to a remote client with address "any" (see appendClaim).
 	LoopbackRewritten uint64
@@ -167,7 +174,8 @@ type Stats struct {
 type counters struct {
 	accepted, rejected, searches, names, claims, responses, pushed, negative,
 	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
-	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors, tlsAccepted, certDenied atomic.Uint64
+	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors, tlsAccepted, certDenied,
+	handshakesLimited atomic.Uint64
 	active atomic.Int64
 }
 
@@ -177,7 +185,7 @@ type counters struct {
 // the field takes (config.Fill).
 type Policy struct {
 	ClientAllowed     func(netip.Addr) bool
-	ClientCertAllowed func(addr netip.Addr, cn string) bool
+	ClientCertAllowed func(addr netip.Addr, account string) bool
 	MaxConns          int             `setting:"tcp.max_connections"`
 	MaxConnsPerSource int             `setting:"tcp.max_connections_per_source"`
 	Conn              pvaconn.Options // IdleTimeout, MaxMessage, SendQueueBytes, HandshakeTimeout, MessageTimeout
@@ -200,15 +208,31 @@ func (o *Options) policy() Policy {
 		BufferBytesTotal: o.BufferBytesTotal}
 }
 
-// policy is a Policy in force, with its limiter. A message or an accepted
-// connection is handled under one policy throughout.
+// policy is a Policy in force, with its limiters. A message or an
+// accepted connection is handled under one policy throughout.
 type policy struct {
 	Policy
-	limit *ratelimit.Limiter // nil: unlimited
+	limit      *ratelimit.Limiter // messages; nil: unlimited
+	handshakes *ratelimit.Limiter // TLS handshakes
 	// repeats: the names each busy source searched lately (admitSearch);
 	// kept across Apply.
 	repeats *ratelimit.Recent
 }
+
+// The TLS handshake budget of one source address. A full handshake costs
+// pvans 2.6–2.7 ms of CPU, 2.5 times the client's (issue 39: one source
+// ran 400 a second, a core's worth): a source may start TLSHandshakeBurst
+// at once, TLSHandshakeRate a second after that, and a connection beyond
+// is closed at accept, before its handshake. A PVXS client opens one TLS
+// connection to a name server and keeps it, so a host with fifty clients
+// starting together stays within the burst. Sources are remembered as
+// the message limiter's are (RateSources, least recently seen forgotten;
+// RateExempt sources are never limited). Constants, not settings: no
+// client needs more, and the CPU they protect is the same everywhere.
+const (
+	TLSHandshakeRate  = 10
+	TLSHandshakeBurst = 50
+)
 
 // Apply applies a new policy. Connections open from clients it
 // refuses are closed now; the connection bounds and limits apply from the
@@ -227,21 +251,31 @@ func (s *Server) Apply(p Policy) {
 	next := &policy{Policy: p}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur := s.pol.Load(); cur != nil && cur.MessageRate == p.MessageRate && cur.MessageBurst == p.MessageBurst &&
-		cur.RateSources == p.RateSources && slices.Equal(cur.RateExempt, p.RateExempt) {
+	cur := s.pol.Load()
+	sameSources := cur != nil && cur.RateSources == p.RateSources && slices.Equal(cur.RateExempt, p.RateExempt)
+	if sameSources && cur.MessageRate == p.MessageRate && cur.MessageBurst == p.MessageBurst {
 		next.limit = cur.limit
 	} else {
 		next.limit = ratelimit.New(ratelimit.Options{Rate: p.MessageRate, Burst: p.MessageBurst,
 			Sources: p.RateSources, Exempt: p.RateExempt, Clock: s.opt.Clock})
 	}
-	if cur := s.pol.Load(); cur != nil {
+	if cur != nil {
 		next.repeats = cur.repeats
 	} else {
 		next.repeats = ratelimit.NewRecent(s.opt.Clock)
 	}
+	if sameSources {
+		next.handshakes = cur.handshakes
+	} else {
+		next.handshakes = ratelimit.New(ratelimit.Options{Rate: TLSHandshakeRate, Burst: TLSHandshakeBurst,
+			Sources: p.RateSources, Exempt: p.RateExempt, Clock: s.opt.Clock})
+	}
 	s.pol.Store(next)
-	for c, overTLS := range s.conns {
-		if !next.admits(c.Remote().Addr().Unmap(), overTLS, peerCN(c)) {
+	for c, ss := range s.conns {
+		if ss.overTLS && !ss.verified.Load() {
+			continue // its handshake is not through: verifyClient applies this policy
+		}
+		if !next.admits(ss.src, ss.overTLS, ss.account) {
 			s.cnt.denied.Add(1)
 			s.log.Info("TCP client closed: refused by the new client access list", zap.Stringer("client", c.Remote()))
 			_ = c.Close()
@@ -250,20 +284,76 @@ func (s *Server) Apply(p Policy) {
 }
 
 // admits is the client access rule for an open connection.
-func (p *policy) admits(addr netip.Addr, overTLS bool, cn string) bool {
+func (p *policy) admits(addr netip.Addr, overTLS bool, account string) bool {
 	if overTLS && p.ClientCertAllowed != nil {
-		return p.ClientCertAllowed(addr, cn)
+		return p.ClientCertAllowed(addr, account)
 	}
 	return p.ClientAllowed == nil || p.ClientAllowed(addr)
 }
 
-// peerCN is the subject CN of the connection's verified client
-// certificate, "" for none (or a plain connection).
-func peerCN(c *pvaconn.Conn) string {
-	if cs := c.PeerCertificates(); len(cs) > 0 {
-		return cs[0].Subject.CommonName
+// errClientRefused fails the TLS handshake of a client the access list
+// refuses.
+var errClientRefused = errors.New("tcpsearch: client refused by the client access list")
+
+// verifyClient is the TLS listener's VerifyConnection for ss: when a
+// client's handshake completes (its certificate, if any, verified), the
+// access rule in force decides, before the connection carries any PVA
+// message. A refused client fails the handshake: closed, counted, logged
+// at most once per interval. (Checked at its first message instead, a
+// client that sent none, or only ECHOs, which reset the idle timer, held
+// its connection slot.) An admitted client's account is kept for Apply,
+// which checks only connections verified before it: a policy stored
+// while this runs is applied here (the loop).
+func (s *Server) verifyClient(ss *session, cs tls.ConnectionState) error {
+	var account string
+	if len(cs.PeerCertificates) > 0 {
+		account = keychain.Account(cs.PeerCertificates[0])
 	}
-	return ""
+	ss.account = account
+	for {
+		pol := s.pol.Load()
+		if pol.ClientCertAllowed != nil && !pol.admits(ss.src, true, account) {
+			s.cnt.certDenied.Add(1)
+			s.ll.Hit("tls_client_refused", "TLS client refused by the client access list (address and certificate)",
+				zap.Stringer("client", ss.src), zap.String("certificate_account", account))
+			return errClientRefused
+		}
+		// Without certificate rules the address rule was applied at
+		// accept (and Apply applies a new one).
+		ss.verified.Store(true)
+		if s.pol.Load() == pol {
+			return nil
+		}
+	}
+}
+
+// serverTLS is tc with verifyClient run at the end of every handshake,
+// for ss. tc's GetConfigForClient (the keychain's, which picks up a
+// reloaded keychain) is kept: its configuration gets the check.
+func (s *Server) serverTLS(tc *tls.Config, ss *session) *tls.Config {
+	check := func(c *tls.Config) *tls.Config {
+		prev := c.VerifyConnection
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if prev != nil {
+				if err := prev(cs); err != nil {
+					return err
+				}
+			}
+			return s.verifyClient(ss, cs)
+		}
+		return c
+	}
+	out := check(tc.Clone())
+	if get := tc.GetConfigForClient; get != nil {
+		out.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := get(hi)
+			if err != nil || c == nil {
+				return c, err // nil: out itself, which checks
+			}
+			return check(c.Clone()), nil
+		}
+	}
+	return out
 }
 
 // Server is the name-server listener.
@@ -281,8 +371,8 @@ type Server struct {
 	mu       sync.Mutex
 	lns      []*net.TCPListener
 	tlsLns   []*net.TCPListener
-	conns    map[*pvaconn.Conn]bool // open connections: over TLS?
-	bySource map[netip.Addr]int     // open connections per source; only sources with one
+	conns    map[*pvaconn.Conn]*session // open connections
+	bySource map[netip.Addr]int         // open connections per source; only sources with one
 	closed   bool
 	closing  chan struct{}
 	wg       sync.WaitGroup // accept loops
@@ -301,7 +391,7 @@ func New(opt Options, r Resolver) *Server {
 	if opt.Logger == nil {
 		opt.Logger = zap.NewNop()
 	}
-	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]bool),
+	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]*session),
 		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil),
 		denyLog: limitlog.NewSources(opt.Logger, 0, 0, opt.Clock)}
 	s.Apply(opt.policy())
@@ -434,7 +524,7 @@ func (s *Server) Stats() Stats {
 		ZeroEndpoint: c.zeroEndpoint.Load(), LoopbackRewritten: c.loopbackRewritten.Load(), ProtocolSkipped: c.protoSkipped.Load(),
 		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
 		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
-		Denied: c.denied.Load(), CertDenied: c.certDenied.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
+		Denied: c.denied.Load(), CertDenied: c.certDenied.Load(), TLSHandshakesLimited: c.handshakesLimited.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
 		PerSourceRejected: c.perSource.Load(), AcceptErrors: c.acceptErrors.Load(),
 		BufferedBytes: s.budget.Used(),
 		Conn:          s.conn.Stats(),
@@ -470,11 +560,19 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 			src = ta.AddrPort().Addr().Unmap()
 		}
 		pol := s.pol.Load()
-		// A TLS client under a certificate rule is checked at its first
-		// message, once its certificate is known (session.Message).
+		// A TLS client under a certificate rule is checked when its
+		// handshake completes, once its certificate is known
+		// (verifyClient).
 		byCert := tc != nil && pol.ClientCertAllowed != nil
 		if allow := pol.ClientAllowed; allow != nil && !byCert && !allow(src) {
 			s.denied(src)
+			nc.Close()
+			continue
+		}
+		if tc != nil && !pol.handshakes.Allow(src) {
+			s.cnt.handshakesLimited.Add(1)
+			s.ll.Hit("tls_handshakes_per_source", "TLS handshakes per source limit reached; new TLS connections from it closed before the handshake",
+				zap.Stringer("client", src), zap.Int("handshakes_per_second", TLSHandshakeRate), zap.Int("burst", TLSHandshakeBurst))
 			nc.Close()
 			continue
 		}
@@ -510,12 +608,12 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 		s.bySource[src]++
 		s.cnt.active.Add(1)
 		s.cnt.accepted.Add(1)
-		if tc != nil {
-			s.cnt.tlsAccepted.Add(1)
-			nc = tls.Server(nc, tc)
-		}
 		// Serve under mu: Closed (which deletes) cannot run before the add.
 		ss := &session{s: s, src: src, overTLS: tc != nil}
+		if tc != nil {
+			s.cnt.tlsAccepted.Add(1)
+			nc = tls.Server(nc, s.serverTLS(tc, ss))
+		}
 		if tw := s.opt.Twins; tw != nil {
 			// From the connection's start: UDP replies to its host are
 			// kept for a pair from then on (udpsearch's stash).
@@ -523,7 +621,7 @@ func (s *Server) acceptLoop(ln acceptor, tc *tls.Config) {
 		}
 		c := pvaconn.Serve(nc, pol.Conn, ss)
 		ss.conn.Store(c)
-		s.conns[c] = tc != nil
+		s.conns[c] = ss
 		s.mu.Unlock()
 	}
 }

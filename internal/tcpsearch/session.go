@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"go.uber.org/zap"
-
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/ratelimit"
@@ -39,10 +37,13 @@ type session struct {
 	lastSeq atomic.Uint32 // echoed in pushed replies: PVXS correlates by CID only
 	// src is the client's address (per-source connection accounting, and
 	// what Endpoint.Wire names a server by to this client).
-	src netip.Addr
-	// overTLS: accepted on the TLS listener; checked: its certificate
-	// has been put to the access rule (read goroutine only).
-	overTLS, checked bool
+	src     netip.Addr
+	overTLS bool // accepted on the TLS listener
+	// verified: the TLS handshake completed and the access rule admitted
+	// account, the x509 account of the client's certificate ("" for
+	// none), which is written before verified (Server.verifyClient).
+	verified atomic.Bool
+	account  string
 
 	pushMu   sync.Mutex
 	pushResp pva.SearchResponse
@@ -50,16 +51,6 @@ type session struct {
 }
 
 func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
-	if ss.overTLS && !ss.checked {
-		ss.checked = true
-		if pol := ss.s.pol.Load(); !pol.admits(ss.src, true, peerCN(c)) {
-			ss.s.cnt.certDenied.Add(1)
-			ss.s.ll.Hit("tls_client_refused", "TLS client refused by the client access list (address and certificate)",
-				zap.Stringer("client", c.Remote()), zap.String("certificate_cn", peerCN(c)))
-			_ = c.Close()
-			return
-		}
-	}
 	pol := ss.s.pol.Load()
 	// A search pays here only while its source is idle: a busy one's is
 	// priced by its repeats once decoded (admitSearch).

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"math/big"
@@ -76,6 +77,9 @@ type CertOptions struct {
 	Both      bool      // clientAuth and serverAuth
 	NotBefore time.Time // default an hour ago
 	NotAfter  time.Time // default a day from now
+	// MoreCNs are further CN attributes after cn in the subject (one PVXS
+	// reads as cn and Go's pkix.Name.CommonName as the last of them).
+	MoreCNs []string
 }
 
 // Issue makes an end-entity certificate with subject CN cn, valid for
@@ -99,9 +103,16 @@ func (p *PKI) Issue(t testing.TB, cn string, o CertOptions) *Cert {
 	case o.Client:
 		eku = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	}
+	subject := pkix.Name{CommonName: cn, Organization: []string{"pvans test"}}
+	if len(o.MoreCNs) > 0 {
+		// ExtraNames replace every CommonName: all the CNs go there.
+		for _, n := range append([]string{cn}, o.MoreCNs...) {
+			subject.ExtraNames = append(subject.ExtraNames, pkix.AttributeTypeAndValue{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: n})
+		}
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(p.serial.Add(1)),
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"pvans test"}},
+		Subject:      subject,
 		NotBefore:    o.NotBefore,
 		NotAfter:     o.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,

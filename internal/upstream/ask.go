@@ -41,11 +41,13 @@ type asks struct {
 // Ask puts names to server over a connection of its own, in searches with
 // sequence ID seq (the search ring matches replies by it), hands each answer
 // to OnAskReply (a pvAccessCPP server's UDP answers arrive at replyPort
-// instead) and closes the connection after AskWait. It returns false,
-// asking nothing, when MaxAsks servers are being asked already or the pool
-// is closed.
-func (p *Pool) Ask(server netip.AddrPort, seq uint32, names []pva.SearchName, replyPort uint16) bool {
-	if len(names) == 0 {
+// instead) and closes the connection after AskWait. names are plain
+// clients' and go in searches listing "tcp"; namesTLS are TLS clients' and
+// go in searches listing "tls" and "tcp", as the ring searched them. It
+// returns false, asking nothing, when MaxAsks servers are being asked
+// already or the pool is closed.
+func (p *Pool) Ask(server netip.AddrPort, seq uint32, names, namesTLS []pva.SearchName, replyPort uint16) bool {
+	if len(names)+len(namesTLS) == 0 {
 		return false
 	}
 	// The WaitGroup is added to under p.mu, where Close marks the pool
@@ -72,12 +74,21 @@ func (p *Pool) Ask(server netip.AddrPort, seq uint32, names []pva.SearchName, re
 			p.asks.running--
 			p.asks.mu.Unlock()
 		}()
-		p.ask(server, seq, names, replyPort)
+		p.ask(server, seq, names, namesTLS, replyPort)
 	}()
 	return true
 }
 
-func (p *Pool) ask(server netip.AddrPort, seq uint32, names []pva.SearchName, replyPort uint16) {
+// Protocol lists of the asks: a TLS client's names are asked as a PVXS
+// client with a keychain searches (searchring.TLSProtocols), so that a
+// Secure PVAccess server names its TLS endpoint; asked with "tcp" alone it
+// would answer "tcp", which says it has none.
+var (
+	askProtocols    = [][]byte{[]byte("tcp")}
+	askTLSProtocols = [][]byte{[]byte("tls"), []byte("tcp")}
+)
+
+func (p *Pool) ask(server netip.AddrPort, seq uint32, names, namesTLS []pva.SearchName, replyPort uint16) {
 	ctx, cancel := context.WithTimeout(p.ctx, AskWait)
 	defer cancel()
 	h := &askHandler{p: p, server: server}
@@ -87,7 +98,18 @@ func (p *Pool) ask(server netip.AddrPort, seq uint32, names []pva.SearchName, re
 		return
 	}
 	defer c.Close()
-	proto := [][]byte{[]byte("tcp")}
+	if !sendAsk(c, seq, names, askProtocols, replyPort) || !sendAsk(c, seq, namesTLS, askTLSProtocols, replyPort) {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.Done():
+	}
+}
+
+// sendAsk sends names in searches of at most about askChunk bytes; false
+// when the connection failed.
+func sendAsk(c *pvaconn.Conn, seq uint32, names []pva.SearchName, proto [][]byte, replyPort uint16) bool {
 	for len(names) > 0 {
 		n, size := 0, 0
 		for n < len(names) && n < 0xFFFF && (n == 0 || size+pva.SearchNameCost(len(names[n].Name)) <= askChunk) {
@@ -97,14 +119,11 @@ func (p *Pool) ask(server netip.AddrPort, seq uint32, names []pva.SearchName, re
 		msg := pva.AppendSearch(nil, c.Flags(), &pva.Search{Seq: seq, Flags: pva.SearchUnicast,
 			ReplyPort: replyPort, Protocols: proto, Names: names[:n]})
 		if c.Send(msg) != nil {
-			return
+			return false
 		}
 		names = names[n:]
 	}
-	select {
-	case <-ctx.Done():
-	case <-c.Done():
-	}
+	return true
 }
 
 // AskStats are the counts of Ask.

@@ -3,6 +3,7 @@ package upstream
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,6 +65,9 @@ func (s *askedServer) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 	}
 	var cids []uint32
 	cp := pva.Search{Seq: m.Seq, Flags: m.Flags, ReplyPort: m.ReplyPort}
+	for _, p := range m.Protocols {
+		cp.Protocols = append(cp.Protocols, append([]byte(nil), p...))
+	}
 	for _, n := range m.Names {
 		cp.Names = append(cp.Names, pva.SearchName{CID: n.CID, Name: append([]byte(nil), n.Name...)})
 		if s.hold[string(n.Name)] {
@@ -95,7 +99,7 @@ func TestAskOneServer(t *testing.T) {
 			t.Error("an asked server's answer was handed on as a name server's")
 		}})
 		names := []pva.SearchName{{CID: 7, Name: []byte("held:1")}, {CID: 8, Name: []byte("other")}, {CID: 9, Name: []byte("held:2")}}
-		if !p.Ask(srv.addr(), pva.SearchSeqFind, names, 0xBEEF) {
+		if !p.Ask(srv.addr(), pva.SearchSeqFind, names, nil, 0xBEEF) {
 			t.Fatal("Ask refused")
 		}
 		select {
@@ -119,6 +123,47 @@ func TestAskOneServer(t *testing.T) {
 	}
 }
 
+// TLS clients' names are asked in searches offering TLS, ["tls","tcp"],
+// as the ring searches them, the others in plain ones (issue 39, row 12):
+// asked plainly, a Secure PVAccess server answers "tcp", which means "no
+// TLS here", and TLS clients were pushed its plaintext endpoint.
+func TestAskTLSNamesOfferTLS(t *testing.T) {
+	srv := startAsked(t, false, "x")
+	p := New(Options{OnAskReply: func(netip.AddrPort, *pva.SearchResponse) {}})
+	defer p.Close()
+	plain := []pva.SearchName{{CID: 1, Name: []byte("x")}}
+	secure := []pva.SearchName{{CID: 2, Name: []byte("x")}, {CID: 3, Name: []byte("y")}}
+	if !p.Ask(srv.addr(), 77, plain, secure, 1) {
+		t.Fatal("Ask refused")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		srv.mu.Lock()
+		got := append([]pva.Search(nil), srv.got...)
+		srv.mu.Unlock()
+		if len(got) == 2 {
+			for _, m := range got {
+				var protos []string
+				for _, p := range m.Protocols {
+					protos = append(protos, string(p))
+				}
+				want := []string{"tcp"}
+				if m.Names[0].CID != 1 {
+					want = []string{"tls", "tcp"}
+				}
+				if m.Seq != 77 || !slices.Equal(protos, want) {
+					t.Errorf("search seq %d for CIDs %v offered %q, want %q", m.Seq, m.Names, protos, want)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server got %d searches, want a plain one and a TLS one", len(got))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Many names are split into messages of at most about 16 KiB; at most
 // MaxAsks servers are asked at once.
 func TestAskBounds(t *testing.T) {
@@ -129,7 +174,7 @@ func TestAskBounds(t *testing.T) {
 	for i := range 3000 {
 		names = append(names, pva.SearchName{CID: uint32(i), Name: []byte("a:fairly:long:process:variable:name:" + string(rune('a'+i%26)))})
 	}
-	if !p.Ask(srv.addr(), pva.SearchSeqFind, names, 1) {
+	if !p.Ask(srv.addr(), pva.SearchSeqFind, names, nil, 1) {
 		t.Fatal("Ask refused")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -161,10 +206,10 @@ func TestAskBounds(t *testing.T) {
 	defer mute.Close()
 	to := mute.Addr().(*net.TCPAddr).AddrPort()
 	for i := 0; i < MaxAsks-1; i++ { // one may still be running
-		p.Ask(to, pva.SearchSeqFind, names[:1], 1)
+		p.Ask(to, pva.SearchSeqFind, names[:1], nil, 1)
 	}
-	first := p.Ask(to, pva.SearchSeqFind, names[:1], 1)
-	second := p.Ask(to, pva.SearchSeqFind, names[:1], 1)
+	first := p.Ask(to, pva.SearchSeqFind, names[:1], nil, 1)
+	second := p.Ask(to, pva.SearchSeqFind, names[:1], nil, 1)
 	if first && second {
 		t.Fatal("more than MaxAsks asks at once")
 	}

@@ -105,3 +105,57 @@ func TestPushPerSearch(t *testing.T) {
 		t.Errorf("TLS search pushed %+v, want tls %v", a, w.srv.TLS)
 	}
 }
+
+// TestSearchThroughTLSPlainFirst is TestSearchThroughTLS with the order
+// fixed the way it once went wrong by chance (issue 39, row 12): the
+// server answers the plain search at once and the TLS search only later,
+// so pvans hears the plain answer, checks it over TCP and registers the
+// server from it — with no TLS endpoint — while the TLS client still
+// waits. The registry's commit then pushed the TLS client the plaintext
+// endpoint. The TLS client must be told nothing but the TLS endpoint,
+// once pvans has heard it (over UDP when the server answers again, or
+// from asking the unlistable server over TCP, offering "tls").
+func TestSearchThroughTLSPlainFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon; skipped with -short")
+	}
+	pki := testutil.NewPKI(t, "pvans e2e CA")
+	site, err := sim.Start(context.Background(), sim.Options{Servers: 1, Names: [][]string{{"hid:pv1"}},
+		UpdateInterval: -1, RefuseChannels: true, TLS: pki.ServerConfig(pki.Issue(t, "sim-ioc", testutil.CertOptions{}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { site.Close() })
+	srv := site.Server(0)
+	if err := site.MuteTLSSearches(0, true); err != nil {
+		t.Fatal(err)
+	}
+	pv := harness.Start(t, harness.Options{Args: []string{"--discovery-at-start=false", "--search-through",
+		"--addr-list", srv.UDP.String()}})
+
+	secure := waitingClient(t, pv.TCP, []string{"tls", "tcp"}, "hid:pv1")
+	plain := waitingClient(t, pv.TCP, nil, "hid:pv1")
+	if a := answersOf(t, plain)["hid:pv1"]; a.Protocol != "tcp" || a.Endpoint != srv.TCP {
+		t.Fatalf("plain client pushed %+v, want tcp %v", a, srv.TCP)
+	}
+	testutil.WaitFor(t, 30*time.Second, "pvans registers the plain answer", func() bool {
+		ok, _ := pv.HasName("hid:pv1")
+		return ok
+	})
+	// The commit's push, if any, went out with the commit; give it time
+	// to arrive. The only answer the TLS client may have by now is the
+	// server's TLS endpoint, which pvans learns when it asks the
+	// unlistable server directly, over TCP, offering "tls".
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	as, _, _ := secure.Wait(ctx)
+	cancel()
+	if len(as) > 0 && (as[0].Protocol != "tls" || as[0].Endpoint != srv.TLS) {
+		t.Fatalf("TLS client pushed %+v before the server answered its TLS search over UDP", as[0])
+	}
+	if err := site.MuteTLSSearches(0, false); err != nil {
+		t.Fatal(err)
+	}
+	if a := answersOf(t, secure)["hid:pv1"]; a.Protocol != "tls" || a.Endpoint != srv.TLS || a.GUID != srv.GUID {
+		t.Errorf("TLS client pushed %+v, want tls %v", a, srv.TLS)
+	}
+}
