@@ -38,9 +38,15 @@ func block(tb testing.TB, n int) capBlock {
 
 func captureMessages(tb testing.TB) []capMsg {
 	tb.Helper()
+	return splitMessages(tb, captureBlocks(tb))
+}
+
+// splitMessages splits the blocks of a capture into PVA messages.
+func splitMessages(tb testing.TB, blocks []capBlock) []capMsg {
+	tb.Helper()
 	var out []capMsg
 	pending := map[string][]byte{}
-	for _, b := range captureBlocks(tb) {
+	for _, b := range blocks {
 		conn := b.Src + ">" + b.Dst
 		data := b.Data
 		if b.TCP {
@@ -74,8 +80,13 @@ func captureMessages(tb testing.TB) []capMsg {
 
 func blockMessages(tb testing.TB, n int) []capMsg {
 	tb.Helper()
+	return messagesOfBlock(tb, captureMessages(tb), n)
+}
+
+func messagesOfBlock(tb testing.TB, ms []capMsg, n int) []capMsg {
+	tb.Helper()
 	var out []capMsg
-	for _, m := range captureMessages(tb) {
+	for _, m := range ms {
 		if m.Block == n {
 			out = append(out, m)
 		}

@@ -19,6 +19,12 @@ import (
 // its README lists the blocks.
 const CaptureFile = "internal/pva/testdata/captures/loopback.txt"
 
+// JavaCaptureFile is the golden capture of Phoebus core-pva (the Java
+// client and server), relative to the module root;
+// scripts/record-java-captures.sh records it and the same README lists the
+// blocks.
+const JavaCaptureFile = "internal/pva/testdata/captures/java.txt"
+
 // CaptureBlock is one numbered block of the capture: one UDP datagram or
 // the payload of one TCP segment.
 type CaptureBlock struct {
@@ -28,35 +34,47 @@ type CaptureBlock struct {
 	Data     []byte
 }
 
-var (
-	captureOnce sync.Once
-	captureBlks []CaptureBlock
-	captureErr  error
-)
+type parsedCapture struct {
+	once   sync.Once
+	blocks []CaptureBlock
+	err    error
+}
+
+var captures sync.Map // file -> *parsedCapture
 
 // Capture returns the blocks of the golden capture in order (block n is
 // element n-1). The capture is part of the repository, so a missing or
 // malformed file fails the test.
 func Capture(tb testing.TB) []CaptureBlock {
 	tb.Helper()
-	captureOnce.Do(func() {
+	return CaptureOf(tb, CaptureFile)
+}
+
+// CaptureOf is Capture for another capture file of the repository (file
+// relative to the module root, e.g. JavaCaptureFile). Each file is parsed
+// once per test binary.
+func CaptureOf(tb testing.TB, file string) []CaptureBlock {
+	tb.Helper()
+	v, _ := captures.LoadOrStore(file, &parsedCapture{})
+	c := v.(*parsedCapture)
+	c.once.Do(func() {
 		root, err := moduleRoot()
 		if err != nil {
-			captureErr = err
+			c.err = err
 			return
 		}
-		f, err := os.Open(filepath.Join(root, filepath.FromSlash(CaptureFile)))
+		f, err := os.Open(filepath.Join(root, filepath.FromSlash(file)))
 		if err != nil {
-			captureErr = err
+			c.err = err
 			return
 		}
 		defer f.Close()
-		captureBlks, captureErr = ParseCapture(f)
+		c.blocks, c.err = ParseCapture(f)
 	})
-	if captureErr != nil {
-		tb.Fatalf("capture: %v", captureErr)
+	if c.err != nil {
+		tb.Fatalf("capture %s: %v", file, c.err)
 	}
-	return captureBlks
+	return c.blocks
 }
 
 // CaptureBlocks is Capture by block number.
