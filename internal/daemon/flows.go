@@ -424,6 +424,11 @@ func (d *Daemon) onSearchResolved(name string, tls bool, guid pva.GUID, ep netip
 		if err := d.Registry.AddNames(guid, confirmed, registry.SourceSearchThrough); err != nil {
 			d.log.Warn("search-through name not registered", zap.String("name", name), zap.Stringer("guid", guid), zap.Error(err))
 		}
+		// The probe may have found the server unlistable before this
+		// row existed (the report then had no row to mark).
+		if d.Prober.Refuses(ep) {
+			_ = d.Registry.SetProbeState(guid, registry.ProbeFailed, errors.New(probe.FailUnlistable))
+		}
 	})
 }
 

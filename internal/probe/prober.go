@@ -665,6 +665,16 @@ func (p *Prober) Watching(ep netip.AddrPort) (pva.GUID, bool) {
 	return s.reportGUID(), true
 }
 
+// Refuses reports whether ep's server answered over TCP but would not
+// list (unlistable): a row made for it after that report (a search-through
+// confirmation that finished later) takes the state from here.
+func (p *Prober) Refuses(ep netip.AddrPort) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.servers[ep]
+	return s != nil && s.life.phase == phaseRefused
+}
+
 // Gone reports whether ep's server was reported lost and has not answered
 // over TCP since (no listing; a beacon, which anyone can forge, does not
 // count). A check
