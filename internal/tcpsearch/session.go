@@ -112,19 +112,22 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte, p
 	ss.lastSeq.Store(q.Seq)
 	ss.noteTwin(payload)
 	out := ss.answer(ss.out[:0], q, payload, c.Flags(), c.Local().Port())
+	tls := q.HasProtocol("tls")
+	// Remembered before the answer leaves: a client may act on it (and
+	// its server restart) before this goroutine runs again, and an
+	// answer remembered late would miss the restart's re-answer.
+	if len(q.Names) > 0 && len(ss.answered) > 0 {
+		w := ss.waiterFor(c)
+		for _, gi := range ss.answered {
+			w.Told(q.Names, &ss.batch, gi, tls)
+		}
+	}
 	if len(out) > 0 && c.Send(out) != nil {
 		cnt.sendErrors.Add(1)
 	}
 	ss.out = out
 	if len(q.Names) == 0 {
 		return
-	}
-	tls := q.HasProtocol("tls")
-	if len(ss.answered) > 0 {
-		w := ss.waiterFor(c)
-		for _, gi := range ss.answered {
-			w.Told(q.Names, &ss.batch, gi, tls)
-		}
 	}
 	if len(ss.batch.Missing) > 0 {
 		ss.waiterFor(c).Wait(q.Names, ss.batch.Missing, tls)
