@@ -14,6 +14,19 @@
 // the sender's address, not its port) and a global rate bound. It decides
 // nothing about what was accepted: the daemon hands it what passed the
 // hint rules.
+//
+// # Re-announcing
+//
+// A central instance started without a snapshot would otherwise learn a
+// routed site's servers only as each beacons again (up to 180 s apart, or
+// a relay's discovery.interval). So the relay also keeps the servers it
+// heard first hand (one entry per server address, forgotten after
+// beacon.expiry unheard, at most registry.max_servers), and when a
+// relay.to destination sends it a discovery ping (a central pings its
+// access.trusted_relays at start and at each discovery round) it sends
+// that destination, and no other, every one of them again, under the
+// same rate bound. A ping from any other address re-announces nothing:
+// a relay never sends its table where its configuration does not.
 package relay
 
 import (
@@ -21,6 +34,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -53,7 +67,20 @@ type Limits struct {
 	// destination); PerSecond 0: no bound.
 	PerSecond float64 `setting:"relay.max_per_second"`
 	Burst     int     `setting:"relay.burst"`
+	// Expiry is how long a server heard first hand is kept for a
+	// re-announce after it was last heard: as long as a tracker keeps it.
+	// 0: kept until pushed out.
+	Expiry time.Duration `setting:"beacon.expiry"`
+	// Known bounds the servers kept for a re-announce (the oldest heard
+	// goes first); 0: none are kept.
+	Known int `setting:"registry.max_servers"`
 }
+
+// ReannounceGap is the least time between two re-announces to one
+// destination: a central pings at start and at each discovery round, so
+// one re-announce per ping; a burst of pings (or forged ones from the
+// destination's address) costs at most one table every ReannounceGap.
+const ReannounceGap = 10 * time.Second
 
 // Stats are counters for metrics.
 type Stats struct {
@@ -63,6 +90,27 @@ type Stats struct {
 	NotRelayable uint64 // sightings naming an address a relay may not name
 	SecondHand   uint64 // sightings another relay sent (FirstHand false)
 	SendErrors   uint64 // datagrams the kernel refused
+
+	Known          int    // servers kept for a re-announce now
+	Reannounces    uint64 // re-announces started (a ping from a relay.to destination)
+	Reannounced    uint64 // sightings sent again in re-announces
+	PingsIgnored   uint64 // discovery pings from an address not in relay.to
+	PingsTooSoon   uint64 // pings within ReannounceGap of the last re-announce, or during one
+	KnownEvictions uint64 // servers pushed out of the full table
+}
+
+// heard is one server heard first hand, kept for a re-announce.
+type heard struct {
+	o  beacon.Observation
+	at time.Time
+}
+
+// reannounce is one destination's re-announce: the sightings still to
+// send and when it started.
+type reannounce struct {
+	queue   []beacon.Observation
+	started time.Time
+	timer   clock.Timer
 }
 
 // Relay forwards sightings. Safe for concurrent use.
@@ -76,8 +124,11 @@ type Relay struct {
 	c4    *net.UDPConn
 	c6    *net.UDPConn
 	buf   []byte
+	known map[netip.AddrPort]heard // by server endpoint
+	re    map[netip.AddrPort]*reannounce
 
-	relayed, datagrams, rate, notRelayable, secondHand, sendErrors atomic.Uint64
+	relayed, datagrams, rate, notRelayable, secondHand, sendErrors  atomic.Uint64
+	reannounces, reannounced, pingsIgnored, pingsTooSoon, evictions atomic.Uint64
 }
 
 // New returns a relay with no destinations and no sockets.
@@ -88,7 +139,7 @@ func New(o Options) *Relay {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Relay{o: o, buf: make([]byte, 0, 256)}
+	return &Relay{o: o, buf: make([]byte, 0, 256), known: map[netip.AddrPort]heard{}, re: map[netip.AddrPort]*reannounce{}}
 }
 
 // Apply replaces the destinations and the rate bound (a changed rate
@@ -107,6 +158,17 @@ func (r *Relay) Apply(l Limits) {
 			continue
 		}
 		r.to = append(r.to, to)
+	}
+	for to, ra := range r.re {
+		if !r.isTo(to) {
+			r.stop(to, ra) // no longer a destination: nothing more goes there
+		}
+	}
+	if l.Known <= 0 {
+		clear(r.known)
+	}
+	for len(r.known) > l.Known {
+		r.evictOldest()
 	}
 }
 
@@ -144,6 +206,9 @@ func (r *Relay) Close() {
 		_ = r.c6.Close()
 	}
 	r.c4, r.c6 = nil, nil
+	for to, ra := range r.re {
+		r.stop(to, ra)
+	}
 }
 
 // everyone is the one key of the global rate bound.
@@ -192,30 +257,152 @@ func (r *Relay) Relay(o beacon.Observation) {
 		r.notRelayable.Add(1)
 		return
 	}
+	r.remember(o)
 	if !r.limit.Allow(everyone) {
 		r.rate.Add(1)
 		return
 	}
 	r.buf = Encode(r.buf[:0], o)
 	for _, to := range r.to {
-		c := r.c4
-		if !to.Addr().Unmap().Is4() {
-			c = r.c6
-		}
-		if c == nil {
-			r.sendErrors.Add(1)
-			continue
-		}
-		if _, err := c.WriteToUDPAddrPort(r.buf, netip.AddrPortFrom(to.Addr().Unmap(), to.Port())); err != nil {
-			r.sendErrors.Add(1)
-			if ce := r.o.Logger.Check(zap.DebugLevel, "relay send failed"); ce != nil {
-				ce.Write(zap.Stringer("to", to), zap.Error(err))
-			}
-			continue
-		}
-		r.datagrams.Add(1)
+		r.send(to)
 	}
 	r.relayed.Add(1)
+}
+
+// send sends r.buf to one destination. r.mu is held.
+func (r *Relay) send(to netip.AddrPort) {
+	c := r.c4
+	if !to.Addr().Unmap().Is4() {
+		c = r.c6
+	}
+	if c == nil {
+		r.sendErrors.Add(1)
+		return
+	}
+	if _, err := c.WriteToUDPAddrPort(r.buf, netip.AddrPortFrom(to.Addr().Unmap(), to.Port())); err != nil {
+		r.sendErrors.Add(1)
+		if ce := r.o.Logger.Check(zap.DebugLevel, "relay send failed"); ce != nil {
+			ce.Write(zap.Stringer("to", to), zap.Error(err))
+		}
+		return
+	}
+	r.datagrams.Add(1)
+}
+
+// remember keeps o, heard first hand, for a re-announce: the latest
+// sighting of each server address. r.mu is held.
+func (r *Relay) remember(o beacon.Observation) {
+	if r.lim.Known <= 0 {
+		return
+	}
+	if _, ok := r.known[o.Endpoint]; !ok && len(r.known) >= r.lim.Known {
+		r.evictOldest()
+	}
+	r.known[o.Endpoint] = heard{o: o, at: r.o.Clock.Now()}
+}
+
+// evictOldest drops the server heard longest ago. A scan: it runs only
+// when the table is full, and sightings arrive under udp's beacon bound.
+func (r *Relay) evictOldest() {
+	var oldest netip.AddrPort
+	var at time.Time
+	for ep, h := range r.known {
+		if !oldest.IsValid() || h.at.Before(at) {
+			oldest, at = ep, h.at
+		}
+	}
+	delete(r.known, oldest)
+	r.evictions.Add(1)
+}
+
+// Pinged is told of a discovery ping (a search with no names) from
+// from. When from's address is a relay.to destination's, every server
+// kept is sent to that destination again (paced by the rate bound),
+// unless one was sent there less than ReannounceGap ago. From any other
+// address it does nothing: the ping's source could be anyone's.
+func (r *Relay) Pinged(from netip.AddrPort) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := from.Addr().Unmap()
+	var dests []netip.AddrPort
+	for _, to := range r.to {
+		if to.Addr().Unmap() == a {
+			dests = append(dests, to)
+		}
+	}
+	if len(r.to) == 0 || r.c4 == nil {
+		return // not relaying: every ping is a client's
+	}
+	if len(dests) == 0 {
+		r.pingsIgnored.Add(1)
+		return
+	}
+	now := r.o.Clock.Now()
+	for _, to := range dests {
+		if ra := r.re[to]; ra != nil && (len(ra.queue) > 0 || now.Sub(ra.started) < ReannounceGap) {
+			r.pingsTooSoon.Add(1)
+			continue
+		}
+		ra := &reannounce{started: now}
+		for ep, h := range r.known {
+			if r.lim.Expiry > 0 && now.Sub(h.at) >= r.lim.Expiry {
+				delete(r.known, ep) // not heard for as long as a tracker keeps a server
+				continue
+			}
+			ra.queue = append(ra.queue, h.o)
+		}
+		r.re[to] = ra
+		r.reannounces.Add(1)
+		r.o.Logger.Info("re-announcing the servers heard here", zap.Stringer("to", to), zap.Int("servers", len(ra.queue)))
+		r.drain(to, ra)
+	}
+}
+
+// drain sends ra's queue to to while the rate bound allows, and comes
+// back when it next will. r.mu is held.
+func (r *Relay) drain(to netip.AddrPort, ra *reannounce) {
+	ra.timer = nil
+	for len(ra.queue) > 0 {
+		if !r.limit.Allow(everyone) {
+			wait := time.Second
+			if r.lim.PerSecond > 0 {
+				wait = max(time.Duration(float64(time.Second)/r.lim.PerSecond), time.Millisecond)
+			}
+			ra.timer = r.o.Clock.AfterFunc(wait, func() {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if r.re[to] == ra && r.c4 != nil {
+					r.drain(to, ra)
+				}
+			})
+			return
+		}
+		o := ra.queue[0]
+		ra.queue[0] = beacon.Observation{}
+		ra.queue = ra.queue[1:]
+		r.buf = Encode(r.buf[:0], o)
+		r.send(to)
+		r.reannounced.Add(1)
+	}
+	ra.queue = nil
+}
+
+// isTo reports whether to is a destination now. r.mu is held.
+func (r *Relay) isTo(to netip.AddrPort) bool {
+	for _, t := range r.to {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+// stop ends a re-announce. r.mu is held.
+func (r *Relay) stop(to netip.AddrPort, ra *reannounce) {
+	if ra.timer != nil {
+		ra.timer.Stop()
+	}
+	delete(r.re, to)
 }
 
 // Encode appends the datagram that relays o: a beacon, or for a discovery
@@ -232,6 +419,11 @@ func Encode(dst []byte, o beacon.Observation) []byte {
 
 // Stats returns the counters.
 func (r *Relay) Stats() Stats {
+	r.mu.Lock()
+	known := len(r.known)
+	r.mu.Unlock()
 	return Stats{Relayed: r.relayed.Load(), Datagrams: r.datagrams.Load(), Rate: r.rate.Load(),
-		NotRelayable: r.notRelayable.Load(), SecondHand: r.secondHand.Load(), SendErrors: r.sendErrors.Load()}
+		NotRelayable: r.notRelayable.Load(), SecondHand: r.secondHand.Load(), SendErrors: r.sendErrors.Load(),
+		Known: known, Reannounces: r.reannounces.Load(), Reannounced: r.reannounced.Load(),
+		PingsIgnored: r.pingsIgnored.Load(), PingsTooSoon: r.pingsTooSoon.Load(), KnownEvictions: r.evictions.Load()}
 }

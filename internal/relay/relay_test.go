@@ -156,3 +156,143 @@ func TestRelaySkipsBroadcastDestinations(t *testing.T) {
 		t.Errorf("destinations with ToBroadcast %v, want %v", r.to, to)
 	}
 }
+
+// reannounceRelay is a relay to one listening destination with two
+// servers heard first hand and one heard second hand.
+func reannounceRelay(t *testing.T, clk *clock.Fake, l Limits) (*Relay, *net.UDPConn) {
+	t.Helper()
+	c := listen(t)
+	l.To = []netip.AddrPort{c.LocalAddr().(*net.UDPAddr).AddrPort()}
+	r := New(Options{Clock: clk})
+	r.Apply(l)
+	if err := r.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	for i, ep := range []string{"10.5.0.7:5075", "10.5.0.8:5075"} {
+		ioc := netip.MustParseAddrPort(ep)
+		r.Relay(beacon.Observation{GUID: pva.GUID{byte(i + 1)}, Endpoint: ioc, Protocol: "tcp", Via: beacon.Via(i),
+			From: netip.AddrPortFrom(ioc.Addr(), 5076)})
+	}
+	r.Relay(beacon.Observation{GUID: guid, Endpoint: netip.MustParseAddrPort("10.5.0.9:5075"), Protocol: "tcp",
+		From: netip.MustParseAddrPort("10.6.0.2:5076")}) // relayed to us: not ours to re-announce
+	drain(t, c, 2) // the live relays
+	return r, c
+}
+
+// drain reads n datagrams from c and returns the server endpoints they
+// name; it fails if fewer come.
+func drain(t *testing.T, c *net.UDPConn, n int) []netip.AddrPort {
+	t.Helper()
+	var got []netip.AddrPort
+	buf := make([]byte, 512)
+	for range n {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		k, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("after %d of %d datagrams: %v", len(got), n, err)
+		}
+		h, payload, _, err := pva.SplitMessage(buf[:k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch h.Command {
+		case pva.CmdBeacon:
+			var m pva.Beacon
+			if err := m.Decode(payload, h.BigEndian()); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, netip.AddrPortFrom(m.Addr.Addr(), m.Port))
+		case pva.CmdSearchResponse:
+			var m pva.SearchResponse
+			if err := m.Decode(payload, h.BigEndian()); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, netip.AddrPortFrom(m.Addr.Addr(), m.Port))
+		default:
+			t.Fatalf("command %v", h.Command)
+		}
+	}
+	slices.SortFunc(got, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	return got
+}
+
+// nothing fails if a datagram reaches c within a short while.
+func nothing(t *testing.T, c *net.UDPConn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, from, err := c.ReadFromUDPAddrPort(make([]byte, 512)); err == nil {
+		t.Fatalf("got %d bytes from %v, want nothing", n, from)
+	}
+}
+
+// A discovery ping from a relay.to destination's address gets every
+// server heard first hand sent to it again, as it was relayed (issue 41:
+// a central started without a snapshot knows the site at once instead of
+// at each server's next beacon); once per ReannounceGap.
+func TestReannounceOnPing(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	r, c := reannounceRelay(t, clk, Limits{Known: 10, Expiry: time.Minute})
+	central := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 40001) // the central's client port, not its search port
+	r.Pinged(central)
+	want := []netip.AddrPort{netip.MustParseAddrPort("10.5.0.7:5075"), netip.MustParseAddrPort("10.5.0.8:5075")}
+	if got := drain(t, c, 2); !slices.Equal(got, want) {
+		t.Errorf("re-announced %v, want %v", got, want)
+	}
+	r.Pinged(central) // within the gap
+	nothing(t, c)
+	clk.Advance(ReannounceGap)
+	r.Pinged(central)
+	drain(t, c, 2)
+	// A server not heard for beacon.expiry is forgotten.
+	clk.Advance(time.Minute)
+	r.Pinged(central)
+	nothing(t, c)
+	st := r.Stats()
+	if st.Reannounces != 3 || st.Reannounced != 4 || st.PingsTooSoon != 1 || st.Known != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// A ping from an address that is not a relay.to destination sends
+// nothing anywhere: the ping's source is anyone's to write, and a relay
+// answering it would send its table to whoever the sender names.
+func TestReannounceNotForOthers(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	r, c := reannounceRelay(t, clk, Limits{Known: 10})
+	victim, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}) // not the destination's address
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Close()
+	r.Pinged(victim.LocalAddr().(*net.UDPAddr).AddrPort())
+	r.Pinged(netip.MustParseAddrPort("10.9.9.9:5076"))
+	nothing(t, c)
+	nothing(t, victim)
+	if st := r.Stats(); st.PingsIgnored != 2 || st.Reannounces != 0 || st.Reannounced != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// A re-announce is paced by the relay's rate bound, shared with live
+// sightings, and bounded to Known servers (the oldest heard pushed out).
+func TestReannouncePacedAndBounded(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	r, c := reannounceRelay(t, clk, Limits{Known: 2, PerSecond: 1, Burst: 2})
+	// A third server: the one heard longest ago (10.5.0.7) is pushed out.
+	clk.Advance(2 * time.Second) // the burst is back
+	ioc := netip.MustParseAddrPort("10.5.0.10:5075")
+	r.Relay(beacon.Observation{GUID: pva.GUID{9}, Endpoint: ioc, Protocol: "tcp", From: netip.AddrPortFrom(ioc.Addr(), 5076)})
+	drain(t, c, 1)
+	r.Pinged(c.LocalAddr().(*net.UDPAddr).AddrPort())
+	if got := drain(t, c, 1); len(got) != 1 {
+		t.Fatal(got)
+	}
+	nothing(t, c) // the bound is spent: the second waits
+	clk.Advance(time.Second)
+	drain(t, c, 1)
+	st := r.Stats()
+	if st.Known != 2 || st.KnownEvictions != 1 || st.Reannounced != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
