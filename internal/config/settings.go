@@ -324,8 +324,8 @@ func init() {
 
 	add(intSpec("registry.max_servers", "servers tracked at most (also the beacon tracking limit)", 1, 10_000_000,
 		func(c *Config) *int { return &c.Registry.MaxServers }),
-		"20000", live("registry and beacon tracker: raised now, lowered at the next natural eviction", "registry", "beacon"),
-		"Servers tracked at most; also the beacon tracking limit (PVXS: 20000).")
+		"20000", live("registry and beacon tracker: raised now, lowered at the next natural eviction; a relay's re-announce table at once", "registry", "beacon", "relay"),
+		"Servers tracked at most; also the beacon tracking limit (PVXS: 20000) and the servers a relay keeps to re-announce.")
 	add(intSpec("registry.max_names", "names held at most over all servers", 1, 1_000_000_000,
 		func(c *Config) *int { return &c.Registry.MaxNames }),
 		"5000000", live("registry: raised now, lowered at the next natural eviction", "registry"),
@@ -543,8 +543,8 @@ func init() {
 
 	add(durSpec("beacon.expiry", "a server not heard from for this long is lost (PVXS: 360s)", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.Beacon.Expiry }),
-		"360s", live("beacon tracker, next expiry check", "beacon"),
-		"A server not heard from for this long is lost (PVXS: 360 s).")
+		"360s", live("beacon tracker, next expiry check; a relay's next re-announce", "beacon", "relay"),
+		"A server not heard from for this long is lost (PVXS: 360 s); a relay re-announces only the servers it heard within it.")
 	add(spec{key: "beacon.check_interval", ptr: field(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }), usage: "how often beacon expiry is checked",
 		set: durSet(func(c *Config) *time.Duration { return &c.Beacon.CheckInterval }),
 		get: func(c *Config) string { return c.Beacon.CheckInterval.String() },

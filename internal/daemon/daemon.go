@@ -97,6 +97,7 @@ type Daemon struct {
 	httpSrv   *httpapi.Service
 	httpLn    net.Listener            // nil when the HTTP endpoint is off
 	addrList  []udpsearch.Destination // search destinations: configured plus automatic; mu
+	relayPing []netip.AddrPort        // trusted relays discovery pings also go to; mu
 
 	// replicas are the addresses of the other pvans instances registered
 	// (refreshReplicas): their UDP searches are their own search-through.
@@ -220,6 +221,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	}
 	addrList, beaconList := d.destinations(cfg)
 	d.addrList = addrList
+	d.relayPing = d.relayPings(cfg)
 	// The port, the TCP port (the bound one, if 0 was asked, is set in
 	// Start), the receive buffer, own beacons, the beacon queue (the receive
 	// path never waits for the registry) and reply pacing come from the
@@ -235,6 +237,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Beacons:          beaconFilter{d},
 		OnSearchResponse: d.onUDPSearchResponse,
 		OnPingAnswer:     d.Prober.PingAnswer,
+		OnDiscoveryPing:  d.Relay.Pinged,
 		Insight:          d.Insight,
 		Twins:            d.Twins,
 		Clock:            d.clk,
@@ -348,6 +351,7 @@ func (d *Daemon) Start() (err error) {
 
 	d.mu.Lock()
 	addrList := d.addrList
+	pinged := len(addrList) > 0 || len(d.relayPing) > 0
 	d.started = true
 	d.mu.Unlock()
 	d.armDiscovery()
@@ -355,7 +359,7 @@ func (d *Daemon) Start() (err error) {
 		d.DNS.Start() // the first round at once: every address of every name
 	}
 	switch {
-	case d.boot.Search.DiscoveryAtStart && len(addrList) > 0:
+	case d.boot.Search.DiscoveryAtStart && pinged:
 		if derr := d.discover(discoverStart); derr != nil {
 			d.log.Warn("discovery ping failed", zap.Error(derr))
 		}
@@ -451,11 +455,29 @@ func (d *Daemon) Ready() (bool, string) {
 }
 
 // Discover sends one discovery ping (empty protocol list, no names,
-// MustReply) to every search destination; replies are treated as beacons.
-func (d *Daemon) Discover() error {
+// MustReply) to every search destination and trusted relay; replies are
+// treated as beacons, and the relays re-announce.
+func (d *Daemon) Discover() error { return d.ping(true) }
+
+// ping sends a discovery ping to every search destination and, with
+// relays, to the trusted relays (relayPings). Periodic rounds leave the
+// relays out: a relay re-announces every server it heard within
+// beacon.expiry, so pinging it each round would keep a dead server alive
+// here for that much longer; its live sightings keep the rest fresh.
+func (d *Daemon) ping(relays bool) error {
 	ping := pva.Search{Seq: pva.SearchSeqFind, Flags: pva.SearchMustReply, ReplyPort: d.UDP.ClientAddr().Port()}
 	msg := pva.AppendSearch(nil, pva.FlagBigEndian, &ping)
-	return d.UDP.SendSearch(msg, nil)
+	err := d.UDP.SendSearch(msg, nil)
+	if !relays {
+		return err
+	}
+	d.mu.Lock()
+	to := d.relayPing
+	d.mu.Unlock()
+	if rerr := d.UDP.SendSearchTo(msg, to); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // HTTPAddr is the bound HTTP listener address ("" when off).

@@ -49,7 +49,7 @@ func (d *Daemon) discover(trigger string) error {
 	if trigger != discoverPeriodic {
 		d.Events.Add(events.Event{At: d.clk.Now(), Kind: "discovery", Detail: "discovery ping sent (" + trigger + ")"})
 	}
-	return d.Discover()
+	return d.ping(trigger != discoverPeriodic)
 }
 
 // armDiscovery schedules the next periodic discovery ping
@@ -229,18 +229,42 @@ func (d *Daemon) relayed(o beacon.Observation) bool {
 	return d.boot.Relay.Only
 }
 
+// relayPings are the trusted relays a discovery ping also goes to (at
+// pva.broadcast_port, the relay's search port as it is ours): each
+// access.trusted_relays entry that is one address, not a group's. A relay
+// that hears a ping from one of its relay.to destinations sends it every
+// server it heard first hand again (internal/relay, "Re-announcing"), so
+// an instance started without a snapshot knows a routed site at once,
+// not at each server's next beacon. The relay profile pings none: what it
+// is relayed goes no further.
+func (d *Daemon) relayPings(c *config.Config) []netip.AddrPort {
+	if d.boot.Relay.Only {
+		return nil
+	}
+	var out []netip.AddrPort
+	for _, p := range c.Access.TrustedRelays {
+		a := p.Addr().Unmap()
+		if !p.IsSingleIP() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || (d.UDP != nil && d.UDP.Broadcast(a)) {
+			continue
+		}
+		out = append(out, netip.AddrPortFrom(a, d.boot.PVA.BroadcastPort))
+	}
+	return out
+}
+
 // setDestinations hands c's search and beacon destinations to the UDP
 // side and, when the search destinations changed, asks them at once which
 // servers they have (a discovery ping counted under trigger) rather than
 // waiting for their next beacon.
 func (d *Daemon) setDestinations(c *config.Config, trigger string) {
 	addrList, beaconList := d.destinations(c)
+	relays := d.relayPings(c)
 	d.mu.Lock()
-	changed := !slices.Equal(d.addrList, addrList)
-	d.addrList = addrList
+	changed := !slices.Equal(d.addrList, addrList) || !slices.Equal(d.relayPing, relays)
+	d.addrList, d.relayPing = addrList, relays
 	d.mu.Unlock()
 	d.UDP.SetDestinations(addrList, beaconList)
-	if changed && len(addrList) > 0 {
+	if changed && len(addrList)+len(relays) > 0 {
 		if err := d.discover(trigger); err != nil {
 			d.log.Warn("discovery ping to new destinations failed", zap.String("trigger", trigger), zap.Error(err))
 		}

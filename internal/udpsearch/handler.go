@@ -366,6 +366,9 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 		h.st.namesDropped.Add(uint64(len(s.Names) - m))
 		s.Names = s.Names[:m]
 	}
+	if s.IsDiscovery() && h.o.OnDiscoveryPing != nil && (o == originUnicast || o == originBroadcast) {
+		h.o.OnDiscoveryPing(d.src)
+	}
 	if h.p.Silent {
 		return
 	}

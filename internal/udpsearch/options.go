@@ -106,6 +106,12 @@ type Options struct {
 	// over TCP there. It returns true if it took the answer. m is only
 	// valid during the call.
 	OnPingAnswer func(from netip.AddrPort, m *pva.SearchResponse) bool
+	// OnDiscoveryPing is told of every discovery ping (a search with no
+	// names) that passed the access rules and the rate limit, answered or
+	// not (Silent), with the datagram's source: a relay re-announces to a
+	// central instance that pings it. Not for a ping forwarded by another
+	// socket of the host (its source is the forwarder). Nil: not told.
+	OnDiscoveryPing func(from netip.AddrPort)
 	// Insight sees every search answered from the resolver (nil: none).
 	Insight SearchObserver
 	// Twins pairs a client's UDP search socket with its own TCP

@@ -506,6 +506,31 @@ func (s *Server) SendSearch(datagram []byte, sent func(to netip.AddrPort, err er
 	return first
 }
 
+// SendSearchTo sends one finished CMD_SEARCH datagram, as SendSearch does,
+// to the given unicast addresses instead of the AddrList (a discovery
+// ping to the trusted relays). It returns the first send error.
+func (s *Server) SendSearchTo(datagram []byte, to []netip.AddrPort) error {
+	if s.fam[ip4].client == nil {
+		return errNotOpen
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	var first error
+	for _, a := range to {
+		pva.SetSearchUnicast(datagram, s.UnicastDestination(a.Addr()))
+		d := sendDest{Destination: Destination{Addr: a, TTL: -1}}
+		if err := sendTo(s.famOf(a.Addr()).client, datagram, &d); err != nil {
+			s.st.sendErrors.Add(1)
+			if first == nil {
+				first = err
+			}
+		} else {
+			s.st.clientSearches.Add(1)
+		}
+	}
+	return first
+}
+
 // maxExpected bounds the endpoints Expect remembers at once.
 const maxExpected = 256
 

@@ -97,7 +97,14 @@ func newTopo(t *testing.T) *topo {
 // beaconTo (none when invalid).
 func startIOC(t *testing.T, n *testutil.Netns, host netip.Addr, names []string, beaconTo netip.AddrPort) *sim.Site {
 	t.Helper()
-	o := sim.Options{Host: host, TCPPort: 5075, UDPPort: 5076, Names: [][]string{names}, BeaconInterval: 500 * time.Millisecond}
+	return startIOCEvery(t, n, host, names, beaconTo, 500*time.Millisecond)
+}
+
+// startIOCEvery is startIOC with the IOC beaconing every interval (the
+// first beacon at once).
+func startIOCEvery(t *testing.T, n *testutil.Netns, host netip.Addr, names []string, beaconTo netip.AddrPort, interval time.Duration) *sim.Site {
+	t.Helper()
+	o := sim.Options{Host: host, TCPPort: 5075, UDPPort: 5076, Names: [][]string{names}, BeaconInterval: interval}
 	if beaconTo.IsValid() {
 		o.BeaconDests = []netip.AddrPort{beaconTo}
 	}
@@ -201,6 +208,48 @@ func TestRouted(t *testing.T) {
 			return nil
 		}); err != nil {
 			t.Error(err)
+		}
+	})
+
+	// A central instance started after the relay, with no snapshot, knows
+	// every IOC of the routed site within seconds (issue 41): it pings its
+	// trusted relay at start, and the relay sends it again every server it
+	// heard first hand. The IOCs beacon once a minute and beaconed before
+	// the central was up (their sightings relayed to nobody), and the
+	// relay asks nothing of its subnet: only the re-announce explains it.
+	t.Run("central started after the relay", func(t *testing.T) {
+		relay := harness.Start(t, harness.Options{Netns: tp.relay, Addr: relayAddr, Subcommand: "relay",
+			Args: []string{"--relay-to", pvansAddr.String()}})
+		names := map[string]netip.AddrPort{}
+		guids := map[string]pva.GUID{}
+		for i, host := range []netip.Addr{iocA, iocB} {
+			name := fmt.Sprintf("rt:late:%d", i)
+			ioc := startIOCEvery(t, tp.ioc, host, []string{name}, netip.AddrPortFrom(relayAddr, 5076), time.Minute)
+			names[name], guids[name] = netip.AddrPortFrom(host, 5075), ioc.Server(0).GUID
+		}
+		if _, ok := relay.WaitMetric("pvans_relay_sightings_total", func(v float64) bool { return v >= 2 }, 50*time.Millisecond, 10*time.Second); !ok {
+			t.Fatal("the relay did not hear both IOCs' first beacons")
+		}
+		p := central(t, tp, nil, "--access-trusted-relays", relayAddr.String()+"/32")
+		took := testutil.WaitFor(t, 10*time.Second, "the central pvans, started after the IOCs' beacons, lists every IOC of the site", func() bool {
+			for name := range names {
+				if ok, _ := p.HasName(name); !ok {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("every IOC listed %s after the central started", took.Round(time.Millisecond))
+		for name, want := range names {
+			if ep, g := resolve(t, tp, name); ep != want || g != guids[name] {
+				t.Errorf("%s: clients told %s %s, want %s %s", name, ep, g, want, guids[name])
+			}
+		}
+		if n := relay.Metric(t, "pvans_relay_reannounced_total"); n < 2 {
+			t.Errorf("relay re-announced %v sightings", n)
+		}
+		if n := relay.Metric(t, "pvans_relay_sightings_total"); n != 2 {
+			t.Errorf("the relay relayed %v live sightings, want the 2 first beacons: something else beaconed", n)
 		}
 	})
 
