@@ -657,3 +657,26 @@ func TestSilentAnswersNothingButForwards(t *testing.T) {
 		t.Fatalf("replies %+v, forwards %d; want none and 2", out.replies, len(out.forwards))
 	}
 }
+
+// OnDiscoveryPing hears every discovery ping a relay (Silent) gets, with
+// the datagram's source (not the reply address a sender may write), and
+// no search that names channels: a relay re-announces to a relay.to
+// destination that pings it (issue 41).
+func TestOnDiscoveryPing(t *testing.T) {
+	out := &recSender{}
+	var pinged []netip.AddrPort
+	o := Options{AnswerNames: true, Resolver: captureRegistry(), OnDiscoveryPing: func(from netip.AddrPort) { pinged = append(pinged, from) }}
+	h, _ := testHandler(t, o, out)
+	o.setDefaults()
+	pol := o.policy()
+	pol.Silent = true
+	h.pol.Store(newPolicy(pol, nil, o.Clock))
+	src := netip.MustParseAddrPort("10.0.0.9:5555")
+	ping := searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.MustParseAddr("10.0.0.77"), 40000, nil)
+	h.handle(&datagram{b: ping, src: src, dst: ipEth, ifIndex: 2})
+	miss := searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, 40000, []string{"tcp"}, "nobody:here")
+	h.handle(&datagram{b: miss, src: src, dst: ipEth, ifIndex: 2})
+	if len(pinged) != 1 || pinged[0] != src {
+		t.Fatalf("told of pings from %v, want one from %v", pinged, src)
+	}
+}
