@@ -257,3 +257,46 @@ func TestDNSAnswersFollowTheAddressRule(t *testing.T) {
 		return slices.Equal(static, []netip.AddrPort{ep("127.0.0.2"), ep("127.0.0.20")}) && slices.Equal(ns, []netip.AddrPort{ep("127.0.0.3"), ep("127.0.0.30")})
 	})
 }
+
+// A central instance pings each trusted relay written as one address at
+// start, so the relay re-announces what it heard (issue 41), and again
+// when the relays change, but not at periodic rounds: a relay
+// re-announces a server for beacon.expiry after its last beacon, and
+// every round would keep a dead one alive here. With no pva.addr_list the
+// relays are still pinged at start.
+func TestTrustedRelaysPinged(t *testing.T) {
+	dest, pings := udpSink(t)
+	c := testConfig(t, dest)
+	c.Discovery.Interval = time.Minute
+	c.Access.TrustedRelays = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32"), netip.MustParsePrefix("10.9.0.0/16")}
+	d, clk := startFake(t, c, nil)
+	relay := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), c.PVA.BroadcastPort)
+	if got := d.relayPings(c); !slices.Equal(got, []netip.AddrPort{relay}) {
+		t.Fatalf("relays pinged %v, want only %v (a prefix is no relay's address)", got, relay)
+	}
+	sent := func() uint64 { return d.UDP.Stats().ClientSearches }
+	if n := sent(); n != 2 || pings(300*time.Millisecond) != 1 {
+		t.Fatalf("%d pings sent at start, want 2 (addr_list and the relay)", n)
+	}
+	for range 3 {
+		clk.Advance(time.Minute)
+	}
+	if n := sent(); n != 5 || pings(300*time.Millisecond) != 3 {
+		t.Fatalf("%d pings after three intervals, want 5 (addr_list only)", n)
+	}
+	next := *c
+	next.Access.TrustedRelays = append(slices.Clone(c.Access.TrustedRelays), netip.MustParsePrefix("127.0.0.3/32"))
+	d.Reload(&next)
+	if n := sent(); n != 8 || d.discoveries[discoverReload].Load() != 1 {
+		t.Fatalf("%d pings after a reload added a relay, want 8 (addr_list and both relays again)", n)
+	}
+
+	// With no addr_list, the relays alone make a start-up round.
+	c = testConfig(t)
+	c.Search.DiscoveryAtStart = true
+	c.Access.TrustedRelays = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
+	d, _ = startFake(t, c, nil)
+	if n := d.UDP.Stats().ClientSearches; n != 1 || d.discoveries[discoverStart].Load() != 1 {
+		t.Fatalf("%d pings at start with only a relay, want 1", n)
+	}
+}
