@@ -658,7 +658,7 @@ func init() {
 		func(c *Config) *[]netip.Prefix { return &c.Access.ServerAllow }),
 		"", live("servers no longer admitted dropped and no longer probed; next sighting checked", "udp", "denied", "static"),
 		"Server endpoints probed and named in answers (CIDR); empty allows all. A beacon or search reply must also come from an allowed sender.")
-	add(prefixSpec("access.trusted_relays", "senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays); empty: a datagram must come from the address it names",
+	add(prefixSpec("access.trusted_relays", "senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays); empty: a datagram must come from the address it names; an entry that is one address is sent a discovery ping at start (not each round), so a relay re-announces what it heard",
 		func(c *Config) *[]netip.Prefix { return &c.Access.TrustedRelays }),
 		"", live("UDP policy, next datagram", "udp"),
 		"Senders (CIDR) whose beacons and search replies may name a server address other than their own (gateways, relays). Anyone else must send from the address it names (or name \"any\", meaning its own).")
@@ -774,7 +774,7 @@ func init() {
 		"Addresses one host name stands for at most.")
 
 	add(relayToSpec(endpointListSpec("relay.to", nil,
-		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; multicast and broadcast destinations only with relay.to_broadcast; empty: no relaying",
+		"central pvans instances every accepted beacon and discovery reply is relayed to, naming the server's address (host[:port], default port broadcast_port); the central side accepts them only from its access.trusted_relays; multicast and broadcast destinations only with relay.to_broadcast; a discovery ping from one of their addresses gets every server heard first hand within beacon.expiry sent to that one again; empty: no relaying",
 		func(c *Config) uint16 { return c.PVA.BroadcastPort },
 		func(c *Config) *[]Endpoint { return &c.Relay.To })),
 		"", live("relay, next sighting (its host names resolved in the next DNS round)", "relay", "dns"),
