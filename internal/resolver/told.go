@@ -384,6 +384,13 @@ func (r *Resolver) reanswerLocked(added []string) {
 				e = next
 				continue
 			}
+			if e.tls && r.tlsUnsettledLocked(h) {
+				// A row with no TLS endpoint yet (a plain search-through
+				// answer's): never downgrade a TLS client. Its entry
+				// waits for a listing that settles the TLS endpoint.
+				e = next
+				continue
+			}
 			k := dest{c: e.dest.key.c, udp: e.udp, h: h, tls: e.tls}
 			if _, seen := out[k]; !seen {
 				order = append(order, k)

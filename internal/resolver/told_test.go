@@ -187,3 +187,50 @@ func BenchmarkToldUDP38(b *testing.B) {
 		res.ToldUDP(d, sq, &bt, 0, bt.Groups[0].CIDs, false)
 	}
 }
+
+// TestReanswerNeverDowngradesTLS: a TLS client told a server's TLS
+// endpoint must not be re-answered, when that server restarts, with a
+// row that knows no TLS endpoint yet (the new instance registered from a
+// plain search-through answer, before its TLS search answered): that
+// would hand it the plaintext endpoint of a server that serves TLS
+// (issue 39, never downgrade). The plain client is re-answered.
+func TestReanswerNeverDowngradesTLS(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	f.res.SetSearcher(&kindSearcher{})
+	var tcpTLS, tcpPlain pushes
+	var udp udpSink
+	f.res.SetUDPSink(udp.sink)
+	tlsEP := netip.AddrPortFrom(addr(7).Addr(), 5076)
+	if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(7), Addr: addr(7), TLS: tlsEP}, []string{"j:a"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	secure, plain := f.res.NewClient(tcpTLS.push), f.res.NewClient(tcpPlain.push)
+	to := UDPDest{To: netip.MustParseAddrPort("10.0.0.9:40001")}
+	sq := query("j:a")
+	var b Batch
+	f.res.Lookup(sq, &b)
+	secure.Told(sq, &b, 0, true)
+	plain.Told(sq, &b, 0, false)
+	f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, true)
+	f.reg.RemoveServer(guid(7))
+	// The new instance, registered from a plain search-through answer.
+	if _, err := f.reg.UpsertServer(registry.ServerInfo{GUID: guid(8), Addr: addr(7), Discovered: registry.SourceSearchThrough}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.AddNames(guid(8), []string{"j:a"}, registry.SourceSearchThrough); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range tcpTLS.take() {
+		if ep, _ := g.Server.For(g.TLS); ep.Protocol != "tls" {
+			t.Errorf("TLS client re-answered %s %v", ep.Protocol, ep.Addr)
+		}
+	}
+	for _, u := range udp.got {
+		if ep, _ := u.g.Server.For(u.g.TLS); ep.Protocol != "tls" {
+			t.Errorf("TLS UDP searcher re-answered %s %v", ep.Protocol, ep.Addr)
+		}
+	}
+	if gs := tcpPlain.take(); len(gs) != 1 || gs[0].Server.GUID != guid(8) {
+		t.Errorf("plain client re-answered %+v, want the new instance", gs)
+	}
+}
