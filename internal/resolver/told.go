@@ -40,8 +40,10 @@ const (
 	// go, and those clients find the new instance on their own retry.
 	ToldPerServer = 8192
 	// ToldTotal bounds the answers remembered for all servers together:
-	// ~200 B each (the entry, its map slot and links; no name is kept,
-	// only its hash), so 64 Ki entries are ~13 MiB. The oldest go first.
+	// no name is kept, only its hash, but at worst (every answer to a
+	// reply socket of its own, which a spoofed search can name) an entry
+	// brings its client's table: ~510 B each, so 64 Ki entries are ~32 MiB
+	// (TestToldProductionBounds). The oldest go first.
 	ToldTotal = 1 << 16
 )
 

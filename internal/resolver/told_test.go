@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"github.com/pvans-project/pvans/internal/clock"
 	"net/netip"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
 
@@ -233,4 +235,45 @@ func TestReanswerNeverDowngradesTLS(t *testing.T) {
 	if gs := tcpPlain.take(); len(gs) != 1 || gs[0].Server.GUID != guid(8) {
 		t.Errorf("plain client re-answered %+v, want the new instance", gs)
 	}
+}
+
+// TestToldProductionBounds: the memory of remembered answers at
+// ToldTotal, in its worst case: every answer to a reply socket of its
+// own (a spoofed search names any reply port), so each entry has its
+// client's table too. docs/SECURITY.md's bounds table says what this
+// measures (it said ~200 B an entry, measured ~510 B).
+func TestToldProductionBounds(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	servers := ToldTotal/ToldPerServer + 1
+	qs := make([][]pva.SearchName, servers)
+	bs := make([]Batch, servers)
+	for s := range servers {
+		n := fmt.Sprintf("pv%d", s)
+		if _, err := f.reg.UpsertServer(registry.ServerInfo{GUID: guid(20 + s), Addr: addr(20 + s)}); err != nil {
+			t.Fatal(err)
+		}
+		f.reg.ReplaceNames(guid(20+s), []string{n}, registry.SourceProbe)
+		qs[s] = query(n)
+		f.res.Lookup(qs[s], &bs[s])
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range ToldTotal + 1000 {
+		to := UDPDest{To: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), uint16(5076+i>>16))}
+		s := i % servers
+		f.res.ToldUDP(to, qs[s], &bs[s], 0, bs[s].Groups[0].CIDs, false)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := f.res.Stats().Told; n != ToldTotal {
+		t.Fatalf("%d answers remembered, want the bound %d", n, ToldTotal)
+	}
+	const documented = 600 // bytes an entry at most, docs/SECURITY.md (~512 B)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > documented*ToldTotal {
+		t.Fatalf("%d answers take %d bytes (%d each), documented at most %d each", ToldTotal, grew, grew/ToldTotal, documented)
+	} else {
+		t.Logf("%d answers remembered in %d bytes (%d each)", ToldTotal, grew, grew/ToldTotal)
+	}
+	runtime.KeepAlive(f)
 }
