@@ -24,6 +24,12 @@ func (s *Server) PushAnswer(to netip.AddrPort, g resolver.Group) {
 	if p.Silent || !p.AnswerNames || len(g.CIDs) == 0 {
 		return
 	}
+	// The access list as it is now: a reload may have refused the client
+	// since it started waiting (Reanswer does the same).
+	if allow := p.ClientAllowed; allow != nil && !allow(to.Addr()) {
+		s.st.dropDenied.Add(1)
+		return
+	}
 	srv, ok := g.Server.For(g.TLS)
 	if !ok {
 		return

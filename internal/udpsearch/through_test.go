@@ -96,3 +96,17 @@ func TestPushAnswerSplitsIntoFrames(t *testing.T) {
 		t.Fatalf("%d pushes counted, want 3", st.RepliesPushed)
 	}
 }
+
+// A push goes only to a client the access list admits now: a reload
+// that refused the client after it started waiting (its waiters live
+// on for up to WaitTTL) stops its pushes, as Reanswer's.
+func TestPushAnswerFollowsClientAccess(t *testing.T) {
+	ns := newNetns(t)
+	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true,
+		ClientAllowed: func(a netip.Addr) bool { return !a.IsLoopback() }})
+	to := netip.MustParseAddrPort("127.0.0.1:40000")
+	s.PushAnswer(to, resolver.Group{Server: resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}, CIDs: []uint32{1}})
+	if st := s.Stats(); st.RepliesPushed != 0 || st.DropDenied != 1 {
+		t.Fatalf("pushed %d to a refused client (%d refusals counted), want none and 1", st.RepliesPushed, st.DropDenied)
+	}
+}
