@@ -276,9 +276,17 @@ var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
 // NUL — and "" when c is nil or the first CN is empty or absent. It is not
 // pkix.Name.CommonName, which is the last CN: a subject
 // "CN=guest, CN=operator" is the account "guest" to PVXS and to pvans.
+//
+// The bytes are the CN's as encoded (the RawSubject's), not Go's decoded
+// string: OpenSSL copies them without converting the string type, so a
+// BMPString "operator" is "" to PVXS (its first byte is a NUL) and a
+// T61String keeps its Latin-1 bytes.
 func Account(c *x509.Certificate) string {
 	if c == nil {
 		return ""
+	}
+	if len(c.RawSubject) > 0 {
+		return rawAccount(c.RawSubject)
 	}
 	for _, atv := range c.Subject.Names {
 		if !atv.Type.Equal(oidCommonName) {
@@ -292,6 +300,37 @@ func Account(c *x509.Certificate) string {
 			s = s[:maxAccount]
 		}
 		return s
+	}
+	return ""
+}
+
+// rawAccount is Account from a DER subject: the content octets of its
+// first CN, cut as Account says; "" when it cannot be parsed (Go parsed
+// the certificate from it, so a verified certificate's can).
+func rawAccount(subject []byte) string {
+	var rdns []asn1.RawValue
+	if rest, err := asn1.Unmarshal(subject, &rdns); err != nil || len(rest) > 0 {
+		return ""
+	}
+	for _, rdn := range rdns {
+		for b := rdn.Bytes; len(b) > 0; {
+			var atv struct {
+				Type  asn1.ObjectIdentifier
+				Value asn1.RawValue
+			}
+			var err error
+			if b, err = asn1.Unmarshal(b, &atv); err != nil {
+				return ""
+			}
+			if !atv.Type.Equal(oidCommonName) {
+				continue
+			}
+			v := atv.Value.Bytes
+			if i := bytes.IndexByte(v, 0); i >= 0 {
+				v = v[:i]
+			}
+			return string(v[:min(len(v), maxAccount)])
+		}
 	}
 	return ""
 }

@@ -280,3 +280,55 @@ func TestAccount(t *testing.T) {
 		t.Error("Account(nil) is not empty")
 	}
 }
+
+// TestAccountRawBytes: X509_NAME_get_text_by_NID copies the first CN's
+// content octets as they are encoded, without converting its string
+// type; Go's decoded Subject converts a BMPString (UTF-16) or a
+// T61String (Latin-1) to UTF-8. A certificate whose first CN is the
+// BMPString "operator" is the account "" to PVXS (its first byte is a
+// NUL), not "operator".
+func TestAccountRawBytes(t *testing.T) {
+	bmp := func(s string) asn1.RawValue {
+		var b []byte
+		for _, r := range s {
+			b = append(b, byte(r>>8), byte(r))
+		}
+		return asn1.RawValue{Tag: 30, Bytes: b}
+	}
+	type atv struct {
+		Type  asn1.ObjectIdentifier
+		Value asn1.RawValue
+	}
+	subject := func(v asn1.RawValue) []byte {
+		b, err := asn1.Marshal([]atvSET{{atv{asn1.ObjectIdentifier{2, 5, 4, 3}, v}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		v    asn1.RawValue
+		want string
+	}{
+		{bmp("operator"), ""},
+		{asn1.RawValue{Tag: 20, Bytes: []byte("caf\xe9")}, "caf\xe9"}, // T61String
+		{asn1.RawValue{Tag: 12, Bytes: []byte("operator")}, "operator"},
+	} {
+		raw := subject(c.v)
+		var rdn pkix.RDNSequence
+		if _, err := asn1.Unmarshal(raw, &rdn); err != nil {
+			t.Fatal(err)
+		}
+		var name pkix.Name
+		name.FillFromRDNSequence(&rdn)
+		if got := Account(&x509.Certificate{RawSubject: raw, Subject: name}); got != c.want {
+			t.Errorf("Account(first CN tag %d %q) = %q, want %q", c.v.Tag, c.v.Bytes, got, c.want)
+		}
+	}
+}
+
+// atvSET is one RDN (an ASN.1 SET) of TestAccountRawBytes's subjects.
+type atvSET []struct {
+	Type  asn1.ObjectIdentifier
+	Value asn1.RawValue
+}
