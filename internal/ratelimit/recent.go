@@ -129,8 +129,15 @@ func (r *Recent) Remember(src netip.Addr, keys []uint64) {
 	for r.n > 0 && now-r.ring[r.start].at >= RepeatWindow {
 		r.evict()
 	}
-	room := r.per - int(r.count[src])
-	for _, h := range keys[:min(len(keys), max(room, 0))] {
+	for _, h := range keys {
+		if int(r.count[src]) >= r.per {
+			break
+		}
+		if i, ok := r.idx[h]; ok && r.ring[i].src == src {
+			// Already remembered (a name listed twice in one search):
+			// RepeatMinNames and the bounds count distinct names.
+			continue
+		}
 		if r.n == r.total {
 			r.evict()
 		}

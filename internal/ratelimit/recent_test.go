@@ -192,3 +192,22 @@ func TestRecentProductionBounds(t *testing.T) {
 	runtime.KeepAlive(ns)
 	runtime.KeepAlive(r)
 }
+
+// RepeatMinNames counts distinct names: one name listed RepeatMinNames
+// times in a search is one name remembered, so a flood of that search
+// (a flood of one name) pays full price, as docs/SECURITY.md says,
+// rather than a 64th once its copies filled the count.
+func TestRecentCountsDistinctNames(t *testing.T) {
+	r := NewRecent(clock.NewFake(time.Unix(1e9, 0)))
+	one := make([][]byte, RepeatMinNames)
+	for i := range one {
+		one[i] = []byte("flood:one")
+	}
+	price(r, "192.0.2.7", one)
+	if rep := price(r, "192.0.2.7", one); rep != 0 {
+		t.Fatalf("%d of a one-name search's copies priced as repeats; a source with one name remembered has none", rep)
+	}
+	if n := r.Len(); n != 1 {
+		t.Fatalf("%d names remembered for one distinct name", n)
+	}
+}
