@@ -105,15 +105,16 @@ func TestBeaconlessServerStartedLateFoundOverUDP(t *testing.T) {
 
 // A flood of UDP searches for distinct unknown names, with a forged reply
 // address per name, makes pvans search through exactly the UDP share of
-// tcp.waiters_total and no more (docs/SECURITY.md, "Bounds"); one reply
-// address alone gets no more than tcp.waiters_per_source.
+// tcp.waiters_total over resolver.UDPNameShare and no more
+// (docs/SECURITY.md, "Bounds"); one reply address alone gets no more
+// than tcp.waiters_per_source.
 func TestSpoofedUDPSearchThroughBounded(t *testing.T) {
 	rx := udpRx(t, "127.0.0.1:0")
 	c := testConfig(t, rxAddr(rx))
 	c.Search.DiscoveryAtStart = false
 	c.Discovery.Interval = 0
 	c.TCP.WaitersPerSource = 3
-	c.TCP.WaitersTotal = 80 // a UDP share of 8
+	c.TCP.WaitersTotal = 160 // a UDP share of 16, 8 names
 	d := startDaemon(t, c)
 	u := newUDPOnly(t, d.udpAddr())
 
@@ -140,10 +141,11 @@ func TestSpoofedUDPSearchThroughBounded(t *testing.T) {
 	}
 	searched()
 	st := d.Resolver.Stats()
-	if want := c.TCP.WaitersTotal / resolver.UDPShare; len(got) != want {
-		t.Fatalf("UDP floods made pvans search through %d names; want the UDP share of tcp.waiters_total, %d (resolver %+v)", len(got), want, st)
+	want := c.TCP.WaitersTotal / resolver.UDPShare / resolver.UDPNameShare
+	if len(got) != want {
+		t.Fatalf("UDP floods made pvans search through %d names; want the UDP searchers' share of names, %d (resolver %+v)", len(got), want, st)
 	}
-	if st.WaitingUDP != int64(c.TCP.WaitersTotal/resolver.UDPShare) || st.WaitDropsUDP == 0 {
+	if st.WaitingUDP != int64(want) || st.WaitDropsUDP == 0 {
 		t.Fatalf("UDP waiters %+v", st)
 	}
 }

@@ -163,6 +163,15 @@ type Options struct {
 // one; a share apart keeps the TCP clients' room whatever it does.
 const UDPShare = 10
 
+// UDPNameShare: the distinct names UDP searchers' waiters make searched
+// through are at most MaxUDPWaiters / UDPNameShare (5,000 at defaults).
+// Their share of waiters equals the search ring's own bound at defaults
+// (search.through_max_names, 10,000), so without it a spoofed flood of
+// distinct names filled the ring and no TCP client's name was searched
+// through while the flood lasted; half is left to the TCP clients. A
+// name a TCP client waits for is searched for it whoever waits too.
+const UDPNameShare = 2
+
 // Stats are counters for the metrics package.
 type Stats struct {
 	Lookups   uint64 // batches
@@ -229,11 +238,14 @@ type Resolver struct {
 	// counts their waiters.
 	udp        map[netip.AddrPort]*Client
 	udpWaiting int
-	byRecord   map[string]map[wantKey]struct{} // record -> waited record.FIELD names
-	searcher   Searcher
-	udpSink    func(UDPDest, Group) int
-	sweepT     clock.Timer
-	closed     bool
+	// udpNames are the names waited for that a UDP searcher's waiter
+	// made searched through (the first to wait for them): UDPNameShare.
+	udpNames map[wantKey]struct{}
+	byRecord map[string]map[wantKey]struct{} // record -> waited record.FIELD names
+	searcher Searcher
+	udpSink  func(UDPDest, Group) int
+	sweepT   clock.Timer
+	closed   bool
 
 	tmu  sync.Mutex // guards told; taken after mu when both are held
 	told told
@@ -283,7 +295,7 @@ func New(reg *registry.Registry, o Options) *Resolver {
 		o.Logger = zap.NewNop()
 	}
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
-		bySource: make(map[srcKey]int), udp: make(map[netip.AddrPort]*Client),
+		bySource: make(map[srcKey]int), udp: make(map[netip.AddrPort]*Client), udpNames: make(map[wantKey]struct{}),
 		byName: make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{}),
 		told: newTold()}
 	r.Apply(o.policy())
@@ -559,17 +571,24 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp tim
 			continue
 		}
 		name := string(sn.Name)
+		wk := wantKey{name, tls}
+		udpNew := c.udp.IsValid() && r.byName[wk] == nil
+		if udpNew && !r.udpNameRoomLocked(pol) {
+			continue
+		}
 		c.waits[sn.CID] = &waiter{name: name, tls: tls, expires: exp}
 		r.waiting.Add(1)
 		r.bySource[c.key()]++
 		if c.udp.IsValid() {
 			r.udpWaiting++
 		}
-		wk := wantKey{name, tls}
 		ws := r.byName[wk]
 		if ws == nil {
 			ws = make(map[waitKey]struct{}, 1)
 			r.byName[wk] = ws
+			if udpNew {
+				r.udpNames[wk] = struct{}{}
+			}
 			if rec, ok := r.reg.RecordOf(sn.Name); ok {
 				fs := r.byRecord[string(rec)]
 				if fs == nil {
@@ -615,6 +634,20 @@ func (r *Resolver) roomLocked(c *Client, pol *Policy) bool {
 	default:
 		return true
 	}
+	return false
+}
+
+// udpNameRoomLocked reports whether a UDP searcher may make one more
+// name searched through (UDPNameShare), counting a refusal as its
+// waiter's.
+func (r *Resolver) udpNameRoomLocked(pol *Policy) bool {
+	m := pol.MaxUDPWaiters() / UDPNameShare
+	if m <= 0 || len(r.udpNames) < m {
+		return true
+	}
+	r.st.dropsUDP.Add(1)
+	r.ll.Hit("waiters_udp_names", "UDP searchers' share of names searched through reached; names not searched through for them",
+		zap.Int("max_udp_names", m))
 	return false
 }
 
@@ -688,6 +721,7 @@ func (r *Resolver) unwaitLocked(c *Client, cid uint32, w *waiter) {
 
 func (r *Resolver) forgetNameLocked(wk wantKey) {
 	delete(r.byName, wk)
+	delete(r.udpNames, wk)
 	if rec, ok := r.reg.RecordOf([]byte(wk.name)); ok {
 		if fs := r.byRecord[string(rec)]; fs != nil {
 			delete(fs, wk)

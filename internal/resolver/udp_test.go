@@ -101,7 +101,7 @@ func TestUDPSearcherNeedsASearcher(t *testing.T) {
 // clients keep their room (a TCP client then still waits for every name
 // up to its own bounds).
 func TestUDPFloodBounded(t *testing.T) {
-	const perConn, perSource, total = 1000, 1500, 25000
+	const perConn, perSource, total = 1000, 1500, 40000
 	f := newFixture(t, registry.Options{}, Options{MaxWaitsPerClient: perConn, MaxWaitsPerSource: perSource, MaxWaiters: total})
 	s := &countingSearcher{}
 	f.res.SetSearcher(s)
@@ -119,7 +119,9 @@ func TestUDPFloodBounded(t *testing.T) {
 		q, miss := missingNames(fmt.Sprintf("spoof%d", i), perConn)
 		f.res.WaitUDP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i), 1}), 5076), q, miss, false)
 	}
-	udpMax := total / UDPShare
+	// Distinct names: each waiter makes one searched through, so the
+	// names' share (UDPNameShare) bounds them first.
+	udpMax := total / UDPShare / UDPNameShare
 	st := f.res.Stats()
 	if s.want != udpMax || st.WaitingUDP != int64(udpMax) || st.WaitDropsUDP == 0 {
 		t.Fatalf("UDP floods searched through %d names (%d waiters, %d refused); bound %d", s.want, st.WaitingUDP, st.WaitDropsUDP, udpMax)
@@ -143,5 +145,53 @@ func TestUDPSearcherNameAccess(t *testing.T) {
 	f.res.WaitUDP(netip.MustParseAddrPort("10.0.0.7:40001"), query("secret:pv", "open:pv"), []int{0, 1}, false)
 	if len(s.want) != 1 || s.want[0] != "open:pv" {
 		t.Fatalf("searched through %v, want open:pv only", s.want)
+	}
+}
+
+// ringSearcher is a search ring of max names (search.through_max_names):
+// a name wanted beyond them is refused, as searchring.Ring refuses it.
+type ringSearcher struct {
+	max      int
+	names    map[wantKey]bool
+	refused  int
+	accepted map[string]bool
+}
+
+func (s *ringSearcher) Want(n string, tls bool) {
+	if len(s.names) >= s.max {
+		s.refused++
+		return
+	}
+	s.names[wantKey{n, tls}] = true
+	s.accepted[n] = true
+}
+func (s *ringSearcher) Drop(n string, tls bool) { delete(s.names, wantKey{n, tls}) }
+
+// TestUDPFloodLeavesTheRingToTCP: the UDP searchers' share of waiters
+// (10,000 at defaults) is the search ring's whole bound
+// (search.through_max_names, 10,000): a spoofed flood of distinct names
+// from many forged sources filled the ring, and no TCP client's name
+// was searched through while the flood refreshed its waiters. The names
+// UDP searchers make searched through are at most half their share, so
+// the ring keeps room for the TCP clients.
+func TestUDPFloodLeavesTheRingToTCP(t *testing.T) {
+	const total = 100_000 // tcp.waiters_total
+	f := newFixture(t, registry.Options{}, Options{MaxWaitsPerClient: 10_000, MaxWaitsPerSource: 10_000, MaxWaiters: total})
+	ring := &ringSearcher{max: 10_000, names: map[wantKey]bool{}, accepted: map[string]bool{}}
+	f.res.SetSearcher(ring)
+	for i := range 200 { // forged sources
+		q, miss := missingNames(fmt.Sprintf("spoof%d", i), 1000)
+		f.res.WaitUDP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i), 1}), 5076), q, miss, false)
+	}
+	cl := f.res.NewClientFrom(netip.MustParseAddr("10.0.0.5"), func(Group) {})
+	q, miss := missingNames("tcp", 1000)
+	cl.Wait(q, miss, false)
+	for _, sn := range q {
+		if !ring.accepted[string(sn.Name)] {
+			t.Fatalf("a TCP client's name %s not searched through after a UDP flood (%d names in the ring, %d refused)", sn.Name, len(ring.names), ring.refused)
+		}
+	}
+	if st := f.res.Stats(); st.WaitDropsUDP == 0 {
+		t.Fatalf("the flood's refused names not counted: %+v", st)
 	}
 }
