@@ -389,7 +389,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 			if e.tls && r.tlsUnsettledLocked(h) {
 				// A row with no TLS endpoint yet (a plain search-through
 				// answer's): never downgrade a TLS client. Its entry
-				// waits for a listing that settles the TLS endpoint.
+				// stays; the client's own search finds the new instance.
 				e = next
 				continue
 			}
