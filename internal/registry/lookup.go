@@ -77,6 +77,16 @@ func (r *Registry) LookupBatch(q []pva.SearchName, out []*Holder) {
 	r.imu.RUnlock()
 }
 
+// Current reports whether h is still its server's holder: the server is
+// registered, with the endpoints h names (Holders are immutable, and
+// replaced when those change). It does not allocate; false says only
+// that h is no longer current (ask Server).
+func (r *Registry) Current(h *Holder) bool {
+	r.imu.RLock()
+	defer r.imu.RUnlock()
+	return int(h.ID) < len(r.holders) && r.holders[h.ID] == h
+}
+
 // Lookup answers one name given as bytes; it does not allocate.
 func (r *Registry) Lookup(name []byte) *Holder {
 	r.imu.RLock()

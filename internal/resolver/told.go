@@ -95,7 +95,12 @@ type toldEntry struct {
 }
 
 type toldList struct {
-	srv        toldServer
+	srv toldServer
+	// h is the server's holder when an answer was last remembered: while
+	// the registry still has it (Registry.Current), the server is
+	// registered as told, which the fan-out checks without a database
+	// read on every commit.
+	h          *registry.Holder
 	n          int
 	head, tail *toldEntry
 }
@@ -156,6 +161,9 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 	defer r.tmu.Unlock()
 	r.expireToldLocked(now)
 	l := r.toldListLocked(srv)
+	if gi < len(b.ghold) {
+		l.h = b.ghold[gi]
+	}
 	dst := r.toldDestLocked(k)
 	j := 0
 	for _, cid := range sent {
@@ -251,7 +259,9 @@ func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, d UD
 // so that the fan-out does not answer it again; r.mu held.
 func (r *Resolver) toldPushLocked(c *Client, cid uint32, name uint64, tls bool, h *registry.Holder) {
 	r.tmu.Lock()
-	r.rememberLocked(toldKey{c: c}, cid, UDPDest{}, name, tls, toldServer{guid: h.GUID, addr: h.Addr}, r.opts.Clock.Now())
+	srv := toldServer{guid: h.GUID, addr: h.Addr}
+	r.toldListLocked(srv).h = h
+	r.rememberLocked(toldKey{c: c}, cid, UDPDest{}, name, tls, srv, r.opts.Clock.Now())
 	r.tmu.Unlock()
 }
 
@@ -354,6 +364,9 @@ func (r *Resolver) reanswerLocked(added []string) {
 	// few servers at a time: their lists are walked, not the names.
 	var gone []*toldList
 	for srv, l := range t.bySrv {
+		if l.h != nil && r.reg.Current(l.h) {
+			continue // registered as told: no database read per commit
+		}
 		if s, ok := r.reg.Server(srv.guid); !ok || s.Addr != srv.addr {
 			gone = append(gone, l)
 		}

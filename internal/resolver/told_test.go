@@ -277,3 +277,42 @@ func TestToldProductionBounds(t *testing.T) {
 	}
 	runtime.KeepAlive(f)
 }
+
+// TestReanswerCheckCheap: every commit that gives names a holder runs
+// the fan-out, under the resolver's locks (the UDP answer path's ToldUDP
+// waits for them). It asked the registry for every server remembered
+// answers named, a database read each: with 20,000 such servers a
+// commit held the locks ~40 ms, so a mass restart, or a hostile host
+// listing names at its own endpoints, stalled every answer. A server
+// still registered as it was told costs a pointer comparison: a commit's
+// allocations do not grow with the servers remembered.
+func TestReanswerCheckCheap(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	commit := func(i int) {
+		f.reg.ReplaceNames(guid(1), []string{fmt.Sprintf("x%d", i)}, registry.SourceProbe)
+	}
+	i := 0
+	base := testing.AllocsPerRun(20, func() { i++; commit(i) })
+	const servers = 2000
+	for s := range servers {
+		g := guid(0)
+		g[1], g[2] = byte(s>>8), byte(s)
+		ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 3, byte(s >> 8), byte(s)}), 5075)
+		if _, err := f.reg.UpsertServer(registry.ServerInfo{GUID: g, Addr: ap}); err != nil {
+			t.Fatal(err)
+		}
+		n := fmt.Sprintf("s%d", s)
+		f.reg.ReplaceNames(g, []string{n}, registry.SourceProbe)
+		sq := query(n)
+		var b Batch
+		f.res.Lookup(sq, &b)
+		f.res.ToldUDP(UDPDest{To: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.9"), uint16(1000+s))}, sq, &b, 0, b.Groups[0].CIDs, false)
+	}
+	if n := f.res.Stats().Told; n != servers {
+		t.Fatalf("%d answers remembered, want %d", n, servers)
+	}
+	full := testing.AllocsPerRun(20, func() { i++; commit(i) })
+	if full > base+100 {
+		t.Fatalf("a commit allocates %.0f times with answers naming %d servers remembered, %.0f with none: the fan-out reads the registry per server", full, servers, base)
+	}
+}
