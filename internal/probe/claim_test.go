@@ -20,7 +20,10 @@ import (
 // proved the server gone, so the reconnect lists it under the GUID it was
 // proven with, not under the claim.
 func TestForgedClaimsSurviveNoPingReconnect(t *testing.T) {
-	const echo = 100 * time.Millisecond
+	// The watch ends by silence after two echo intervals; a shorter echo
+	// lost the listing's own connection on a loaded machine (a stall
+	// longer than the idle timeout).
+	const echo = time.Second
 	srv := startServer(t, sim.Options{NoPing: true}, "x", "y")
 	k := newSink()
 	c := clock.NewFake(time.Time{})
@@ -45,7 +48,7 @@ func TestForgedClaimsSurviveNoPingReconnect(t *testing.T) {
 	}
 	forge() // a claim is pending when the blip comes
 	srv.Mute()
-	if r := k.next(t, "lost", 5*time.Second); r.guid != g {
+	if r := k.next(t, "lost", 4*echo+5*time.Second); r.guid != g {
 		t.Fatalf("lost %+v", r)
 	}
 	srv.Unmute()

@@ -33,7 +33,12 @@ func TestWaitingProbesHoldNoGoroutine(t *testing.T) {
 			return nil, context.Canceled
 		}
 	}
-	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: newSink(), Dial: dial})
+	// No probe times out while the test looks: under load, making 20,000
+	// requests can take longer than the production first timeout (5 s),
+	// after which the first probes fail, the next ones dial and the pool
+	// is never seen full with the rest waiting.
+	p := newProber(t, Options{Clock: clock.NewFake(time.Time{}), Sink: newSink(), Dial: dial,
+		ProbeTimeout: time.Hour, FirstTimeout: time.Hour})
 	defer close(hold)
 	base := runtime.NumGoroutine()
 	eps := make([]netip.AddrPort, forgedRows)
