@@ -191,7 +191,7 @@ func (tp *topo) probesQuiet(t *testing.T, series string, quiet time.Duration) {
 // unlistable.
 func waitUnlistable(t *testing.T, tp *topo, ep netip.AddrPort) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range tp.servers(t) {
 			if s.Endpoint == ep.String() && s.ProbeError == "unlistable" {

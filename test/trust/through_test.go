@@ -123,9 +123,18 @@ func TestHostileSearchThroughAnswersBounded(t *testing.T) {
 			t.Fatalf("/v1/servers shows %+v, named only by a search reply", sv)
 		}
 	}
-	// Forgotten means no longer tried: once the answers stop, no probe of
-	// the named endpoints is attempted (the table of an unbounded prober
-	// kept them and retried them for ever, thousands of failures a minute).
+	// Forgotten means no longer tried: once the answers stop, the named
+	// endpoints are tried until their retry budget is spent, then never
+	// again (the table of an unbounded prober kept them and retried them
+	// for ever, thousands of failures a minute). The last round's
+	// endpoints spend their budgets first, at whatever pace the machine
+	// allows: counting from before they had, on a loaded machine, counted
+	// their budgeted retries as retries of forgotten endpoints.
+	if _, ok := tp.pv.WaitMetric("pvans_probe_search_through_endpoints", func(v float64) bool { return v == 0 },
+		100*time.Millisecond, 2*time.Minute); !ok {
+		t.Fatalf("the prober still holds %.0f endpoints named only by search replies 2 minutes after the answers stopped",
+			tp.metric(t, "pvans_probe_search_through_endpoints"))
+	}
 	failed := tp.metric(t, `pvans_probe_total{result="failed"}`)
 	time.Sleep(10 * time.Second) // several backoff steps
 	if after := tp.metric(t, `pvans_probe_total{result="failed"}`); after > failed+float64(bound)/10 {

@@ -192,7 +192,7 @@ func (tp *topo) metric(t *testing.T, series string) float64 { return tp.pv.Metri
 // waitMetric waits until series reaches at least want.
 func (tp *topo) waitMetric(t *testing.T, series string, want float64) {
 	t.Helper()
-	if _, ok := tp.pv.WaitMetric(series, func(v float64) bool { return v >= want }, 50*time.Millisecond, 10*time.Second); !ok {
+	if _, ok := tp.pv.WaitMetric(series, func(v float64) bool { return v >= want }, 50*time.Millisecond, 60*time.Second); !ok {
 		t.Fatalf("%s = %v, want >= %v", series, tp.metric(t, series), want)
 	}
 }
