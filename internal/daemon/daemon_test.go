@@ -101,7 +101,7 @@ func TestPushOnNewServerBeacon(t *testing.T) {
 	if err := cl.Search([]string{"late:pv:one", "late:pv:two"}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 2*time.Second, "waiters registered", func() bool { return d.Resolver.Stats().Waiting == 2 })
+	testutil.WaitFor(t, 30*time.Second, "waiters registered", func() bool { return d.Resolver.Stats().Waiting == 2 })
 
 	first := time.Now()
 	site := startSite(t, sim.Options{Names: [][]string{{"late:pv:one", "late:pv:two", "other"}}, Host: lo,
@@ -157,7 +157,7 @@ func TestServerDeathRemovesNames(t *testing.T) {
 	if err := site.Stop(0); err != nil {
 		t.Fatal(err)
 	}
-	took := testutil.WaitFor(t, 2*time.Second, "clean close removes names", func() bool {
+	took := testutil.WaitFor(t, 30*time.Second, "clean close removes names", func() bool {
 		_, ok := d.Registry.LookupName("clean:1")
 		return !ok
 	})

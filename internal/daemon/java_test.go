@@ -26,7 +26,7 @@ func TestJavaServerEveryNameResolves(t *testing.T) {
 	site := startSite(t, sim.Options{Java: true, Names: [][]string{names}, Host: lo, UpdateInterval: -1})
 	srv := site.Server(0)
 	d := startDaemon(t, testConfig(t, srv.UDP))
-	testutil.WaitFor(t, 3*time.Second, "the Java server filed as unlistable", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the Java server filed as unlistable", func() bool {
 		s, ok := d.Registry.Server(srv.GUID)
 		return ok && s.ProbeState == registry.ProbeFailed && s.ProbeError == probe.FailUnlistable
 	})
