@@ -134,10 +134,12 @@ func TestBigClient(t *testing.T) {
 		// that drains as fast as a PVXS one lose ~5,800 of ~4,100 sent
 		// (re-searches included, 1.4 per datagram) in its receive buffer.
 		// An idle machine costs tens; one whose two cores are busy with
-		// other work starves the simulated client's drain and cost up to
-		// 1,346 (0.26 per datagram) in one run, so the bound is half a
-		// drop per datagram sent: well below the regression, above load.
-		if limit := int64(r.udpSent / 2); r.clientDrops > limit || r.clientDrops < 0 {
+		// other work starves the simulated client's drain: up to 1,346
+		// (0.26 per datagram) in one run, and 3,108 of 6,691 (0.46) at
+		// load 20 with a CPU burner beside it, at the old bound of half
+		// a drop per datagram. The bound is one drop per datagram sent:
+		// below the regression's 1.4, and twice the worst load seen.
+		if limit := r.udpSent; r.clientDrops > limit || r.clientDrops < 0 {
 			t.Errorf("%s: the client's receive buffer dropped %d replies (limit %d)", r.mode, r.clientDrops, limit)
 		}
 	}
