@@ -631,6 +631,7 @@ func (d *Daemon) Close() {
 	d.Resolver.Close()
 	d.Insight.Close()
 	d.Registry.Close()
+	d.logBudget.Close() // its pending summaries now, not after Close
 }
 
 // ownHostNames are the names requests to the HTTP API may carry as Host

@@ -43,6 +43,8 @@ type Budget struct {
 	mu         sync.Mutex
 	msgs       map[msgKey]*budgeted
 	other      *budgeted // the budget shared beyond MaxMessages
+	closed     bool      // Close ran: no timer is armed any more
+	flushes    sync.WaitGroup
 	suppressed atomic.Uint64
 }
 
@@ -146,7 +148,8 @@ func (b *Budget) allow(e zapcore.Entry) bool {
 		m.dropped++
 		m.level = max(m.level, e.Level)
 		b.suppressed.Add(1)
-		if m.timer == nil {
+		if m.timer == nil && !b.closed {
+			b.flushes.Add(1)
 			m.timer = b.clk.AfterFunc(m.start.Add(b.every).Sub(now), func() { b.flush(m) })
 		}
 	}
@@ -161,7 +164,9 @@ func (b *Budget) take(m *budgeted) *budgeted {
 	s := &budgeted{key: m.key, dropped: m.dropped, level: m.level}
 	m.dropped, m.level = 0, zapcore.DebugLevel
 	if m.timer != nil {
-		m.timer.Stop()
+		if m.timer.Stop() {
+			b.flushes.Done() // it will not run
+		}
 		m.timer = nil
 	}
 	return s
@@ -169,6 +174,7 @@ func (b *Budget) take(m *budgeted) *budgeted {
 
 // flush writes m's summary at the end of its interval.
 func (b *Budget) flush(m *budgeted) {
+	defer b.flushes.Done()
 	b.mu.Lock()
 	var s *budgeted
 	if m.dropped > 0 {
@@ -177,6 +183,38 @@ func (b *Budget) flush(m *budgeted) {
 	m.timer = nil
 	b.mu.Unlock()
 	b.write(s)
+}
+
+// Close writes the summaries of the intervals still open and stops their
+// timers; it returns once no summary is being written. A line dropped
+// after Close is counted (Suppressed) but summarised nowhere. Without it
+// a timer wrote its summary after the logger's owner had stopped: a
+// daemon's test had ended by then, and the write to the test's log
+// panicked the test binary.
+func (b *Budget) Close() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.closed = true
+	var sums []*budgeted
+	for _, m := range b.msgs {
+		if m.dropped > 0 || m.timer != nil {
+			if s := b.take(m); s.dropped > 0 {
+				sums = append(sums, s)
+			}
+		}
+	}
+	if m := b.other; m != nil && (m.dropped > 0 || m.timer != nil) {
+		if s := b.take(m); s.dropped > 0 {
+			sums = append(sums, s)
+		}
+	}
+	b.mu.Unlock()
+	for _, s := range sums {
+		b.write(s)
+	}
+	b.flushes.Wait() // a timer that fired before Close took its message
 }
 
 func (b *Budget) write(s *budgeted) {

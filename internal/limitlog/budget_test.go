@@ -94,3 +94,34 @@ func TestBudgetLinesPerSecondAllMessages(t *testing.T) {
 		t.Fatalf("disabled debug lines: %d written, %d suppressed", logs2.Len(), b2.Suppressed())
 	}
 }
+
+// Close writes the summary of an interval still open at once, and no
+// summary is written after it: a daemon's logger outlived by its budget's
+// timer wrote to a test's log after the test had ended, which panics the
+// test binary.
+func TestBudgetCloseWritesPendingSummaries(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	clk := clock.NewFake(time.Unix(1000, 0))
+	l, b := Logger(zap.New(core), 0, 0, clk)
+	for range LinesPerInterval + 5 {
+		l.Info("server appeared")
+	}
+	if logs.FilterMessage(SummaryMessage).Len() != 0 {
+		t.Fatal("a summary before the interval ended")
+	}
+	b.Close()
+	sums := logs.FilterMessage(SummaryMessage).All()
+	if len(sums) != 1 || sums[0].ContextMap()["not_written"] != uint64(5) {
+		t.Fatalf("summaries at Close: %v, want one of 5 lines", sums)
+	}
+	for range LinesPerInterval {
+		l.Info("server appeared") // beyond the budget still, after Close
+	}
+	clk.Advance(10 * Interval)
+	if n := logs.FilterMessage(SummaryMessage).Len(); n != 1 {
+		t.Fatalf("%d summaries after Close and the interval's end, want only Close's", n)
+	}
+	if b.Suppressed() != 5+LinesPerInterval {
+		t.Fatalf("%d suppressed, want %d", b.Suppressed(), 5+LinesPerInterval)
+	}
+}
