@@ -301,6 +301,7 @@ func connOptions(p config.ConnProfile) pvaconn.Options {
 func clientConnOptions(cfg *config.Config) pvaconn.Options {
 	o := connOptions(cfg.ClientConn())
 	o.IdleTimeout = cfg.TCP.IdleTimeout
+	o.KeepAlive = pvaconn.NameServerKeepAlive
 	return o
 }
 

@@ -110,6 +110,13 @@ type Options struct {
 	IdleTimeout time.Duration
 	// EchoInterval is the client role's ECHO period.
 	EchoInterval time.Duration
+	// KeepAlive, in the server role, sends an empty ECHO this often
+	// (0: never). A Phoebus client closes a connection that carries no
+	// channel, its name-server connection, after EPICS_PVA_CONN_TMO/2
+	// (15 s) with nothing received (ClientTCPHandler.checkResponsiveness),
+	// and so can be told nothing until it searches again; PVXS and
+	// pvAccessCPP clients ignore an ECHO from the server.
+	KeepAlive time.Duration
 	// MaxMessage is the largest accepted payload (after reassembly);
 	// a larger header closes the connection before anything is allocated.
 	MaxMessage int
@@ -249,9 +256,16 @@ func Serve(nc net.Conn, opt Options, h Handler) *Conn {
 		AuthMethods: []string{"anonymous", "ca"},
 	})
 	c.Send(b)
+	if opt.KeepAlive > 0 {
+		c.armEcho(opt.KeepAlive)
+	}
 	c.run()
 	return c
 }
+
+// NameServerKeepAlive is the name server's KeepAlive: within Phoebus's
+// 15 s, with room for a loaded machine.
+const NameServerKeepAlive = 10 * time.Second
 
 // Dial connects to a PVA server in the client role and returns once the
 // server sent CONNECTION_VALIDATED, or with an error (connection closed,
@@ -282,7 +296,7 @@ func Dial(ctx context.Context, addr netip.AddrPort, opt Options, h Handler) (*Co
 	}
 	c := newConn(nc, opt, h)
 	c.sendBE.Store(c.opt.BigEndian)
-	c.armEcho()
+	c.armEcho(c.opt.EchoInterval)
 	c.run()
 	select {
 	case <-c.validated:
@@ -494,16 +508,16 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-func (c *Conn) armEcho() {
+func (c *Conn) armEcho(every time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return
 	}
-	c.echo = c.opt.Clock.AfterFunc(c.opt.EchoInterval, func() {
+	c.echo = c.opt.Clock.AfterFunc(every, func() {
 		var b [pva.HeaderSize]byte
 		if c.Send(pva.AppendEcho(b[:0], c.Flags(), nil)) == nil {
-			c.armEcho()
+			c.armEcho(every)
 		}
 	})
 }

@@ -581,3 +581,34 @@ func TestClientHandlerGetsEchoReplies(t *testing.T) {
 		t.Fatalf("client handler got %+v %q, want the echo reply", m.h, m.payload)
 	}
 }
+
+// A server with KeepAlive sends an empty ECHO that often (a Phoebus client
+// would otherwise close its idle name-server connection after 15 s).
+func TestServerKeepAlive(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	ln := listen(t)
+	srvCh := make(chan *Conn, 1)
+	go func() {
+		if nc, err := ln.Accept(); err == nil {
+			srvCh <- Serve(nc, Options{KeepAlive: 10 * time.Second, Clock: clk}, newRecorder())
+		}
+	}()
+	cliRec := newRecorder()
+	cli, err := Dial(context.Background(), ln.Addr().(*net.TCPAddr).AddrPort(), Options{EchoInterval: time.Hour}, cliRec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := <-srvCh
+	defer srv.Close()
+	defer cli.Close()
+	for i := 1; i <= 2; i++ {
+		// The timer is armed again after the send: wait for it.
+		for deadline := time.Now().Add(10 * time.Second); clk.Pending() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		clk.Advance(10 * time.Second)
+		if m := cliRec.wait(t, 1)[i-1]; m.h.Command != pva.CmdEcho || len(m.payload) != 0 || !m.h.FromServer() {
+			t.Fatalf("keep-alive %d: %+v %q, want an empty ECHO from the server", i, m.h, m.payload)
+		}
+	}
+}

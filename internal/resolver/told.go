@@ -24,7 +24,8 @@ import (
 )
 
 const (
-	// ToldTTL is how long an answer is remembered for a re-answer: the
+	// ToldTTL is how long an answer over UDP is remembered for a
+	// re-answer (a TCP connection's last while it is open): the
 	// time a restart may take between the death that made a client be
 	// told a dead endpoint and the new instance being listed. A soft IOC
 	// restarts within seconds and a host reboot within a minute or two; a
@@ -319,9 +320,18 @@ func (r *Resolver) dropToldLocked(e *toldEntry) {
 // client's burst to churn without garbage, little beside ToldTotal.
 const maxToldFree = 1024
 
-// expireToldLocked forgets the answers older than ToldTTL.
+// expireToldLocked forgets the UDP answers older than ToldTTL. A TCP
+// connection's answers last while it is open (its close forgets them),
+// within ToldPerServer and ToldTotal: a Phoebus client connects on an
+// answer and never searches that name again, so a restart hours later has
+// only the remembered answer to go by. An old one is moved to the lists'
+// ends, so each is touched once a ToldTTL.
 func (r *Resolver) expireToldLocked(now time.Time) {
 	for e := r.told.head; e != nil && now.Sub(e.at) >= ToldTTL; e = r.told.head {
+		if e.dest.key.c != nil {
+			r.rememberInLocked(e.srv, e.dest, e.cid, e.udp, e.name, e.tls, now)
+			continue
+		}
 		r.dropToldLocked(e)
 	}
 }
@@ -385,6 +395,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 		tls bool
 	}
 	out := map[dest][]uint32{}
+	hashes := map[dest][]uint64{} // a connection's names, remembered anew below
 	var order []dest
 	for _, l := range gone {
 		for e := l.head; e != nil; {
@@ -411,6 +422,9 @@ func (r *Resolver) reanswerLocked(added []string) {
 				order = append(order, k)
 			}
 			out[k] = append(out[k], e.cid)
+			if k.c != nil {
+				hashes[k] = append(hashes[k], e.name)
+			}
 			r.dropToldLocked(e)
 			e = next
 		}
@@ -421,6 +435,14 @@ func (r *Resolver) reanswerLocked(added []string) {
 			if !k.c.closed {
 				k.c.push(g)
 				r.st.reTCP.Add(uint64(len(g.CIDs)))
+				// Told again, and remembered so: a client that connects on
+				// this answer (Phoebus) searches no more, and the server's
+				// next restart re-answers it too.
+				srv, now := toldServer{guid: k.h.GUID, addr: k.h.Addr}, r.opts.Clock.Now()
+				r.toldListLocked(srv).h = k.h
+				for i, cid := range out[k] {
+					r.rememberLocked(toldKey{c: k.c}, cid, UDPDest{}, hashes[k][i], k.tls, srv, now)
+				}
 			}
 			continue
 		}

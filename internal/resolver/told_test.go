@@ -73,13 +73,20 @@ func TestReanswerAfterRestart(t *testing.T) {
 		if len(udp.got) != 1 || udp.got[0].d != to || udp.got[0].g.Server.GUID != guid(9) || !slices.Equal(udp.got[0].g.CIDs, want) {
 			t.Fatalf("lost first %v: UDP re-answers %+v", lostFirst, udp.got)
 		}
-		if st := f.res.Stats(); st.ReanswersTCP != 2 || st.ReanswersUDP != 2 || st.Told != 2 {
-			t.Fatalf("stats %+v: want 2 re-answers each way and ioc:b's two answers still remembered", st)
+		if st := f.res.Stats(); st.ReanswersTCP != 2 || st.ReanswersUDP != 2 || st.Told != 4 {
+			t.Fatalf("stats %+v: want 2 re-answers each way, ioc:b's two answers still remembered and the connection's two re-answers remembered anew", st)
 		}
-		// Once re-answered, never again: another listing changes nothing.
+		// The next restart: the connection, which a Phoebus client does
+		// not search on again once connected, is re-answered again, naming
+		// the newest instance; the UDP reply address is not (its re-answer
+		// was paid once, and a UDP client searches again on its own).
+		udp.got = nil
 		f.reg.Listed(registry.ServerInfo{GUID: guid(10), Addr: addr(1)}, []string{"ioc:a", "ioc:c"}, registry.SourceProbe)
-		if gs := tcp.take(); len(gs) != 0 {
-			t.Fatalf("re-answered twice: %+v", gs)
+		if gs := tcp.take(); len(gs) != 1 || gs[0].Server.GUID != guid(10) || !slices.Equal(gs[0].CIDs, want) {
+			t.Fatalf("lost first %v: second restart's TCP re-answers %+v, want CIDs %x naming GUID 10", lostFirst, gs, want)
+		}
+		if len(udp.got) != 0 {
+			t.Fatalf("lost first %v: UDP re-answered twice: %+v", lostFirst, udp.got)
 		}
 	}
 }
@@ -314,5 +321,36 @@ func TestReanswerCheckCheap(t *testing.T) {
 	full := testing.AllocsPerRun(20, func() { i++; commit(i) })
 	if full > base+100 {
 		t.Fatalf("a commit allocates %.0f times with answers naming %d servers remembered, %.0f with none: the fan-out reads the registry per server", full, servers, base)
+	}
+}
+
+// A connection's answers last while it is open: a Phoebus client connects
+// on its answer and never searches that name again, so a restart long
+// after (past ToldTTL) is re-answered over its connection. A UDP reply
+// address's answers still go after ToldTTL.
+func TestConnectionAnswersOutliveToldTTL(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	var tcp pushes
+	var udp udpSink
+	f.res.SetUDPSink(udp.sink)
+	if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(1), Addr: addr(1)}, []string{"long:a"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	cl := f.res.NewClient(tcp.push)
+	toldBoth(f, cl, UDPDest{To: netip.MustParseAddrPort("10.0.0.9:40001")}, "long:a")
+	for range 5 { // five TTLs; answers to others meanwhile run the expiry
+		f.fc.Advance(ToldTTL)
+		toldBoth(f, f.res.NewClient(func(Group) {}), UDPDest{To: netip.MustParseAddrPort("10.0.0.9:40002")}, "long:a")
+	}
+	if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(9), Addr: addr(1)}, []string{"long:a"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	if gs := tcp.take(); len(gs) != 1 || gs[0].Server.GUID != guid(9) {
+		t.Fatalf("the connection's re-answers %+v, want one naming the new instance", gs)
+	}
+	for _, u := range udp.got {
+		if u.d.To.Port() == 40001 {
+			t.Errorf("re-answered a UDP reply address told %v ago: %+v", 5*ToldTTL, u)
+		}
 	}
 }
