@@ -335,3 +335,33 @@ func TestLostServerKeptDown(t *testing.T) {
 		t.Fatalf("a beacon-only row kept as down: %+v", l)
 	}
 }
+
+// A restart is told the same way in the log and in /v1/events: the
+// steps the log names ("server restarted") are events too, whichever
+// part noticed the old instance go first.
+func TestRestartStepsInEvents(t *testing.T) {
+	c := testConfig(t)
+	c.Search.Through = false
+	d := startDaemon(t, c)
+	site := startSite(t, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+		BeaconInterval: 200 * time.Millisecond})
+	testutil.WaitFor(t, 30*time.Second, "name registered", func() bool { _, ok := d.Registry.LookupName("rs:1"); return ok })
+	old := site.Server(0).GUID
+	if err := site.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	nu := site.Server(0).GUID
+	testutil.WaitFor(t, 30*time.Second, "the new instance listed", func() bool {
+		h, ok := d.Registry.LookupName("rs:1")
+		return ok && h.GUID == nu
+	})
+	kinds := map[string]int{}
+	for _, e := range d.Events.Recent(200) {
+		if e.GUID == nu.String() || e.GUID == old.String() {
+			kinds[e.Kind]++
+		}
+	}
+	if kinds["restarted"] != 1 || kinds["lost"] > 1 {
+		t.Errorf("events for the restart %v: want one \"restarted\" (as the log says) and at most one \"lost\"", kinds)
+	}
+}

@@ -74,7 +74,9 @@ func (d *Daemon) onBeaconEvent(ev beacon.Event) {
 		if kind == "appeared" {
 			d.log.Info("server appeared", fields...)
 		} else {
-			d.log.Debug("server restart claimed", append(fields, zap.Stringer("old_guid", ev.OldGUID))...)
+			// Info, as its event: the log and /v1/events name the same
+			// steps (the log budget bounds a forged flood of them).
+			d.log.Info("server restart claimed", append(fields, zap.Stringer("old_guid", ev.OldGUID))...)
 		}
 		d.Events.Add(events.Event{At: ev.At, Kind: kind, GUID: ev.GUID.String(), Endpoint: ev.Endpoint.String(), Detail: "via " + ev.Via.String()})
 		d.Prober.Probe(ev.GUID, ev.Endpoint, why)
@@ -253,6 +255,12 @@ func (s probeSink) Listed(guid pva.GUID, ep netip.AddrPort, names []string, info
 		}
 		if !prev.IsZero() && prev != guid && (len(replaced) > 0 || !known || before.ProbeState == registry.ProbeNone) {
 			d.log.Info("server restarted", zap.Stringer("guid", guid), zap.Stringer("endpoint", ep), zap.Stringer("old_guid", prev))
+			if len(replaced) == 0 {
+				// The old instance was lost first: the step the log
+				// names is an event too (a replacement made one above).
+				d.Events.Add(events.Event{At: d.clk.Now(), Kind: "restarted", GUID: guid.String(), Endpoint: ep.String(),
+					Detail: "replaces " + prev.String() + " (confirmed over TCP)"})
+			}
 			// The clients pvans told the old instance were answered again
 			// as the registry committed (resolver, told.go); a client
 			// that reacts to beacons hears pvans's change count move now,
