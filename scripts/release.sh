@@ -77,6 +77,12 @@ build "$(go env GOARCH)" "$host"
 "$host" completion bash >"$common/pvans.bash"
 "$host" completion zsh >"$common/_pvans"
 gzip -9nc CHANGELOG.md >"$common/changelog.gz"
+# The installed README's links point where the packages put the files:
+# /usr/share/doc/pvans holds docs/*.md flat, Debian's changelog as
+# changelog.gz, the licence in /usr/share/licenses on rpm systems.
+sed 's#](docs/#](#g' README.md >"$common/README.rpm.md"
+sed 's#](CHANGELOG.md)#](changelog.gz)#g; s#](LICENSE)#](copyright)#g' "$common/README.rpm.md" >"$common/README.deb.md"
+sed -i 's#](LICENSE)#](../../licenses/pvans/LICENSE)#g' "$common/README.rpm.md"
 maintainer="$(sed -n 's/^maintainer: //p' packaging/nfpm.yaml)"
 {
 	echo "pvans ($version-1) unstable; urgency=medium"

@@ -35,6 +35,7 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # test/release: Debian's package checker, rpm's queries, man -l, zsh -n.
 command -v lintian >/dev/null 2>&1 || need+=(lintian)
 command -v rpm >/dev/null 2>&1 || need+=(rpm)
+command -v cpio >/dev/null 2>&1 || need+=(cpio) # the .rpm's files, read through rpm2cpio
 command -v man >/dev/null 2>&1 || need+=(man-db)
 command -v zsh >/dev/null 2>&1 || need+=(zsh)
 if [ "$(id -u)" = 0 ] && [ "${#need[@]}" -gt 0 ] && [ -z "${PVANS_NO_INSTALL:-}" ]; then

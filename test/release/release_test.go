@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -169,6 +170,16 @@ func TestRelease(t *testing.T) {
 			t.Errorf("copyright file:\n%s", copyright)
 		}
 		checkBinary(t, filepath.Join(debRoot, "usr/bin/pvans"), version)
+		// The installed README's links reach installed files.
+		readme, err := os.ReadFile(filepath.Join(debRoot, "usr/share/doc/pvans/README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range readmeLinks(string(readme)) {
+			if _, err := os.Stat(filepath.Join(debRoot, "usr/share/doc/pvans", l)); err != nil {
+				t.Errorf("the .deb's README links %s, which it does not install", l)
+			}
+		}
 	})
 	t.Run("lintian", func(t *testing.T) {
 		l := need(t, "lintian", "lintian")
@@ -195,6 +206,12 @@ func TestRelease(t *testing.T) {
 		for _, f := range append(want, "/usr/share/zsh/site-functions/_pvans", "/usr/share/licenses/pvans/LICENSE") {
 			if !slices.Contains(files, f) {
 				t.Errorf("the .rpm does not install %s", f)
+			}
+		}
+		readme := runToolStdin(t, strings.NewReader(""), "sh", "-c", "rpm2cpio "+rpm+" | cpio -i --quiet --to-stdout ./usr/share/doc/pvans/README.md")
+		for _, l := range readmeLinks(readme) {
+			if p := path.Clean("/usr/share/doc/pvans/" + l); !slices.Contains(files, p) {
+				t.Errorf("the .rpm's README links %s (%s), which it does not install", l, p)
 			}
 		}
 		if req := runTool(t, dist, nil, r, "-qp", "--requires", rpm); !strings.Contains(req, "/usr/bin/kill") {
@@ -429,4 +446,13 @@ func TestReleaseRefusesAnUntaggedCommit(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("release.sh's checks of the commit tagged v%s: %v\n%s", version, err, out)
 	}
+}
+
+// readmeLinks is the relative link targets of a README, without anchors.
+func readmeLinks(readme string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`\]\(([^)#:\s]+)(#[^)]*)?\)`).FindAllStringSubmatch(readme, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
