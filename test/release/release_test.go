@@ -175,6 +175,9 @@ func TestRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if n := len(readmeLinks(string(readme))); n < 10 {
+			t.Errorf("the .deb's README has %d relative links, want the README's dozen", n)
+		}
 		for _, l := range readmeLinks(string(readme)) {
 			if _, err := os.Stat(filepath.Join(debRoot, "usr/share/doc/pvans", l)); err != nil {
 				t.Errorf("the .deb's README links %s, which it does not install", l)
