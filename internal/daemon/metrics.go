@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/pvans-project/pvans/internal/events"
 	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/metrics"
 )
@@ -20,6 +21,8 @@ func (d *Daemon) registerMetrics() {
 	d.Registry.RegisterMetrics(m)
 	m.Gauge("registry", "servers_down", "Servers lost (after they were listed over TCP) and not back at their endpoint, shown as down for http.show_down_for.",
 		nil, func() float64 { return float64(len(d.Down.List(d.clk.Now(), d.conf().HTTP.ShowDownFor))) })
+	m.Counter("registry", "servers_down_evicted_total", fmt.Sprintf("Servers dropped from the down list at its bound (%d, oldest first).", events.MaxDown),
+		nil, metrics.U64(d.Down.Evicted))
 	d.Tracker.RegisterMetrics(m)
 	d.Ring.RegisterMetrics(m)
 	d.httpSrv.RegisterMetrics(m)

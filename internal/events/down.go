@@ -29,8 +29,9 @@ type DownServer struct {
 // operator's views: a down row an operator used to a CA gateway's or a
 // monitoring system's sees, where the registry has no row any more.
 type Down struct {
-	mu   sync.Mutex
-	byEP map[netip.AddrPort]DownServer
+	mu      sync.Mutex
+	byEP    map[netip.AddrPort]DownServer
+	evicted uint64 // entries dropped at MaxDown
 }
 
 // NewDown returns an empty list.
@@ -52,6 +53,7 @@ func (d *Down) Lost(s DownServer) {
 			}
 		}
 		delete(d.byEP, oldest)
+		d.evicted++
 	}
 	d.byEP[s.Endpoint] = s
 }
@@ -78,4 +80,11 @@ func (d *Down) List(now time.Time, keep time.Duration) []DownServer {
 	}
 	slices.SortFunc(out, func(a, b DownServer) int { return b.Since.Compare(a.Since) })
 	return out
+}
+
+// Evicted is how many servers were dropped from the list at MaxDown.
+func (d *Down) Evicted() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.evicted
 }

@@ -35,8 +35,8 @@ func TestDownBounded(t *testing.T) {
 		d.Lost(DownServer{Endpoint: ep, Since: t0.Add(time.Duration(i) * time.Second)})
 	}
 	l := d.List(t0.Add(time.Duration(MaxDown+10)*time.Second), 24*time.Hour)
-	if len(l) != MaxDown {
-		t.Fatalf("%d kept, want %d", len(l), MaxDown)
+	if len(l) != MaxDown || d.Evicted() != 10 {
+		t.Fatalf("%d kept, %d evicted, want %d and 10", len(l), d.Evicted(), MaxDown)
 	}
 	if oldest := l[len(l)-1].Since; !oldest.Equal(t0.Add(10 * time.Second)) {
 		t.Errorf("oldest kept lost at %v, want the 10 oldest gone", oldest.Sub(t0))
