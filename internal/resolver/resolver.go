@@ -196,7 +196,9 @@ type Stats struct {
 	// TCP connection and to a UDP reply address, because the server they
 	// were told was gone when another server claimed their name (told.go).
 	ReanswersTCP, ReanswersUDP uint64
-	Told                       int // answers remembered for that (gauge)
+	// ToldEvicted: remembered answers dropped at ToldPerServer/ToldTotal.
+	ToldEvicted uint64
+	Told        int // answers remembered for that (gauge)
 }
 
 // Policy is the part of the Options a running resolver can change (a
@@ -253,7 +255,7 @@ type Resolver struct {
 	waiting atomic.Int64
 	st      struct {
 		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, dropsUDP, tooLong atomic.Uint64
-		reTCP, reUDP                                                                                       atomic.Uint64
+		reTCP, reUDP, toldEvicted                                                                          atomic.Uint64
 	}
 	ll *limitlog.Log
 }
@@ -435,7 +437,7 @@ func (r *Resolver) Stats() Stats {
 		WaitDropsSource: r.st.dropsSource.Load(), WaitDropsTotal: r.st.dropsTotal.Load(), NamesTooLong: r.st.tooLong.Load(),
 		WaitDropsUDP: r.st.dropsUDP.Load(), WaitingUDP: wu,
 		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
-		ReanswersTCP: r.st.reTCP.Load(), ReanswersUDP: r.st.reUDP.Load(), Told: r.toldLen(),
+		ReanswersTCP: r.st.reTCP.Load(), ReanswersUDP: r.st.reUDP.Load(), Told: r.toldLen(), ToldEvicted: r.st.toldEvicted.Load(),
 	}
 }
 

@@ -218,8 +218,10 @@ func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, d UD
 	}
 	if l.n >= ToldPerServer {
 		r.dropToldLocked(l.head)
+		r.st.toldEvicted.Add(1)
 	} else if e == nil && t.n >= ToldTotal {
 		r.dropToldLocked(t.head)
+		r.st.toldEvicted.Add(1)
 	}
 	if e == nil {
 		if n := len(t.free); n > 0 {

@@ -162,15 +162,15 @@ func TestToldBounded(t *testing.T) {
 		f.res.Lookup(sq, &b)
 		f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, false)
 		if s == 0 {
-			if n := f.res.Stats().Told; n != ToldPerServer {
-				t.Fatalf("%d answers remembered for one server, want %d", n, ToldPerServer)
+			if st := f.res.Stats(); st.Told != ToldPerServer || st.ToldEvicted != 10 {
+				t.Fatalf("%d answers remembered for one server, %d evicted, want %d and 10", st.Told, st.ToldEvicted, ToldPerServer)
 			}
 			to.To = netip.MustParseAddrPort("10.0.0.9:2") // CIDs repeat per server
 		}
 		to.To = netip.AddrPortFrom(to.To.Addr(), to.To.Port()+1)
 	}
-	if n := f.res.Stats().Told; n != ToldTotal {
-		t.Fatalf("%d answers remembered, want the bound %d", n, ToldTotal)
+	if st := f.res.Stats(); st.Told != ToldTotal || st.ToldEvicted == 10 {
+		t.Fatalf("%d answers remembered, %d evicted: want the bound %d and evictions at it counted", st.Told, st.ToldEvicted, ToldTotal)
 	}
 }
 
