@@ -65,3 +65,24 @@ func (b Backoff) Delay(failures int, u float64) time.Duration {
 func jitter(d time.Duration, j, u float64) time.Duration {
 	return time.Duration(float64(d) * (1 + j*(2*u-1)))
 }
+
+// The retry schedule of a server that answered over TCP and would not
+// list: it doubles from UnlistableRetryMin (or probe.backoff_min, if
+// longer) up to UnlistableRetryMax (or probe.backoff_max). Such a server
+// is alive (its watch connection stays up and tells its loss) and its
+// names come from search-through, so a listing gains little; and each
+// attempt may be a warning in its log (Phoebus core-pva logs every
+// CREATE_CHANNEL for its missing `server` PV): about 4 a day at the cap,
+// where probe.backoff_max would make it 288.
+const (
+	UnlistableRetryMin = time.Minute
+	UnlistableRetryMax = 6 * time.Hour
+)
+
+func unlistableBackoff(b Backoff) Backoff {
+	b.Min = max(b.Min, UnlistableRetryMin)
+	if b.Max > 0 {
+		b.Max = max(b.Max, UnlistableRetryMax)
+	}
+	return b
+}
