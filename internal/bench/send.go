@@ -166,7 +166,7 @@ func runTCP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) err
 		}
 	}()
 	for range cfg.Conns {
-		nc, br, err := dialPVA(ctx, cfg.Target)
+		nc, br, err := DialPVA(ctx, cfg.Target)
 		if err != nil {
 			return err
 		}
@@ -195,7 +195,7 @@ func runTCP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) err
 			defer rwg.Done()
 			var r pva.SearchResponse
 			for {
-				msg, err := readMessage(br)
+				msg, err := ReadMessage(br)
 				if err != nil {
 					return
 				}
@@ -234,9 +234,9 @@ func runTCP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) err
 	return firstErr
 }
 
-// readMessage reads one framed message (header + payload; control
+// ReadMessage reads one framed message (header + payload; control
 // messages have none).
-func readMessage(br *bufio.Reader) ([]byte, error) {
+func ReadMessage(br *bufio.Reader) ([]byte, error) {
 	hb, err := br.Peek(pva.HeaderSize)
 	if err != nil {
 		return nil, err
@@ -254,10 +254,11 @@ func readMessage(br *bufio.Reader) ([]byte, error) {
 	return msg, err
 }
 
-// dialPVA connects and does the client side of the handshake: wait for
+// DialPVA connects and does the client side of the handshake: wait for
 // the server's CONNECTION_VALIDATION, answer "anonymous", wait for
-// CONNECTION_VALIDATED.
-func dialPVA(ctx context.Context, addr interface{ String() string }) (net.Conn, *bufio.Reader, error) {
+// CONNECTION_VALIDATED. Read messages from the returned reader with
+// ReadMessage; test/perf's clients speak PVA over TCP with both.
+func DialPVA(ctx context.Context, addr interface{ String() string }) (net.Conn, *bufio.Reader, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", addr.String())
 	if err != nil {
@@ -274,7 +275,7 @@ func dialPVA(ctx context.Context, addr interface{ String() string }) (net.Conn, 
 	}
 	var order uint8 // the byte order the server announced; we answer in it
 	for validated := false; !validated; {
-		msg, err := readMessage(br)
+		msg, err := ReadMessage(br)
 		if err != nil {
 			return fail(err)
 		}
@@ -300,13 +301,3 @@ func dialPVA(ctx context.Context, addr interface{ String() string }) (net.Conn, 
 	_ = nc.SetDeadline(time.Time{})
 	return nc, br, nil
 }
-
-// DialPVA connects to a PVA server and does the client side of the
-// handshake (see dialPVA), for tools and tests that speak PVA over TCP
-// themselves. Read messages from the returned reader with ReadMessage.
-func DialPVA(ctx context.Context, addr interface{ String() string }) (net.Conn, *bufio.Reader, error) {
-	return dialPVA(ctx, addr)
-}
-
-// ReadMessage reads one whole PVA message (header and payload) from br.
-func ReadMessage(br *bufio.Reader) ([]byte, error) { return readMessage(br) }

@@ -65,7 +65,7 @@ func TestInsightSimulatedSiteAndClients(t *testing.T) {
 	}
 	for _, l := range loads {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		cl, err := nsclient.DialFrom(ctx, netip.MustParseAddr(l.from), d.tcpAddr())
+		cl, err := nsclient.DialWith(ctx, d.tcpAddr(), nsclient.Options{From: netip.MustParseAddr(l.from)})
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -52,27 +52,26 @@ type Client struct {
 
 // Dial connects and completes the PVA handshake.
 func Dial(ctx context.Context, server netip.AddrPort) (*Client, error) {
-	return DialFrom(ctx, netip.Addr{}, server)
+	return DialWith(ctx, server, Options{})
 }
 
-// DialFrom is Dial from the local address from (tests acting as several
-// clients on one host use 127.0.0.x).
-func DialFrom(ctx context.Context, from netip.Addr, server netip.AddrPort) (*Client, error) {
-	return dial(ctx, from, server, nil)
+// Options say how DialWith connects.
+type Options struct {
+	// From is the local address (tests acting as several clients on one
+	// host use 127.0.0.x); zero: the system's choice.
+	From netip.Addr
+	// TLS, if set, connects over TLS, as a PVXS client does for
+	// EPICS_PVA_NAME_SERVERS=pvas://host:port.
+	TLS *tls.Config
 }
 
-// DialTLS is Dial to a name server over TLS, as a PVXS client does for
-// EPICS_PVA_NAME_SERVERS=pvas://host:port.
-func DialTLS(ctx context.Context, server netip.AddrPort, cfg *tls.Config) (*Client, error) {
-	return dial(ctx, netip.Addr{}, server, cfg)
-}
-
-func dial(ctx context.Context, from netip.Addr, server netip.AddrPort, cfg *tls.Config) (*Client, error) {
+// DialWith is Dial with Options.
+func DialWith(ctx context.Context, server netip.AddrPort, opt Options) (*Client, error) {
 	c := &Client{server: server, byCID: map[uint32]string{}, answers: map[string]Answer{}, update: make(chan struct{}, 1), nextCID: FirstCID}
 	// pvaconn's timeouts are a PVA client's; only the message bound is
 	// ours: a name server's answers are small.
-	conn, err := pvaconn.Dial(ctx, server, pvaconn.Options{Role: pvaconn.Client, Local: from,
-		MaxMessage: 1 << 20, SendQueueBytes: 1 << 20, TLS: cfg}, c)
+	conn, err := pvaconn.Dial(ctx, server, pvaconn.Options{Role: pvaconn.Client, Local: opt.From,
+		MaxMessage: 1 << 20, SendQueueBytes: 1 << 20, TLS: opt.TLS}, c)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func TestTLSListener(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := nsclient.DialTLS(ctx, tlsEP, pki.ClientConfig(nil))
+	c, err := nsclient.DialWith(ctx, tlsEP, nsclient.Options{TLS: pki.ClientConfig(nil)})
 	if err != nil {
 		t.Fatalf("pvas://%v: %v", tlsEP, err)
 	}
