@@ -1,7 +1,8 @@
 // Package layout checks the shape ARCHITECTURE.md states: which of pvans's
-// own packages each package may import. The table there is the rule; this
-// test reads it and every production import, so the document and the code
-// cannot drift apart.
+// own packages each package may import, and that the files, directories
+// and declarations its prose names exist (names_test.go). The table there
+// is the rule; this test reads it and every production import, so the
+// document and the code cannot drift apart.
 package layout
 
 import (
