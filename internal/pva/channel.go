@@ -33,13 +33,13 @@ func (m *CreateChannel) Decode(payload []byte, bigEndian bool) error {
 
 // AppendCreateChannel appends a CREATE_CHANNEL request message.
 func AppendCreateChannel(dst []byte, flags uint8, m *CreateChannel) []byte {
-	w, start := newMessage(dst, flags, CmdCreateChannel)
+	w, start := NewMessage(dst, flags, CmdCreateChannel)
 	w.U16(uint16(len(m.Channels)))
 	for _, c := range m.Channels {
 		w.U32(c.CID)
 		w.String(c.Name)
 	}
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // RefusedSID is the SID PVXS puts in a refused CREATE_CHANNEL reply.
@@ -64,11 +64,11 @@ func (m *CreateChannelReply) Decode(payload []byte, bigEndian bool) error {
 
 // AppendCreateChannelReply appends a CREATE_CHANNEL reply message.
 func AppendCreateChannelReply(dst []byte, flags uint8, m *CreateChannelReply) []byte {
-	w, start := newMessage(dst, flags, CmdCreateChannel)
+	w, start := NewMessage(dst, flags, CmdCreateChannel)
 	w.U32(m.CID)
 	w.U32(m.SID)
 	w.Status(m.Status)
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // DestroyChannel is DESTROY_CHANNEL, the same 8 bytes in both directions.
@@ -115,10 +115,10 @@ func decodeIDPair(payload []byte, bigEndian bool, msg, first, second string) (a,
 }
 
 func appendIDPair(dst []byte, flags uint8, cmd Command, a, b uint32) []byte {
-	w, start := newMessage(dst, flags, cmd)
+	w, start := NewMessage(dst, flags, cmd)
 	w.U32(a)
 	w.U32(b)
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // Message levels of CMD_MESSAGE.

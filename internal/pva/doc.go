@@ -4,7 +4,9 @@
 // simulated server's GET need: type descriptors (with the receiver's 0xFD/
 // 0xFE TypeCache), a generic Value tree, BitSet, and the NTURI /
 // NTScalarArray / NTScalar helpers. It does not own connection state: the
-// caller keeps one TypeCache per connection and direction.
+// caller keeps one TypeCache per connection and direction. The channel
+// operations only a simulated IOC serves (GET_FIELD, PUT, MONITOR) are
+// internal/sim's, built from the operation helpers of op.go.
 //
 // It is pure data and functions: no sockets, goroutines, logging or clocks.
 // Decoders never panic, never allocate from an untrusted length, and return

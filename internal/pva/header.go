@@ -161,21 +161,23 @@ func SplitMessage(b []byte) (h Header, payload, rest []byte, err error) {
 	return h, b[HeaderSize : HeaderSize+int(n)], b[HeaderSize+int(n):], nil
 }
 
-// beginMessage appends a header with a zero size; finishMessage patches the
+// beginMessage appends a header with a zero size; FinishMessage patches the
 // size once the payload is written. start is the header's offset in dst.
 func beginMessage(dst []byte, flags uint8, cmd Command) (out []byte, start int) {
 	start = len(dst)
 	return append(dst, Magic, Version, flags, byte(cmd), 0, 0, 0, 0), start
 }
 
-// newMessage appends a header for cmd (size filled in by finishMessage)
+// NewMessage appends a header for cmd (size filled in by FinishMessage)
 // and returns a Writer in the message's byte order positioned after it.
-func newMessage(dst []byte, flags uint8, cmd Command) (w Writer, start int) {
+func NewMessage(dst []byte, flags uint8, cmd Command) (w Writer, start int) {
 	dst, start = beginMessage(dst, flags, cmd)
 	return Writer{B: dst, BE: flags&FlagBigEndian != 0}, start
 }
 
-func finishMessage(dst []byte, start int) []byte {
+// FinishMessage writes the size of the message NewMessage began at start
+// into its header, once the payload is appended.
+func FinishMessage(dst []byte, start int) []byte {
 	n := uint32(len(dst) - start - HeaderSize)
 	if dst[start+2]&FlagBigEndian != 0 {
 		binary.BigEndian.PutUint32(dst[start+4:], n)

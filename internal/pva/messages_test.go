@@ -149,9 +149,9 @@ func TestRPCErrorReplyHasNoValue(t *testing.T) {
 
 // AppendMessageMsg appends CMD_MESSAGE (pvans only receives it).
 func AppendMessageMsg(dst []byte, flags uint8, m *Message) []byte {
-	w, start := newMessage(dst, flags, CmdMessage)
+	w, start := NewMessage(dst, flags, CmdMessage)
 	w.U32(m.IOID)
 	w.U8(m.Level)
 	w.String(m.Text)
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }

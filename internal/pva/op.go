@@ -11,60 +11,49 @@ const (
 // Every operation request starts with the channel's SID, the operation's
 // IOID and a sub-command; every reply with the IOID and the sub-command.
 // The helpers below read and write those heads and the parts several
-// operations share, so each message lists only its own layout.
+// operations share, so each message lists only its own layout. They are
+// exported for the operations only the simulator serves (internal/sim).
 
-func readRequestHead(r *Reader) (sid, ioid uint32, subcmd uint8) {
+// ReadRequestHead reads an operation request's SID, IOID and sub-command.
+func ReadRequestHead(r *Reader) (sid, ioid uint32, subcmd uint8) {
 	return r.U32("sid"), r.U32("ioid"), r.U8("subcmd")
 }
 
-func newRequest(dst []byte, flags uint8, cmd Command, sid, ioid uint32, subcmd uint8) (Writer, int) {
-	w, start := newMessage(dst, flags, cmd)
+// NewRequest starts an operation request (see NewMessage) with its head.
+func NewRequest(dst []byte, flags uint8, cmd Command, sid, ioid uint32, subcmd uint8) (Writer, int) {
+	w, start := NewMessage(dst, flags, cmd)
 	w.U32(sid)
 	w.U32(ioid)
 	w.U8(subcmd)
 	return w, start
 }
 
-func readReplyHead(r *Reader) (ioid uint32, subcmd uint8) { return r.U32("ioid"), r.U8("subcmd") }
+// ReadReplyHead reads an operation reply's IOID and sub-command.
+func ReadReplyHead(r *Reader) (ioid uint32, subcmd uint8) { return r.U32("ioid"), r.U8("subcmd") }
 
-func newReply(dst []byte, flags uint8, cmd Command, ioid uint32, subcmd uint8) (Writer, int) {
-	w, start := newMessage(dst, flags, cmd)
+// NewReply starts an operation reply (see NewMessage) with its head.
+func NewReply(dst []byte, flags uint8, cmd Command, ioid uint32, subcmd uint8) (Writer, int) {
+	w, start := NewMessage(dst, flags, cmd)
 	w.U32(ioid)
 	w.U8(subcmd)
 	return w, start
 }
 
-// readPVRequest reads the pvRequest ("type + full value") an INIT request
+// ReadPVRequest reads the pvRequest ("type + full value") an INIT request
 // carries; other requests carry none (nil).
-func readPVRequest(r *Reader, init bool, tc *TypeCache) *Value {
+func ReadPVRequest(r *Reader, init bool, tc *TypeCache) *Value {
 	if r.Failed() || !init {
 		return nil
 	}
 	return ReadTypeValue(r, "pvRequest", tc)
 }
 
-func appendPVRequest(w *Writer, init bool, v *Value) {
-	if init {
-		AppendTypeValue(w, v)
-	}
-}
-
-// readInitType reads the type an INIT reply announces. The null type is
-// refused: the operation's values are read with it.
-func readInitType(r *Reader, tc *TypeCache) *FieldDesc {
-	t := ReadFieldDesc(r, "type", tc)
-	if !r.Failed() && t == nil {
-		r.Fail("type", "null type")
-	}
-	return t
-}
-
-// readChanged reads a Changed BitSet and the partial value it selects, of
+// ReadChanged reads a Changed BitSet and the partial value it selects, of
 // typ, the type the operation's INIT reply announced. The value is read
 // into v when v has that type, so fields not in Changed keep their
 // previous values, as a client expects; else into a new zero value. On a
 // failure v comes back as it was.
-func readChanged(r *Reader, tc *TypeCache, typ *FieldDesc, changed BitSet, v *Value) (BitSet, *Value) {
+func ReadChanged(r *Reader, tc *TypeCache, typ *FieldDesc, changed BitSet, v *Value) (BitSet, *Value) {
 	if typ == nil {
 		r.Fail("value", "no type from an INIT reply")
 		return changed, v
@@ -80,7 +69,8 @@ func readChanged(r *Reader, tc *TypeCache, typ *FieldDesc, changed BitSet, v *Va
 	return changed, v
 }
 
-func appendChanged(w *Writer, changed BitSet, v *Value) {
+// AppendChanged writes a Changed BitSet and the partial value it selects.
+func AppendChanged(w *Writer, changed BitSet, v *Value) {
 	AppendBitSet(w, changed)
 	AppendPartialValue(w, v, changed)
 }
@@ -102,7 +92,7 @@ func (m *RPCRequest) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // client→server direction (pvAccessCPP clients use 0xFD/0xFE here).
 func (m *RPCRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 	r := NewReader(payload, bigEndian, "CMD_RPC")
-	m.SID, m.IOID, m.Subcmd = readRequestHead(&r)
+	m.SID, m.IOID, m.Subcmd = ReadRequestHead(&r)
 	field := "argument"
 	if m.IsInit() {
 		field = "pvRequest"
@@ -113,9 +103,9 @@ func (m *RPCRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error
 
 // AppendRPCRequest appends an RPC request message.
 func AppendRPCRequest(dst []byte, flags uint8, m *RPCRequest) []byte {
-	w, start := newRequest(dst, flags, CmdRPC, m.SID, m.IOID, m.Subcmd)
+	w, start := NewRequest(dst, flags, CmdRPC, m.SID, m.IOID, m.Subcmd)
 	AppendTypeValue(&w, m.Value)
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // RPCReply is an RPC server message: INIT reply (Status only, no type) or
@@ -134,7 +124,7 @@ func (m *RPCReply) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // Decode decodes an RPC reply. tc is the connection's server→client cache.
 func (m *RPCReply) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 	r := NewReader(payload, bigEndian, "CMD_RPC(reply)")
-	m.IOID, m.Subcmd = readReplyHead(&r)
+	m.IOID, m.Subcmd = ReadReplyHead(&r)
 	m.Status = r.Status("status")
 	m.Value = nil
 	if !r.Failed() && !m.IsInit() && m.Status.OK() {
@@ -146,12 +136,12 @@ func (m *RPCReply) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 // AppendRPCReply appends an RPC reply message; Value is written only for
 // an EXEC reply with a success status.
 func AppendRPCReply(dst []byte, flags uint8, m *RPCReply) []byte {
-	w, start := newReply(dst, flags, CmdRPC, m.IOID, m.Subcmd)
+	w, start := NewReply(dst, flags, CmdRPC, m.IOID, m.Subcmd)
 	w.Status(m.Status)
 	if !m.IsInit() && m.Status.OK() {
 		AppendTypeValue(&w, m.Value)
 	}
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // GetRequest is a GET (0x0A) client message: INIT carries the pvRequest
@@ -169,16 +159,9 @@ func (m *GetRequest) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 // Decode decodes a GET request.
 func (m *GetRequest) Decode(payload []byte, bigEndian bool, tc *TypeCache) error {
 	r := NewReader(payload, bigEndian, "CMD_GET")
-	m.SID, m.IOID, m.Subcmd = readRequestHead(&r)
-	m.PVRequest = readPVRequest(&r, m.IsInit(), tc)
+	m.SID, m.IOID, m.Subcmd = ReadRequestHead(&r)
+	m.PVRequest = ReadPVRequest(&r, m.IsInit(), tc)
 	return r.Err()
-}
-
-// AppendGetRequest appends a GET request message.
-func AppendGetRequest(dst []byte, flags uint8, m *GetRequest) []byte {
-	w, start := newRequest(dst, flags, CmdGet, m.SID, m.IOID, m.Subcmd)
-	appendPVRequest(&w, m.IsInit(), m.PVRequest)
-	return finishMessage(w.B, start)
 }
 
 // GetReply is a GET server message. INIT reply: Status, then on success the
@@ -196,28 +179,10 @@ type GetReply struct {
 // IsInit reports an INIT reply.
 func (m *GetReply) IsInit() bool { return m.Subcmd&SubcmdInit != 0 }
 
-// Decode decodes a GET reply. An EXEC reply needs typ, the Type from this
-// operation's INIT reply; its partial value is applied to m.Value (kept
-// from the previous EXEC if it has that type, else a new zero value), so
-// fields not in Changed keep their previous values, as a client expects.
-func (m *GetReply) Decode(payload []byte, bigEndian bool, tc *TypeCache, typ *FieldDesc) error {
-	r := NewReader(payload, bigEndian, "CMD_GET(reply)")
-	m.IOID, m.Subcmd = readReplyHead(&r)
-	m.Status = r.Status("status")
-	switch {
-	case r.Failed() || !m.Status.OK():
-	case m.IsInit():
-		m.Type = readInitType(&r, tc)
-	default:
-		m.Changed, m.Value = readChanged(&r, tc, typ, m.Changed, m.Value)
-	}
-	return r.Err()
-}
-
 // AppendGetReply appends a GET reply. For an EXEC reply a nil Changed
 // means "everything" (bit 0: the whole structure, then the full value).
 func AppendGetReply(dst []byte, flags uint8, m *GetReply) []byte {
-	w, start := newReply(dst, flags, CmdGet, m.IOID, m.Subcmd)
+	w, start := NewReply(dst, flags, CmdGet, m.IOID, m.Subcmd)
 	w.Status(m.Status)
 	if m.Status.OK() {
 		if m.IsInit() {
@@ -227,8 +192,8 @@ func AppendGetReply(dst []byte, flags uint8, m *GetReply) []byte {
 			if changed == nil {
 				changed = BitSet{1}
 			}
-			appendChanged(&w, changed, m.Value)
+			AppendChanged(&w, changed, m.Value)
 		}
 	}
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }

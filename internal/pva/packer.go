@@ -73,7 +73,7 @@ func (p *SearchPacker) Pack(names []SearchName, emit func(datagram []byte)) erro
 		b := p.buf
 		b[countOff] = byte(count >> 8)
 		b[countOff+1] = byte(count)
-		finishMessage(b, start)
+		FinishMessage(b, start)
 		emit(b)
 		count = 0
 	}

@@ -122,7 +122,7 @@ func (w *Writer) searchHead(seq uint32, flags uint8, replyAddr Address, replyPor
 // AppendSearch appends a whole CMD_SEARCH message (header included).
 // flags carries the header flags (byte order, direction).
 func AppendSearch(dst []byte, flags uint8, s *Search) []byte {
-	w, start := newMessage(dst, flags, CmdSearch)
+	w, start := NewMessage(dst, flags, CmdSearch)
 	w.searchHead(s.Seq, s.Flags, s.ReplyAddr, s.ReplyPort)
 	w.Size(len(s.Protocols))
 	for _, p := range s.Protocols {
@@ -133,7 +133,7 @@ func AppendSearch(dst []byte, flags uint8, s *Search) []byte {
 		w.U32(n.CID)
 		w.StringBytes(n.Name)
 	}
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // SearchResponse is a CMD_SEARCH_RESPONSE payload.
@@ -169,7 +169,7 @@ func (m *SearchResponse) Decode(payload []byte, bigEndian bool) error {
 
 // AppendSearchResponse appends a whole CMD_SEARCH_RESPONSE message.
 func AppendSearchResponse(dst []byte, flags uint8, m *SearchResponse) []byte {
-	w, start := newMessage(dst, flags, CmdSearchResponse)
+	w, start := NewMessage(dst, flags, CmdSearchResponse)
 	w.GUID(m.GUID)
 	w.U32(m.Seq)
 	w.Address(m.Addr)
@@ -184,7 +184,7 @@ func AppendSearchResponse(dst []byte, flags uint8, m *SearchResponse) []byte {
 	for _, c := range m.CIDs {
 		w.U32(c)
 	}
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // Beacon is a CMD_BEACON payload.
@@ -247,7 +247,7 @@ func (m *Beacon) Decode(payload []byte, bigEndian bool) error {
 // AppendBeacon appends a whole CMD_BEACON message. A nil Status is sent as
 // the null type 0xFF, as PVXS does.
 func AppendBeacon(dst []byte, flags uint8, m *Beacon) []byte {
-	w, start := newMessage(dst, flags, CmdBeacon)
+	w, start := NewMessage(dst, flags, CmdBeacon)
 	w.GUID(m.GUID)
 	w.U8(m.Flags)
 	w.U8(m.Sequence)
@@ -256,7 +256,7 @@ func AppendBeacon(dst []byte, flags uint8, m *Beacon) []byte {
 	w.U16(m.Port)
 	w.String(m.Protocol)
 	w.rawTypeValue(m.Status)
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // DecodeOriginTag decodes a CMD_ORIGIN_TAG payload: the original
@@ -272,7 +272,7 @@ func DecodeOriginTag(payload []byte, bigEndian bool) (Address, error) {
 func AppendOriginTag(dst []byte, flags uint8, origin Address) []byte {
 	dst, start := beginMessage(dst, flags, CmdOriginTag)
 	dst = append(dst, origin[:]...)
-	return finishMessage(dst, start)
+	return FinishMessage(dst, start)
 }
 
 // AppendForward appends the datagram a server sends to the loopback

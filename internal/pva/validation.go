@@ -34,14 +34,14 @@ func (m *ServerValidation) Decode(payload []byte, bigEndian bool) error {
 // AppendServerValidation appends the server form (flags should carry
 // FlagServer and the connection's byte order).
 func AppendServerValidation(dst []byte, flags uint8, m *ServerValidation) []byte {
-	w, start := newMessage(dst, flags, CmdConnectionValidation)
+	w, start := NewMessage(dst, flags, CmdConnectionValidation)
 	w.U32(m.BufferSize)
 	w.U16(m.RegistrySize)
 	w.Size(len(m.AuthMethods))
 	for _, a := range m.AuthMethods {
 		w.String(a)
 	}
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // ClientValidation is the CONNECTION_VALIDATION a client answers with.
@@ -73,13 +73,13 @@ func (m *ClientValidation) Decode(payload []byte, bigEndian bool) error {
 // AppendClientValidation appends the client form. A nil AuthPayload is
 // sent as the null type 0xFF.
 func AppendClientValidation(dst []byte, flags uint8, m *ClientValidation) []byte {
-	w, start := newMessage(dst, flags, CmdConnectionValidation)
+	w, start := NewMessage(dst, flags, CmdConnectionValidation)
 	w.U32(m.BufferSize)
 	w.U16(m.RegistrySize)
 	w.U16(m.QoS)
 	w.String(m.AuthMethod)
 	w.rawTypeValue(m.AuthPayload)
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // CAAuthPayload builds the "ca" auth payload PVXS sends: a structure with
@@ -101,9 +101,9 @@ func DecodeConnectionValidated(payload []byte, bigEndian bool) (Status, error) {
 
 // AppendConnectionValidated appends CONNECTION_VALIDATED carrying s.
 func AppendConnectionValidated(dst []byte, flags uint8, s Status) []byte {
-	w, start := newMessage(dst, flags, CmdConnectionValidated)
+	w, start := NewMessage(dst, flags, CmdConnectionValidated)
 	w.Status(s)
-	return finishMessage(w.B, start)
+	return FinishMessage(w.B, start)
 }
 
 // AppendEcho appends a CMD_ECHO with the given payload (servers answer an
@@ -111,7 +111,7 @@ func AppendConnectionValidated(dst []byte, flags uint8, s Status) []byte {
 func AppendEcho(dst []byte, flags uint8, payload []byte) []byte {
 	dst, start := beginMessage(dst, flags, CmdEcho)
 	dst = append(dst, payload...)
-	return finishMessage(dst, start)
+	return FinishMessage(dst, start)
 }
 
 // AppendMessage appends an arbitrary application message with a raw
@@ -119,7 +119,7 @@ func AppendEcho(dst []byte, flags uint8, payload []byte) []byte {
 func AppendMessage(dst []byte, flags uint8, cmd Command, payload []byte) []byte {
 	dst, start := beginMessage(dst, flags, cmd)
 	dst = append(dst, payload...)
-	return finishMessage(dst, start)
+	return FinishMessage(dst, start)
 }
 
 // Auth decodes AuthPayload ("type + full value"; nil for the null type).

@@ -336,7 +336,7 @@ func notSupported(what string) pva.Status {
 }
 
 func (h *handler) onGetField(c *pvaconn.Conn, p []byte, be bool) bool {
-	var m pva.GetFieldRequest
+	var m GetFieldRequest
 	if err := m.Decode(p, be); err != nil {
 		return false
 	}
@@ -344,11 +344,11 @@ func (h *handler) onGetField(c *pvaconn.Conn, p []byte, be bool) bool {
 	if !ok {
 		return true // PVXS logs and ignores
 	}
-	r := pva.GetFieldReply{IOID: m.IOID, Type: ntScalarDouble}
+	r := GetFieldReply{IOID: m.IOID, Type: ntScalarDouble}
 	if ch.server {
 		r.Status = notSupported("Info")
 	}
-	h.send(c, pva.AppendGetFieldReply(nil, c.Flags(), &r))
+	h.send(c, AppendGetFieldReply(nil, c.Flags(), &r))
 	return true
 }
 
@@ -378,7 +378,7 @@ func (h *handler) onGet(c *pvaconn.Conn, p []byte, be bool) bool {
 }
 
 func (h *handler) onPut(c *pvaconn.Conn, p []byte, be bool) bool {
-	var m pva.PutRequest
+	var m PutRequest
 	if err := m.Decode(p, be, &h.types, ntScalarDouble); err != nil {
 		return false
 	}
@@ -394,7 +394,7 @@ func (h *handler) onPut(c *pvaconn.Conn, p []byte, be bool) bool {
 		// record: a put of them alone changes nothing.
 	})
 	if reply {
-		h.send(c, pva.AppendPutReply(nil, c.Flags(), &pva.PutReply{IOID: m.IOID, Subcmd: m.Subcmd,
+		h.send(c, AppendPutReply(nil, c.Flags(), &PutReply{IOID: m.IOID, Subcmd: m.Subcmd,
 			Status: r.status, Type: r.typ, Changed: r.changed, Value: r.value}))
 	}
 	for _, mon := range tell {
@@ -404,7 +404,7 @@ func (h *handler) onPut(c *pvaconn.Conn, p []byte, be bool) bool {
 }
 
 func (h *handler) onMonitor(c *pvaconn.Conn, p []byte, be bool) bool {
-	var m pva.MonitorRequest
+	var m MonitorRequest
 	if err := m.Decode(p, be, &h.types); err != nil {
 		return false
 	}
@@ -413,13 +413,13 @@ func (h *handler) onMonitor(c *pvaconn.Conn, p []byte, be bool) bool {
 		if !ok {
 			return false
 		}
-		r := pva.MonitorReply{IOID: m.IOID, Subcmd: pva.SubcmdInit, Status: refused}
+		r := MonitorReply{IOID: m.IOID, Subcmd: pva.SubcmdInit, Status: refused}
 		if o != nil {
 			r.Type = ntScalarDouble
 			o.mon = &monitor{h: h, c: c, ch: o.ch, ioid: m.IOID, window: m.Nack, pipeline: pipelined(m.PVRequest)}
 			h.in.subscribe(o.mon)
 		}
-		h.send(c, pva.AppendMonitorReply(nil, c.Flags(), &r))
+		h.send(c, AppendMonitorReply(nil, c.Flags(), &r))
 		return true
 	}
 	o, ignore, ok := h.execOp(m.IOID, opMonitor)
@@ -427,10 +427,10 @@ func (h *handler) onMonitor(c *pvaconn.Conn, p []byte, be bool) bool {
 		return ok
 	}
 	mon := o.mon
-	if m.Subcmd&pva.SubcmdMonitorAck != 0 {
+	if m.Subcmd&SubcmdMonitorAck != 0 {
 		mon.ack(m.Nack)
 	}
-	if m.Subcmd&pva.SubcmdMonitorStartStop != 0 {
+	if m.Subcmd&SubcmdMonitorStartStop != 0 {
 		mon.start(m.Subcmd&pva.SubcmdGet != 0)
 	}
 	if m.Subcmd&pva.SubcmdDestroy != 0 {
@@ -510,7 +510,7 @@ func (m *monitor) post() {
 	if m.pipeline {
 		m.window--
 	}
-	_ = m.c.Send(pva.AppendMonitorReply(nil, m.c.Flags(), &pva.MonitorReply{IOID: m.ioid, Changed: getChanged, Value: m.h.current(m.ch)}))
+	_ = m.c.Send(AppendMonitorReply(nil, m.c.Flags(), &MonitorReply{IOID: m.ioid, Changed: getChanged, Value: m.h.current(m.ch)}))
 }
 
 // holdConn blocks reads (keeping what was read) and writes while its

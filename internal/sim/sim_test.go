@@ -327,16 +327,16 @@ func TestGetDouble(t *testing.T) {
 	}
 	ch := c.create(5, "sim:s0:pv2")
 	pvReq := pva.NewValue(pva.Struct("", pva.M("field", pva.Struct(""))))
-	c.send(pva.AppendGetRequest(nil, 0, &pva.GetRequest{SID: ch.SID, IOID: 3, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+	c.send(AppendGetRequest(nil, 0, &pva.GetRequest{SID: ch.SID, IOID: 3, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
 	h, p := c.read()
 	var g pva.GetReply
-	if h.Command != pva.CmdGet || g.Decode(p, h.BigEndian(), &c.types, nil) != nil || g.Type == nil || g.Type.ID != pva.NTScalarID {
+	if h.Command != pva.CmdGet || decodeGetReply(&g, p, h.BigEndian(), &c.types, nil) != nil || g.Type == nil || g.Type.ID != pva.NTScalarID {
 		t.Fatalf("get init %+v %+v", h, g)
 	}
 	typ := g.Type
-	c.send(pva.AppendGetRequest(nil, 0, &pva.GetRequest{SID: ch.SID, IOID: 3}))
+	c.send(AppendGetRequest(nil, 0, &pva.GetRequest{SID: ch.SID, IOID: 3}))
 	h, p = c.read()
-	if err := g.Decode(p, h.BigEndian(), &c.types, typ); err != nil || !g.Status.OK() {
+	if err := decodeGetReply(&g, p, h.BigEndian(), &c.types, typ); err != nil || !g.Status.OK() {
 		t.Fatal(err, g.Status)
 	}
 	if v := g.Value.Field("value").Float; v != 2 {
@@ -481,19 +481,19 @@ func (c *client) initOp(cmd pva.Command, sid, ioid uint32) *pva.FieldDesc {
 	pvReq := pva.NewValue(pva.Struct("", pva.M("field", pva.Struct(""))))
 	switch cmd {
 	case pva.CmdPut:
-		c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		c.send(AppendPutRequest(nil, 0, &PutRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
 	case pva.CmdMonitor:
-		c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		c.send(AppendMonitorRequest(nil, 0, &MonitorRequest{SID: sid, IOID: ioid, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
 	}
 	h, p := c.read()
 	var typ *pva.FieldDesc
 	var err error
 	switch cmd {
 	case pva.CmdPut:
-		var r pva.PutReply
+		var r PutReply
 		err, typ = r.Decode(p, h.BigEndian(), &c.types, nil), r.Type
 	case pva.CmdMonitor:
-		var r pva.MonitorReply
+		var r MonitorReply
 		err, typ = r.Decode(p, h.BigEndian(), &c.types, nil), r.Type
 	}
 	if h.Command != cmd || err != nil || typ == nil || typ.ID != pva.NTScalarID {
@@ -502,7 +502,7 @@ func (c *client) initOp(cmd pva.Command, sid, ioid uint32) *pva.FieldDesc {
 	return typ
 }
 
-func (c *client) monitorUpdate(typ *pva.FieldDesc, r *pva.MonitorReply) float64 {
+func (c *client) monitorUpdate(typ *pva.FieldDesc, r *MonitorReply) float64 {
 	c.t.Helper()
 	h, p := c.read()
 	if h.Command != pva.CmdMonitor {
@@ -522,17 +522,17 @@ func TestGetFieldPutMonitor(t *testing.T) {
 	c := dialClient(t, s.Server(1).TCP)
 	ch := c.create(1, "sim:s1:pv2")
 
-	c.send(pva.AppendGetFieldRequest(nil, 0, &pva.GetFieldRequest{SID: ch.SID, IOID: 1}))
+	c.send(AppendGetFieldRequest(nil, 0, &GetFieldRequest{SID: ch.SID, IOID: 1}))
 	h, p := c.read()
-	var gf pva.GetFieldReply
+	var gf GetFieldReply
 	if h.Command != pva.CmdGetField || gf.Decode(p, h.BigEndian(), &c.types) != nil || !gf.Status.OK() ||
 		gf.Type.ID != pva.NTScalarID || gf.Type.Members[0].Type.Code != pva.TypeFloat64 {
 		t.Fatalf("GET_FIELD %+v %+v", h, gf)
 	}
 
 	mt := c.initOp(pva.CmdMonitor, ch.SID, 2)
-	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorStart}))
-	var mr pva.MonitorReply
+	c.send(AppendMonitorRequest(nil, 0, &MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: SubcmdMonitorStart}))
+	var mr MonitorReply
 	if v := c.monitorUpdate(mt, &mr); v != 100002 {
 		t.Fatalf("first update %v, want the current value 100002", v)
 	}
@@ -544,9 +544,9 @@ func TestGetFieldPutMonitor(t *testing.T) {
 	pt := c.initOp(pva.CmdPut, ch.SID, 3)
 	var only pva.BitSet
 	only.Set(1)
-	c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch.SID, IOID: 3, Changed: only, Value: pva.NewNTScalarDouble(-7.5)}))
+	c.send(AppendPutRequest(nil, 0, &PutRequest{SID: ch.SID, IOID: 3, Changed: only, Value: pva.NewNTScalarDouble(-7.5)}))
 	h, p = c.read()
-	var pr pva.PutReply
+	var pr PutReply
 	if h.Command != pva.CmdPut || pr.Decode(p, h.BigEndian(), &c.types, pt) != nil || !pr.Status.OK() || pr.Subcmd != 0 {
 		t.Fatalf("PUT reply %+v %+v", h, pr)
 	}
@@ -554,7 +554,7 @@ func TestGetFieldPutMonitor(t *testing.T) {
 		t.Fatalf("monitor after put %v", v)
 	}
 	// get-before-put (PUT with 0x40) reads the value back
-	c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch.SID, IOID: 3, Subcmd: pva.SubcmdGet}))
+	c.send(AppendPutRequest(nil, 0, &PutRequest{SID: ch.SID, IOID: 3, Subcmd: pva.SubcmdGet}))
 	h, p = c.read()
 	if pr.Decode(p, h.BigEndian(), &c.types, pt) != nil || pr.Value.Field("value").Float != -7.5 {
 		t.Fatalf("get via PUT %+v", pr)
@@ -564,7 +564,7 @@ func TestGetFieldPutMonitor(t *testing.T) {
 		t.Fatalf("counter after put %v, want -6.5", v)
 	}
 	// Stop: no updates; destroy: none either, and the op is gone.
-	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorStartStop}))
+	c.send(AppendMonitorRequest(nil, 0, &MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: SubcmdMonitorStartStop}))
 	c.send(pva.AppendRequestRef(nil, 0, pva.CmdDestroyRequest, &pva.RequestRef{SID: ch.SID, IOID: 2}))
 	c.send(pva.AppendEcho(nil, 0, []byte("sync"))) // answered after the two above were handled
 	if h, _ := c.read(); h.Command != pva.CmdEcho {
@@ -578,9 +578,9 @@ func TestGetFieldPutMonitor(t *testing.T) {
 	// Another connection sees the put value (one store per server).
 	c2 := dialClient(t, s.Server(1).TCP)
 	ch2 := c2.create(1, "sim:s1:pv2")
-	c2.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch2.SID, IOID: 1, Subcmd: pva.SubcmdInit, PVRequest: pva.NewValue(pva.Struct(""))}))
+	c2.send(AppendPutRequest(nil, 0, &PutRequest{SID: ch2.SID, IOID: 1, Subcmd: pva.SubcmdInit, PVRequest: pva.NewValue(pva.Struct(""))}))
 	c2.read()
-	c2.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch2.SID, IOID: 1, Subcmd: pva.SubcmdGet}))
+	c2.send(AppendPutRequest(nil, 0, &PutRequest{SID: ch2.SID, IOID: 1, Subcmd: pva.SubcmdGet}))
 	h, p = c2.read()
 	if pr.Decode(p, h.BigEndian(), &c2.types, pt) != nil || pr.Value.Field("value").Float != -5.5 {
 		t.Fatalf("second connection reads %+v", pr.Value.Field("value"))
@@ -597,14 +597,14 @@ func TestMonitorPipelineWindow(t *testing.T) {
 	opt := pva.Struct("", pva.M("pipeline", pva.Scalar(pva.TypeString)))
 	req := pva.NewValue(pva.Struct("", pva.M("record", pva.Struct("", pva.M("_options", opt)))))
 	req.Field("record._options.pipeline").Str = "true"
-	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdInit | pva.SubcmdMonitorAck, PVRequest: req, Nack: 1}))
+	c.send(AppendMonitorRequest(nil, 0, &MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdInit | SubcmdMonitorAck, PVRequest: req, Nack: 1}))
 	h, p := c.read()
-	var mr pva.MonitorReply
+	var mr MonitorReply
 	if mr.Decode(p, h.BigEndian(), &c.types, nil) != nil || mr.Type == nil {
 		t.Fatalf("init %+v", mr)
 	}
 	typ := mr.Type
-	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorStart}))
+	c.send(AppendMonitorRequest(nil, 0, &MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: SubcmdMonitorStart}))
 	if v := c.monitorUpdate(typ, &mr); v != 0 {
 		t.Fatalf("first %v", v)
 	}
@@ -616,7 +616,7 @@ func TestMonitorPipelineWindow(t *testing.T) {
 		t.Fatalf("update beyond the window: %+v", h)
 	}
 	fc.Advance(time.Second)
-	c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: pva.SubcmdMonitorAck, Nack: 1}))
+	c.send(AppendMonitorRequest(nil, 0, &MonitorRequest{SID: ch.SID, IOID: 2, Subcmd: SubcmdMonitorAck, Nack: 1}))
 	if v := c.monitorUpdate(typ, &mr); v != 2 {
 		t.Fatalf("after ack %v, want the latest value 2", v)
 	}
@@ -739,21 +739,21 @@ func TestServerPVRefusesOtherOps(t *testing.T) {
 	ch := c.create(1, "server")
 	pvReq := pva.NewValue(pva.Struct("", pva.M("field", pva.Struct(""))))
 	for i := 0; i < 2; i++ { // the same IOID twice: a kept operation would make the second a fault
-		c.send(pva.AppendGetRequest(nil, 0, &pva.GetRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		c.send(AppendGetRequest(nil, 0, &pva.GetRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
 		h, p := c.read()
 		var g pva.GetReply
-		if h.Command != pva.CmdGet || g.Decode(p, h.BigEndian(), &c.types, nil) != nil || g.Status.Message != "GET not implemented for this PV" || g.Type != nil {
+		if h.Command != pva.CmdGet || decodeGetReply(&g, p, h.BigEndian(), &c.types, nil) != nil || g.Status.Message != "GET not implemented for this PV" || g.Type != nil {
 			t.Fatalf("GET INIT on the server PV: %+v %+v", h, g)
 		}
-		c.send(pva.AppendPutRequest(nil, 0, &pva.PutRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		c.send(AppendPutRequest(nil, 0, &PutRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
 		h, p = c.read()
-		var pr pva.PutReply
+		var pr PutReply
 		if h.Command != pva.CmdPut || pr.Decode(p, h.BigEndian(), &c.types, nil) != nil || pr.Status.Message != "PUT not implemented for this PV" {
 			t.Fatalf("PUT INIT on the server PV: %+v %+v", h, pr)
 		}
-		c.send(pva.AppendMonitorRequest(nil, 0, &pva.MonitorRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
+		c.send(AppendMonitorRequest(nil, 0, &MonitorRequest{SID: ch.SID, IOID: 7, Subcmd: pva.SubcmdInit, PVRequest: pvReq}))
 		h, p = c.read()
-		var mr pva.MonitorReply
+		var mr MonitorReply
 		if h.Command != pva.CmdMonitor || mr.Decode(p, h.BigEndian(), &c.types, nil) != nil || mr.Status.Message != "Monitor not implemented for this PV" {
 			t.Fatalf("MONITOR INIT on the server PV: %+v %+v", h, mr)
 		}

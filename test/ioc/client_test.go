@@ -10,11 +10,13 @@ import (
 
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
+	"github.com/pvans-project/pvans/internal/sim"
 )
 
 // pvClient is a minimal PVA client for one channel, built on pvaconn
-// (client role) and the pva codec: what pvxinfo, pvxget, pvxput and
-// pvxmonitor send, one operation at a time. Replies are decoded in the
+// (client role), the pva codec and the client's side of the operations
+// (ops_test.go): what pvxinfo, pvxget, pvxput and pvxmonitor send, one
+// operation at a time. Replies are decoded in the
 // test's goroutine, in arrival order (the type cache needs that).
 type pvClient struct {
 	t     *testing.T
@@ -89,10 +91,10 @@ var defaultPVRequest = pva.NewValue(pva.Struct("", pva.M("field", pva.Struct("")
 func (c *pvClient) info() *pva.FieldDesc {
 	c.t.Helper()
 	c.ioid++
-	c.send(pva.AppendGetFieldRequest(nil, c.conn.Flags(), &pva.GetFieldRequest{SID: c.sid, IOID: c.ioid}))
+	c.send(getFieldRequest(c.conn.Flags(), c.sid, c.ioid))
 	h, p := c.read(pva.CmdGetField)
-	var r pva.GetFieldReply
-	if err := r.Decode(p, h.BigEndian(), &c.types); err != nil || !r.Status.OK() || r.IOID != c.ioid {
+	var r opReply
+	if err := r.decode(h, p, &c.types, nil); err != nil || !r.Status.OK() || r.IOID != c.ioid {
 		c.t.Fatalf("GET_FIELD %+v %v", r, err)
 	}
 	return r.Type
@@ -103,16 +105,16 @@ func (c *pvClient) get() *pva.Value {
 	c.t.Helper()
 	c.ioid++
 	f := c.conn.Flags()
-	c.send(pva.AppendGetRequest(nil, f, &pva.GetRequest{SID: c.sid, IOID: c.ioid, Subcmd: pva.SubcmdInit, PVRequest: defaultPVRequest}))
+	c.send(opRequest(f, pva.CmdGet, c.sid, c.ioid, pva.SubcmdInit, defaultPVRequest, nil, nil))
 	h, p := c.read(pva.CmdGet)
-	var r pva.GetReply
-	if err := r.Decode(p, h.BigEndian(), &c.types, nil); err != nil || !r.Status.OK() {
+	var r opReply
+	if err := r.decode(h, p, &c.types, nil); err != nil || !r.Status.OK() {
 		c.t.Fatalf("GET INIT %+v %v", r, err)
 	}
 	typ := r.Type
-	c.send(pva.AppendGetRequest(nil, f, &pva.GetRequest{SID: c.sid, IOID: c.ioid}))
+	c.send(opRequest(f, pva.CmdGet, c.sid, c.ioid, pva.SubcmdExec, nil, nil, nil))
 	h, p = c.read(pva.CmdGet)
-	if err := r.Decode(p, h.BigEndian(), &c.types, typ); err != nil || !r.Status.OK() {
+	if err := r.decode(h, p, &c.types, typ); err != nil || !r.Status.OK() {
 		c.t.Fatalf("GET EXEC %+v %v", r, err)
 	}
 	c.send(pva.AppendRequestRef(nil, f, pva.CmdDestroyRequest, &pva.RequestRef{SID: c.sid, IOID: c.ioid}))
@@ -124,19 +126,19 @@ func (c *pvClient) put(x float64) {
 	c.t.Helper()
 	c.ioid++
 	f := c.conn.Flags()
-	c.send(pva.AppendPutRequest(nil, f, &pva.PutRequest{SID: c.sid, IOID: c.ioid, Subcmd: pva.SubcmdInit, PVRequest: defaultPVRequest}))
+	c.send(opRequest(f, pva.CmdPut, c.sid, c.ioid, pva.SubcmdInit, defaultPVRequest, nil, nil))
 	h, p := c.read(pva.CmdPut)
-	var r pva.PutReply
-	if err := r.Decode(p, h.BigEndian(), &c.types, nil); err != nil || !r.Status.OK() {
+	var r opReply
+	if err := r.decode(h, p, &c.types, nil); err != nil || !r.Status.OK() {
 		c.t.Fatalf("PUT INIT %+v %v", r, err)
 	}
 	v := pva.NewValue(r.Type)
 	v.Field("value").Float = x
 	var changed pva.BitSet
 	changed.Set(1) // NTScalar: value is the first member, bit 1
-	c.send(pva.AppendPutRequest(nil, f, &pva.PutRequest{SID: c.sid, IOID: c.ioid, Changed: changed, Value: v}))
+	c.send(opRequest(f, pva.CmdPut, c.sid, c.ioid, pva.SubcmdExec, nil, changed, v))
 	h, p = c.read(pva.CmdPut)
-	if err := r.Decode(p, h.BigEndian(), &c.types, r.Type); err != nil || !r.Status.OK() {
+	if err := r.decode(h, p, &c.types, r.Type); err != nil || !r.Status.OK() {
 		c.t.Fatalf("PUT EXEC %+v %v", r, err)
 	}
 	c.send(pva.AppendRequestRef(nil, f, pva.CmdDestroyRequest, &pva.RequestRef{SID: c.sid, IOID: c.ioid}))
@@ -148,23 +150,23 @@ func (c *pvClient) monitor(n int) []float64 {
 	c.t.Helper()
 	c.ioid++
 	f := c.conn.Flags()
-	c.send(pva.AppendMonitorRequest(nil, f, &pva.MonitorRequest{SID: c.sid, IOID: c.ioid, Subcmd: pva.SubcmdInit, PVRequest: defaultPVRequest}))
+	c.send(opRequest(f, pva.CmdMonitor, c.sid, c.ioid, pva.SubcmdInit, defaultPVRequest, nil, nil))
 	h, p := c.read(pva.CmdMonitor)
-	var r pva.MonitorReply
-	if err := r.Decode(p, h.BigEndian(), &c.types, nil); err != nil || !r.IsInit() || !r.Status.OK() {
+	var r opReply
+	if err := r.decode(h, p, &c.types, nil); err != nil || !r.init() || !r.Status.OK() {
 		c.t.Fatalf("MONITOR INIT %+v %v", r, err)
 	}
 	typ := r.Type
-	c.send(pva.AppendMonitorRequest(nil, f, &pva.MonitorRequest{SID: c.sid, IOID: c.ioid, Subcmd: pva.SubcmdMonitorStart}))
+	c.send(opRequest(f, pva.CmdMonitor, c.sid, c.ioid, sim.SubcmdMonitorStart, nil, nil, nil))
 	var got []float64
 	for len(got) < n {
 		h, p := c.read(pva.CmdMonitor)
-		if err := r.Decode(p, h.BigEndian(), &c.types, typ); err != nil || r.IsFinish() {
+		if err := r.decode(h, p, &c.types, typ); err != nil || r.finish() {
 			c.t.Fatalf("MONITOR update %+v %v", r, err)
 		}
 		got = append(got, r.Value.Field("value").Float)
 	}
-	c.send(pva.AppendMonitorRequest(nil, f, &pva.MonitorRequest{SID: c.sid, IOID: c.ioid, Subcmd: pva.SubcmdMonitorStartStop | pva.SubcmdDestroy}))
+	c.send(opRequest(f, pva.CmdMonitor, c.sid, c.ioid, sim.SubcmdMonitorStartStop|pva.SubcmdDestroy, nil, nil, nil))
 	return got
 }
 
@@ -175,17 +177,17 @@ func (c *pvClient) String() string { return fmt.Sprintf("client of %s", c.conn.R
 func (c *pvClient) monitorUntil(stop func(float64) bool) []float64 {
 	c.ioid++
 	f := c.conn.Flags()
-	_ = c.conn.Send(pva.AppendMonitorRequest(nil, f, &pva.MonitorRequest{SID: c.sid, IOID: c.ioid, Subcmd: pva.SubcmdInit, PVRequest: defaultPVRequest}))
+	_ = c.conn.Send(opRequest(f, pva.CmdMonitor, c.sid, c.ioid, pva.SubcmdInit, defaultPVRequest, nil, nil))
 	var typ *pva.FieldDesc
-	var r pva.MonitorReply
+	var r opReply
 	var got []float64
 	for m := range c.msgs {
-		if m.h.Command != pva.CmdMonitor || r.Decode(m.p, m.h.BigEndian(), &c.types, typ) != nil {
+		if m.h.Command != pva.CmdMonitor || r.decode(m.h, m.p, &c.types, typ) != nil {
 			return got
 		}
-		if r.IsInit() {
+		if r.init() {
 			typ = r.Type
-			_ = c.conn.Send(pva.AppendMonitorRequest(nil, f, &pva.MonitorRequest{SID: c.sid, IOID: c.ioid, Subcmd: pva.SubcmdMonitorStart}))
+			_ = c.conn.Send(opRequest(f, pva.CmdMonitor, c.sid, c.ioid, sim.SubcmdMonitorStart, nil, nil, nil))
 			continue
 		}
 		v := r.Value.Field("value").Float
