@@ -23,7 +23,7 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/golden-answers.txt from this code")
 
-const goldenAnswers = "testdata/golden-answers.txt"
+const goldenFile = "testdata/golden-answers.txt"
 
 // The golden servers: one per claim rule. GUIDs spell what they are.
 var (
@@ -236,7 +236,7 @@ func TestGoldenAnswers(t *testing.T) {
 	if len(searches) != 11 || entries != 48 {
 		t.Errorf("%d searches, %d entries: the captures changed (README.md), check the cases", len(searches), entries)
 	}
-	testutil.Golden(t, goldenAnswers, text.String(), *updateGolden)
+	testutil.Golden(t, goldenFile, text.String(), *updateGolden)
 }
 
 // goldenFeed hands one captured datagram to a handler holding v's
