@@ -1,0 +1,57 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// rateLimitRows adds the rate_limit.* settings, beside each other so a part's settings
+// are read together.
+func rateLimitRows() {
+	add(floatSpec("rate_limit.udp_searches_per_second", "UDP search datagrams handled per source address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }),
+		"1000", live("UDP policy: a new limiter, every source with a full burst", "udp"),
+		"UDP search datagrams handled per source address per second; 0 = no limit.")
+	add(intSpec("rate_limit.udp_search_burst", "UDP search datagrams a source may send at once above its rate", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }),
+		"10000", live("UDP policy: a new limiter, every source with a full burst", "udp"),
+		"Datagrams a source may send at once above that rate (a PVXS client searches every new channel at once: 100,000 names are ~2,700 datagrams).")
+	add(floatSpec("rate_limit.udp_names_per_second", "names in UDP searches handled per source address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }),
+		"40000", live("UDP policy: a new name budget, every source with a full burst", "udp"),
+		"Names in UDP searches handled per source address per second, however they are packed; 0 = no limit.")
+	add(intSpec("rate_limit.udp_name_burst", "names in UDP searches a source may send at once above its rate (a big client searches all its channels at start)", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }),
+		"400000", live("UDP policy: a new name budget, every source with a full burst", "udp"),
+		"Names a source may search at once above that rate.")
+	add(floatSpec("rate_limit.tcp_messages_per_second", "TCP messages handled per source address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }),
+		"1000", live("TCP policy: a new limiter, every source with a full burst", "tcp"),
+		"TCP messages handled per source address per second; 0 = no limit.")
+	add(intSpec("rate_limit.tcp_message_burst", "TCP messages a source may send at once above its rate", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }),
+		"2000", live("TCP policy: a new limiter, every source with a full burst", "tcp"),
+		"Messages a source may send at once above that rate.")
+	add(floatSpec("rate_limit.reflection_ratio", "UDP reply bytes to a source at most this multiple of its search bytes; 0 = off", 0, 1000,
+		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }),
+		"4", live("UDP policy: a new reflection account", "udp"),
+		"UDP reply bytes to a source at most this multiple of the search bytes it sent, so a spoofed search cannot be amplified; 0 turns the check off.")
+	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
+		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }),
+		"10s", live("UDP policy: a new reflection account", "udp"),
+		"Window over which reflection_ratio is measured.")
+	// A host of 200 IOCs starting at once sends 200 first beacons; steady
+	// state is one per IOC per 15 s (fast) or 180 s.
+	add(floatSpec("rate_limit.beacons_per_second", "beacons and discovery replies taken per sender address per second; 0 = unlimited", 0, 1e9,
+		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }),
+		"20", live("UDP policy: a new beacon limiter", "udp"),
+		"Beacons and discovery replies taken per sender address per second; 0 = no limit.")
+	add(intSpec("rate_limit.beacon_burst", "beacons and discovery replies a sender may send at once above its rate", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.RateLimit.BeaconBurst }),
+		"200", live("UDP policy: a new beacon limiter", "udp"),
+		"Beacons a sender may send at once above that rate (a host of 200 IOCs starting together).")
+	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
+		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }),
+		"", live("TCP and UDP policies: new limiters", "tcp", "udp"),
+		"Source addresses (CIDR) exempt from every rate and reflection limit, e.g. a trusted gateway that speaks for many clients.")
+}

@@ -1,0 +1,18 @@
+package config
+
+// registryRows adds the registry.* settings, beside each other so a part's settings
+// are read together.
+func registryRows() {
+	add(intSpec("registry.max_servers", "servers tracked at most (also the beacon tracking limit)", 1, 10_000_000,
+		func(c *Config) *int { return &c.Registry.MaxServers }),
+		"20000", live("registry and beacon tracker: raised now, lowered at the next natural eviction; a relay's re-announce table at once", "registry", "beacon", "relay"),
+		"Servers tracked at most; also the beacon tracking limit (PVXS: 20000) and the servers a relay keeps to re-announce.")
+	add(intSpec("registry.max_names", "names held at most over all servers", 1, 1_000_000_000,
+		func(c *Config) *int { return &c.Registry.MaxNames }),
+		"5000000", live("registry: raised now, lowered at the next natural eviction", "registry"),
+		"Names held at most over all servers.")
+	add(boolSpec("registry.field_names", nil, false, `answer "rec.FIELD" with the server that claims "rec"`,
+		func(c *Config) *bool { return &c.Registry.FieldNames }),
+		"true", live("registry, next lookup", "registry"),
+		"Answer \"rec.FIELD\" with the server claiming \"rec\" (QSRV serves field channels it never lists).")
+}
