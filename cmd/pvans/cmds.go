@@ -144,6 +144,9 @@ func cmdCheckConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "pvans: configuration refused:\n"+err.Error())
 		return 1
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "pvans: WARNING: setting ignored: "+w)
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM\tON RELOAD")
 	for _, s := range cfg.Provenance() {

@@ -53,6 +53,7 @@ func runDaemon(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	defer func() { _ = log.Sync() }()
 	log.Info("pvans starting", zap.String("version", buildinfo.String()), zap.Int("pid", os.Getpid()))
+	warnIgnored(log, cfg)
 
 	// Catch signals before anything starts: a SIGHUP (a reload) that
 	// arrives during start-up would otherwise end the process, SIGHUP's
@@ -96,6 +97,7 @@ func runDaemon(name string, args []string, stdout, stderr io.Writer) int {
 			if rerr != nil {
 				log.Error("configuration reload refused; keeping the last good configuration", zap.Error(rerr))
 			} else {
+				warnIgnored(log, next)
 				if err := logCtl.Apply(next.Log.Level, next.Log.Format); err != nil {
 					log.Warn("log level and format not changed", zap.Error(err))
 				}
@@ -119,4 +121,13 @@ func runDaemon(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+// warnIgnored logs each setting the sources set that pvans ignores (a
+// setting now a constant, docs/upgrading.md): at start and at every
+// reload, so the line is in the log while the file still says it.
+func warnIgnored(log *zap.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		log.Warn("WARNING: setting ignored: " + w)
+	}
 }

@@ -392,8 +392,8 @@ func (t *Tracker) armLocked() {
 // the field takes (config.Fill).
 type Timings struct {
 	Expiry        time.Duration `setting:"beacon.expiry"`
-	CheckInterval time.Duration `setting:"beacon.check_interval"`
-	Limit         int           `setting:"registry.max_servers"`
+	CheckInterval time.Duration
+	Limit         int `setting:"registry.max_servers"`
 }
 
 // Apply applies new timings: the expiry from the next check, the

@@ -52,6 +52,8 @@ type Config struct {
 	// opts are kept so Reload can read the same sources again.
 	opts   LoadOptions
 	loaded bool
+	// warnings: what the sources set that Load ignored (Warnings).
+	warnings []string
 }
 
 // PVA holds the settings with EPICS environment variables. Their meanings
@@ -124,11 +126,12 @@ func (p PVA) EchoInterval() time.Duration {
 // ConnProfile is the per-connection limits of one kind of PVA TCP
 // connection. pvans has two:
 //
-//   - clients (Config.ClientConn): the name-server listener's connections
-//     from PVA clients. Anyone may open one, many are open at once, and
-//     everything they legitimately send is small (searches ≤ 64 KiB), so
-//     the message bound is small and a message that trickles in is a
-//     slow-loris: tcp.read_timeout bounds it.
+//   - clients: the name-server listener's connections from PVA clients,
+//     whose bounds are constants beside the listener (tcpsearch,
+//     DefaultMaxMessageBytes, DefaultReadTimeout). Anyone may open one,
+//     many are open at once, and everything they legitimately send is
+//     small (searches ≤ 64 KiB), so the message bound is small and a
+//     message that trickles in is a slow-loris.
 //   - probes (Probe.Conn): pvans's own connections to servers it lists and
 //     to upstream name servers. There are few, to peers pvans chose, and a
 //     listing reply carries every name of a server (millions of names are
@@ -144,30 +147,17 @@ type ConnProfile struct {
 	MessageTimeout time.Duration
 }
 
-// ClientConn is the clients profile, from the tcp settings.
-func (c *Config) ClientConn() ConnProfile {
-	return ConnProfile{MaxMessageBytes: c.TCP.MaxMessageBytes, SendQueueBytes: c.TCP.SendQueueBytes,
-		HandshakeTimeout: c.TCP.ReadTimeout, MessageTimeout: c.TCP.ReadTimeout}
-}
-
 // HTTP is the metrics and health endpoint.
 type HTTP struct {
 	// Listen is host:port; empty turns the endpoint off.
-	Listen string
-	// MaxConnections and MaxConnectionsPerSource bound open connections
-	// (extra ones are closed at accept); DiscoverInterval allows one
-	// POST /v1/discover round per interval (extra requests get 429).
-	MaxConnections          int
-	MaxConnectionsPerSource int
-	DiscoverInterval        time.Duration
+	Listen           string
+	DiscoverInterval time.Duration
 	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
 	// client certificates, basic auth); empty serves plain HTTP.
 	WebConfigFile string
 	// AllowedHosts are the DNS names requests may name as Host besides
 	// addresses, localhost and the machine's own names (DNS rebinding).
 	AllowedHosts []string
-	// ShowDownFor is how long a server lost stays shown as down.
-	ShowDownFor time.Duration
 }
 
 // Log chooses what is logged and how.
@@ -200,49 +190,18 @@ type Registry struct {
 // TCP bounds the name-server listener.
 type TCP struct {
 	MaxConnections int
-	// MaxConnectionsPerSource bounds one client address's connections so
-	// one host cannot take them all; 0 = no bound (rate_limit.exempt
-	// sources are exempt).
-	MaxConnectionsPerSource int
-	SendQueueBytes          int64 // per connection; beyond it the connection is closed
-	WaitersPerConnection    int   // unanswered names remembered per connection
 	// WaitersPerSource and WaitersTotal bound the same over all
 	// connections from one address, and over all connections.
 	WaitersPerSource int
 	WaitersTotal     int
-	// IdleTimeout closes a connection that sent nothing for this long.
-	// Unless set explicitly it follows PVA.TCPTimeout().
-	IdleTimeout time.Duration
-	// ReadTimeout bounds the handshake and the arrival of one whole message
-	// from its first byte to its last segment (slow-loris defence); control
-	// messages do not restart it.
-	ReadTimeout     time.Duration
-	MaxMessageBytes int64
-	// MaxCachedTypes and MaxCachedTypeBytes bound the pvData types one
-	// client may have the `server` PV cache (0xFD definitions in its RPC
-	// requests) and their expanded size; MaxCachedTypeBytesTotal bounds the
-	// size over all connections.
-	MaxCachedTypes          int
-	MaxCachedTypeBytes      int64
-	MaxCachedTypeBytesTotal int64
-	// BufferBytesTotal bounds what all client connections together make
-	// the daemon buffer beyond their base buffers: replies queued beyond
-	// 64 KiB per connection and large messages being received. A
-	// connection needing more than is left is closed.
-	BufferBytesTotal int64
 }
 
 // UDP is the port-5076 side.
 type UDP struct {
-	ReceiveBufferBytes  int64 // SO_RCVBUF; 0 leaves the OS default
-	AnswerSearches      bool  // answer UDP searches with registry names
-	AnswerOverTCP       bool  // answer a paired client's UDP searches over its TCP connection
-	PairingFingerprints int   // searches remembered for pairing, all hosts
-	SendBeacons         bool  // announce the daemon itself with beacons
-	// BeaconQueue bounds the sightings (beacons, discovery answers) waiting
-	// for the tracker; beyond it they are dropped and counted, so the
-	// receive path never waits for the tracker or the registry.
-	BeaconQueue int
+	ReceiveBufferBytes int64 // SO_RCVBUF; 0 leaves the OS default
+	AnswerSearches     bool  // answer UDP searches with registry names
+	AnswerOverTCP      bool  // answer a paired client's UDP searches over its TCP connection
+	SendBeacons        bool  // announce the daemon itself with beacons
 	// LearnInterfaces are local addresses whose interfaces beacons,
 	// discovery replies and search replies are taken from besides those
 	// of PVA.Interfaces; a wildcard (written "all") takes them from every
@@ -253,24 +212,15 @@ type UDP struct {
 	// start-up burst is not lost in its receive buffer; ReplyQueueBytes
 	// bounds the replies held meanwhile.
 	ClientReplyNamesPerSecond float64
-	ClientReplyNameBurst      int
-	ReplyQueueBytes           int64
 }
 
 // Probe is how servers are listed and watched.
 type Probe struct {
-	Concurrency        int
-	PerHostConcurrency int // one server address's share of Concurrency
-	ReprobeInterval    time.Duration
-	BackoffMin         time.Duration
-	BackoffMax         time.Duration
-	EchoInterval       time.Duration
-	Timeout            time.Duration // connect plus one listing RPC
-	FirstTimeout       time.Duration // the same, for a server's first attempt
-	// Endpoints known only from search replies: failed probes before they
-	// are forgotten, and how many are known at most.
-	ThroughRetries int
-	ThroughMax     int
+	Concurrency     int
+	ReprobeInterval time.Duration
+	BackoffMin      time.Duration
+	EchoInterval    time.Duration
+	Timeout         time.Duration // connect plus one listing RPC
 	// Conn is the probes connection profile (see ConnProfile), also used
 	// for upstream name servers. It has no file key.
 	Conn ConnProfile
@@ -278,8 +228,7 @@ type Probe struct {
 
 // Beacon is the server tracker.
 type Beacon struct {
-	Expiry        time.Duration
-	CheckInterval time.Duration
+	Expiry time.Duration
 }
 
 // Static lists what is known without discovery.
@@ -295,15 +244,6 @@ type Static struct {
 type Search struct {
 	Through          bool // search unknown names on AddrList
 	DiscoveryAtStart bool // send one discovery ping to AddrList at start
-	// ThroughMaxNames bounds the distinct names searched through at once;
-	// ThroughDatagramsPerSecond the search datagrams sent for them (each
-	// to every addr_list destination and name server). 0 = no bound.
-	ThroughMaxNames           int
-	ThroughDatagramsPerSecond float64
-	// MaxNameBytes: a longer name in a search is neither answered, waited
-	// for nor searched through. pvAccessCPP refuses channel names over 500
-	// bytes (UNREASONABLE_CHANNEL_NAME_LENGTH).
-	MaxNameBytes int
 }
 
 // Map rewrites the endpoint named in answers for clients that cannot reach
@@ -413,14 +353,11 @@ func prefixesAllow(allow, deny []netip.Prefix, addr netip.Addr) bool {
 // mean unlimited.
 type RateLimit struct {
 	UDPSearchesPerSecond float64 // per source address
-	UDPSearchBurst       int
 	// UDPNamesPerSecond and UDPNameBurst budget the names a source's UDP
 	// searches carry, however they are packed; the burst covers a big
 	// client's start-up, which searches every channel at once.
 	UDPNamesPerSecond    float64
-	UDPNameBurst         int
 	TCPMessagesPerSecond float64 // per source address
-	TCPMessageBurst      int
 	// ReflectionRatio caps UDP reply bytes to a source at this multiple of
 	// the search bytes it sent within ReflectionWindow, so the daemon cannot
 	// amplify a spoofed search. 0 turns the check off.
@@ -429,7 +366,6 @@ type RateLimit struct {
 	// BeaconsPerSecond and BeaconBurst limit the beacons and discovery
 	// replies taken from one sender address.
 	BeaconsPerSecond float64
-	BeaconBurst      int
 	// Exempt sources are never rate limited nor reflection capped (a
 	// trusted gateway or a load-test host).
 	Exempt []netip.Prefix
@@ -438,15 +374,8 @@ type RateLimit struct {
 // Insight sizes the search-traffic summaries (internal/insight) and sets
 // the beacon anomaly threshold.
 type Insight struct {
-	Names      int   // unresolved-name slots per summary
-	Clients    int   // client slots per summary
-	QueueBytes int64 // staging between the answer paths and the summaries
-	// DigestNamesPerSecond: unclaimed names a second the name summaries
-	// take in full; beyond it they count a weighted sample (0: no limit).
-	DigestNamesPerSecond int
-	// GUIDChangesPerHour: more GUID changes than this at one server
-	// endpoint within an hour is reported as a beacon anomaly event.
-	GUIDChangesPerHour int
+	Names   int // unresolved-name slots per summary
+	Clients int // client slots per summary
 }
 
 // Discovery is the periodic discovery ping.
@@ -463,14 +392,6 @@ type DNS struct {
 	// Refresh is the time between lookups of every name; 0: names are
 	// resolved once, at load, as PVXS does.
 	Refresh time.Duration
-	// Timeout bounds one lookup; Concurrency the lookups at once.
-	Timeout     time.Duration
-	Concurrency int
-	// MaxNames bounds the names followed (the others keep their address
-	// from load, counted); MaxAddresses the addresses one name stands
-	// for (beyond it the rest are dropped, counted).
-	MaxNames     int
-	MaxAddresses int
 }
 
 // Relay sends the sightings pvans accepted on to central pvans instances.
@@ -485,7 +406,6 @@ type Relay struct {
 	// PerSecond and Burst bound the datagrams relayed, over all
 	// destinations together; beyond them sightings are dropped (counted).
 	PerSecond float64
-	Burst     int
 	// Only is the relay profile (`pvans relay`): no TCP name server, no
 	// answers to UDP searches, sightings only relayed, never listed here.
 	Only bool
@@ -524,7 +444,6 @@ func Defaults() Config {
 			}
 		}
 	}
-	c.followConnTmo()
 	c.Probe.Conn = ConnProfile{
 		MaxMessageBytes:  64 << 20,
 		SendQueueBytes:   1 << 20,
@@ -532,14 +451,6 @@ func Defaults() Config {
 		MessageTimeout:   30 * time.Second,
 	}
 	return c
-}
-
-// followConnTmo gives tcp.idle_timeout, when no source set it (auto, 0),
-// PVXS's tcpTimeout of pva.conn_tmo.
-func (c *Config) followConnTmo() {
-	if c.TCP.IdleTimeout == 0 {
-		c.TCP.IdleTimeout = c.PVA.TCPTimeout()
-	}
 }
 
 // Loopback returns the defaults confined to this host: listening,

@@ -29,9 +29,8 @@ func TestEveryRowPointsIntoConfig(t *testing.T) {
 
 type fillTarget struct {
 	Conns    int            `setting:"tcp.max_connections"`
-	Queue    int            `setting:"tcp.send_queue_bytes"` // int64 in Config
+	Wide     int64          `setting:"tcp.max_connections"` // int in Config
 	Rate     float64        `setting:"rate_limit.tcp_messages_per_second"`
-	Timeout  time.Duration  `setting:"tcp.read_timeout"`
 	Exempt   []netip.Prefix `setting:"rate_limit.exempt"`
 	Computed string
 }
@@ -41,8 +40,8 @@ func TestFill(t *testing.T) {
 	c.RateLimit.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	got := fillTarget{Computed: "kept"}
 	Fill("tcp", &got, &c)
-	want := fillTarget{Conns: c.TCP.MaxConnections, Queue: int(c.TCP.SendQueueBytes), Rate: c.RateLimit.TCPMessagesPerSecond,
-		Timeout: c.TCP.ReadTimeout, Exempt: c.RateLimit.Exempt, Computed: "kept"}
+	want := fillTarget{Conns: c.TCP.MaxConnections, Wide: int64(c.TCP.MaxConnections), Rate: c.RateLimit.TCPMessagesPerSecond,
+		Exempt: c.RateLimit.Exempt, Computed: "kept"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Fill = %+v, want %+v", got, want)
 	}
@@ -81,10 +80,10 @@ func TestFillAtStart(t *testing.T) {
 	c.Relay.Only = true
 	var got struct {
 		Only  bool `setting:"relay.only"`
-		Queue int  `setting:"udp.beacon_queue"`
+		Names int  `setting:"insight.names"`
 	}
 	FillAtStart(&got, &c)
-	if !got.Only || got.Queue != c.UDP.BeaconQueue {
+	if !got.Only || got.Names != c.Insight.Names {
 		t.Errorf("FillAtStart = %+v", got)
 	}
 }

@@ -29,14 +29,18 @@ func RegisterFlags(fs *flag.FlagSet) *FlagValues {
 		if len(s.env) > 0 {
 			notes = append(notes, "env "+strings.Join(s.env, ", then "))
 		}
-		if s.key == "tcp.idle_timeout" {
-			notes = append(notes, "default auto")
-		} else if d := s.get(&def); d != "" {
+		if d := s.get(&def); d != "" {
 			notes = append(notes, fmt.Sprintf("default %s", d))
 		}
 		notes = append(notes, "file "+s.key)
 		usage += " (" + strings.Join(notes, "; ") + ")"
 		fs.Var(&flagValue{fv: fv, name: s.flag, isBool: s.isBool}, s.flag, usage)
+	}
+	// A removed setting's flag still parses, so an old unit file or script
+	// starts; Load warns that it is ignored. pvans's help (References)
+	// does not list it.
+	for name, key := range removedByFlag {
+		fs.Var(&flagValue{fv: fv, name: name, isBool: false}, name, "removed: "+key+" is now a constant; ignored with a warning")
 	}
 	return fv
 }

@@ -48,7 +48,6 @@ func Load(opts LoadOptions) (*Config, error) {
 	c.opts = copyOptions(opts)
 	c.loaded = true
 	c.prov = make(map[string]origin)
-	c.TCP.IdleTimeout = 0 // follows pva.conn_tmo unless a source sets it
 
 	var ps problems
 	x := &loadCtx{resolve: opts.Resolve}
@@ -58,7 +57,7 @@ func Load(opts LoadOptions) (*Config, error) {
 
 	var fileVals map[string]raw
 	if opts.File != "" {
-		fileVals = readFile(opts.File, &ps)
+		fileVals = readFile(opts.File, &ps, &c.warnings)
 	}
 	flagVals := make(map[string]raw, len(opts.Flags))
 	for _, name := range sortedKeys(opts.Flags) {
@@ -68,6 +67,10 @@ func Load(opts LoadOptions) (*Config, error) {
 			continue
 		}
 		s := specByFlg[name]
+		if key, ok := removedByFlag[name]; ok && s == nil {
+			c.warnings = append(c.warnings, removedWarning("flag --"+name, key, v))
+			continue
+		}
 		if s == nil {
 			ps.add("", "--"+name, v, "unknown flag")
 			continue
@@ -103,11 +106,6 @@ func Load(opts LoadOptions) (*Config, error) {
 			}
 		}
 	}
-
-	if _, set := c.prov["tcp.idle_timeout"]; !set {
-		c.prov["tcp.idle_timeout"] = origin{kind: srcDerived, name: "pva.conn_tmo (4/3 x)"}
-	}
-	c.followConnTmo()
 
 	c.validate(&ps, failed)
 	if err := ps.err(); err != nil {
@@ -201,7 +199,7 @@ func lookupEnv(env func(string) (string, bool), names []string) (raw, bool) {
 	return raw{}, false
 }
 
-func readFile(path string, ps *problems) map[string]raw {
+func readFile(path string, ps *problems, warnings *[]string) map[string]raw {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		ps.add("", "--config", path, "cannot read: "+unwrapPath(err))
@@ -249,6 +247,10 @@ func readFile(path string, ps *problems) map[string]raw {
 			kk, vv := v.Content[j], deref(v.Content[j+1])
 			key := sec + "." + kk.Value
 			s := specByKey[key]
+			if _, ok := removed[key]; ok && s == nil {
+				*warnings = append(*warnings, removedWarning("file "+at(kk), key, vv.Value))
+				continue
+			}
 			if s == nil {
 				ps.add(at(kk), key, vv.Value, "unknown key")
 				continue

@@ -27,8 +27,8 @@ func TestDefaultsAreValid(t *testing.T) {
 	if !d.PVA.AutoAddrList || !d.PVA.AutoBeaconAddrList {
 		t.Errorf("auto lists default off")
 	}
-	if d.TCP.IdleTimeout != 40*time.Second {
-		t.Errorf("idle timeout = %v, want 40s", d.TCP.IdleTimeout)
+	if d.PVA.TCPTimeout() != 40*time.Second {
+		t.Errorf("idle timeout = %v, want 40s", d.PVA.TCPTimeout())
 	}
 	if d.HTTP.Listen != "127.0.0.1:9076" || d.Registry.MaxServers != 20000 || d.Probe.Concurrency != 16 ||
 		d.Probe.ReprobeInterval != 5*time.Minute || d.Beacon.Expiry != 360*time.Second ||
@@ -74,7 +74,7 @@ func TestPrecedence(t *testing.T) {
 		},
 		{key: "pva.conn_tmo", section: "pva", name: "conn_tmo", envName: "EPICS_PVA_CONN_TMO", flagName: "conn-tmo",
 			vals: src{"3", "6", "9"},
-			get:  func(c *Config) string { return c.TCP.IdleTimeout.String() },
+			get:  func(c *Config) string { return c.PVA.TCPTimeout().String() },
 			want: [4]string{"40s", "4s", "8s", "12s"},
 		},
 		{key: "http.listen", section: "http", name: "listen", flagName: "http-listen",
@@ -188,10 +188,10 @@ func TestEPICSVariables(t *testing.T) {
 		{"EPICS_PVA_NAME_SERVERS", "localhost ioc1.example:5000 v6only.example", func(c *Config) bool {
 			return joinStrings(c.PVA.NameServers) == "127.0.0.1:5075 127.0.0.5:5000 [::1]:5075"
 		}},
-		{"EPICS_PVA_CONN_TMO", "15", func(c *Config) bool { return c.PVA.ConnTmo == 15 && c.TCP.IdleTimeout == 20*time.Second }},
-		{"EPICS_PVA_CONN_TMO", "-1", func(c *Config) bool { return c.TCP.IdleTimeout == 40*time.Second }},
-		{"EPICS_PVA_CONN_TMO", "inf", func(c *Config) bool { return c.TCP.IdleTimeout == 40*time.Second }},
-		{"EPICS_PVA_CONN_TMO", "0.1", func(c *Config) bool { return c.TCP.IdleTimeout == 2*time.Second }},
+		{"EPICS_PVA_CONN_TMO", "15", func(c *Config) bool { return c.PVA.ConnTmo == 15 && c.PVA.TCPTimeout() == 20*time.Second }},
+		{"EPICS_PVA_CONN_TMO", "-1", func(c *Config) bool { return c.PVA.TCPTimeout() == 40*time.Second }},
+		{"EPICS_PVA_CONN_TMO", "inf", func(c *Config) bool { return c.PVA.TCPTimeout() == 40*time.Second }},
+		{"EPICS_PVA_CONN_TMO", "0.1", func(c *Config) bool { return c.PVA.TCPTimeout() == 2*time.Second }},
 	}
 	for _, tc := range good {
 		c := mustLoad(t, LoadOptions{Env: envOf(tc.name, tc.value)})
@@ -248,8 +248,8 @@ func TestRefusalNamesSettingValueAndWhy(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 
-	e = loadErr(t, LoadOptions{Flags: map[string]string{"probe-backoff-min": "2m", "probe-backoff-max": "90"}})
-	if got, want := e.Problems[0].Error(), `--probe-backoff-max="90": must not be less than probe.backoff_min (2m0s)`; got != want {
+	e = loadErr(t, LoadOptions{Flags: map[string]string{"probe-echo-interval": "45s"}})
+	if got, want := e.Problems[0].Error(), `--probe-echo-interval="45s": must be between 1s and 30s (PVXS peers drop a client silent for 40s)`; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -261,7 +261,7 @@ pva:
   ignore_addr_list: 127.0.0.1:x
 tcp:
   max_conections: 10
-  read_timeout: soon
+  waiters_total: soon
 bogus:
   a: 1
 `)
@@ -277,7 +277,7 @@ bogus:
 		`--server-port="65536": port must be 1-65535`,
 		`EPICS_PVA_BROADCAST_PORT="0": port must be 1-65535`,
 		`EPICS_PVA_AUTO_ADDR_LIST="perhaps": must be YES or NO`,
-		path + `:7: tcp.read_timeout="soon": not a duration`,
+		path + `:7: tcp.waiters_total="soon": not an integer`,
 		path + `:4: pva.ignore_addr_list="127.0.0.1:x": "127.0.0.1:x": port "x" is not a number`,
 		`--log-level="loud": must be one of debug, info, warn, error`,
 	}
@@ -343,9 +343,7 @@ pva:
   auto_addr_list: No
   conn_tmo: 12
 tcp:
-  send_queue_bytes: 64 KiB
-  max_message_bytes: 65536
-  idle_timeout: 7
+  max_connections: 1_000
 access:
   name_deny: ["re:secret:.*", "test:*", "exact:name", "re:with space"]
 registry:
@@ -361,7 +359,7 @@ registry:
 	if c.PVA.IgnoreAddrList != nil || c.PVA.AutoAddrList || c.PVA.ConnTmo != 12 {
 		t.Errorf("pva = %+v", c.PVA)
 	}
-	if c.TCP.SendQueueBytes != 64<<10 || c.TCP.MaxMessageBytes != 64<<10 || c.TCP.IdleTimeout != 7*time.Second {
+	if c.TCP.MaxConnections != 1000 {
 		t.Errorf("tcp = %+v", c.TCP)
 	}
 	if c.Registry.MaxNames != 1000 {
@@ -372,26 +370,20 @@ registry:
 			t.Errorf("%q denied = %v, want %v", name, got, denied)
 		}
 	}
-	if s := prov(c, "tcp.idle_timeout"); s.Value != "7s" || s.Source != "file "+path {
-		t.Errorf("idle provenance %+v", s)
+	if s := prov(c, "tcp.max_connections"); s.Value != "1000" || s.Source != "file "+path {
+		t.Errorf("max_connections provenance %+v", s)
 	}
 }
 
 func TestIdleTimeoutFollowsConnTmo(t *testing.T) {
 	c := mustLoad(t, LoadOptions{Env: envOf("EPICS_PVA_CONN_TMO", "60")})
-	if c.TCP.IdleTimeout != 80*time.Second {
-		t.Errorf("idle = %v, want 80s", c.TCP.IdleTimeout)
+	if c.PVA.TCPTimeout() != 80*time.Second {
+		t.Errorf("idle = %v, want 80s", c.PVA.TCPTimeout())
 	}
-	if s := prov(c, "tcp.idle_timeout"); !strings.HasPrefix(s.Source, "derived from pva.conn_tmo") {
-		t.Errorf("source %q", s.Source)
-	}
-	c = mustLoad(t, LoadOptions{Env: envOf("EPICS_PVA_CONN_TMO", "60"), Flags: map[string]string{"tcp-idle-timeout": "auto"}})
-	if c.TCP.IdleTimeout != 80*time.Second || prov(c, "tcp.idle_timeout").Source != "flag --tcp-idle-timeout" {
-		t.Errorf("auto flag: %v %+v", c.TCP.IdleTimeout, prov(c, "tcp.idle_timeout"))
-	}
+	// tcp.idle_timeout is gone: the flag is ignored with a warning.
 	c = mustLoad(t, LoadOptions{Env: envOf("EPICS_PVA_CONN_TMO", "60"), Flags: map[string]string{"tcp-idle-timeout": "1m30s"}})
-	if c.TCP.IdleTimeout != 90*time.Second {
-		t.Errorf("explicit idle = %v", c.TCP.IdleTimeout)
+	if c.PVA.TCPTimeout() != 80*time.Second || len(c.Warnings()) != 1 || !strings.Contains(c.Warnings()[0], "tcp.idle_timeout") {
+		t.Errorf("removed flag: idle %v, warnings %q", c.PVA.TCPTimeout(), c.Warnings())
 	}
 }
 
@@ -449,10 +441,8 @@ func TestReloadKeepsLastGood(t *testing.T) {
 func TestValidateCodeBuilt(t *testing.T) {
 	c := Defaults()
 	c.TCP.MaxConnections = 0
-	c.Probe.BackoffMax = time.Millisecond
 	c.Log.Format = "xml"
 	c.PVA.ServerPort = 0
-	c.Beacon.CheckInterval = time.Hour
 	err := c.Validate()
 	var e *Error
 	if !errors.As(err, &e) {
@@ -462,8 +452,6 @@ func TestValidateCodeBuilt(t *testing.T) {
 		`pva.server_port="0": port must be 1-65535`,
 		`log.format="xml": must be one of auto, console, json`,
 		`tcp.max_connections="0": must be between 1 and 10000000`,
-		`probe.backoff_max="1ms": must not be less than probe.backoff_min (1s)`,
-		`beacon.check_interval="1h0m0s": must not exceed beacon.expiry (6m0s)`,
 	}
 	if len(e.Problems) != len(want) {
 		t.Fatalf("%d problems, want %d: %v", len(e.Problems), len(want), e)

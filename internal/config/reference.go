@@ -27,10 +27,6 @@ func References() []Reference {
 		restart, _ := NeedsRestart(s.key)
 		r := Reference{Key: s.key, Section: sec, Flag: s.flag, Env: s.env, Default: s.get(&d),
 			NeedsRestart: restart, Bool: s.isBool, List: s.isList, Usage: s.usage}
-		if s.key == "tcp.idle_timeout" {
-			// Follows EPICS_PVA_CONN_TMO unless set.
-			r.Default, r.Derived = "auto", r.Default
-		}
 		out = append(out, r)
 	}
 	return out

@@ -62,13 +62,9 @@ var (
 // (see spec.doc).
 func add(s spec, def string, r reloadClass, doc string) {
 	s.def, s.reload, s.doc = def, r, doc
-	sec, name, _ := strings.Cut(s.key, ".")
+	sec, _, _ := strings.Cut(s.key, ".")
 	if s.flag == "" {
-		f := s.key
-		if sec == "pva" {
-			f = name
-		}
-		s.flag = strings.NewReplacer(".", "-", "_", "-").Replace(f)
+		s.flag = flagName(s.key)
 	}
 	p := &s
 	specs = append(specs, p)
@@ -80,13 +76,13 @@ func add(s spec, def string, r reloadClass, doc string) {
 // init registers the rows section by section, in the order the reference
 // doc, the example file and check-config list them.
 func init() {
-	pVARows()
-	hTTPRows()
+	pvaRows()
+	httpRows()
 	logRows()
 	snapshotRows()
 	registryRows()
-	tCPRows()
-	uDPRows()
+	tcpRows()
+	udpRows()
 	probeRows()
 	beaconRows()
 	staticRows()
@@ -95,7 +91,7 @@ func init() {
 	mapRows()
 	rateLimitRows()
 	discoveryRows()
-	dNSRows()
+	dnsRows()
 	relayRows()
 	insightRows()
 }

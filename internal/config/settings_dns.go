@@ -4,9 +4,9 @@ import (
 	"time"
 )
 
-// dNSRows adds the dns.* settings, beside each other so a part's settings
+// dnsRows adds the dns.* settings, beside each other so a part's settings
 // are read together.
-func dNSRows() {
+func dnsRows() {
 	// Kubernetes restarts a pod under a new address; 30 s is what a client
 	// waits before it searches again anyway.
 	add(spec{key: "dns.refresh", ptr: field(func(c *Config) *time.Duration { return &c.DNS.Refresh }), usage: "time between lookups of the host names in pva.addr_list, pva.name_servers, static.servers and relay.to (all A and AAAA records); 0: resolved once, at load",
@@ -20,20 +20,4 @@ func dNSRows() {
 		}},
 		"30s", live("DNS following: a round at once, then every new interval (0: none after it)", "dns"),
 		"Host names in pva.addr_list, pva.name_servers, static.servers and relay.to are resolved again this often, with all their A and AAAA records (a restarted Kubernetes pod has a new address). 0 = once, at load.")
-	add(durSpec("dns.timeout", "time allowed for one lookup; a failed lookup keeps the last answer", 100*time.Millisecond, time.Minute,
-		func(c *Config) *time.Duration { return &c.DNS.Timeout }),
-		"5s", live("DNS following, next round", "dns"),
-		"Time allowed for one lookup; a failed lookup keeps the last answer.")
-	add(intSpec("dns.concurrency", "lookups running at once", 1, 64,
-		func(c *Config) *int { return &c.DNS.Concurrency }),
-		"4", live("DNS following, next round", "dns"),
-		"Lookups running at once.")
-	add(intSpec("dns.max_names", "host names followed at most; the others keep their address from load (counted)", 1, 100_000,
-		func(c *Config) *int { return &c.DNS.MaxNames }),
-		"256", live("DNS following, next round", "dns"),
-		"Host names followed at most; the others keep their address from load.")
-	add(intSpec("dns.max_addresses", "addresses one host name stands for at most; the rest of an answer is dropped (counted)", 1, 4096,
-		func(c *Config) *int { return &c.DNS.MaxAddresses }),
-		"64", live("DNS following, next round", "dns"),
-		"Addresses one host name stands for at most.")
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 )
 
-// hTTPRows adds the http.* settings, beside each other so a part's settings
+// httpRows adds the http.* settings, beside each other so a part's settings
 // are read together.
-func hTTPRows() {
+func httpRows() {
 	// Daemon settings.
 	// Loopback by default: POST /v1/discover acts and /v1/names lists the
 	// site's names, so exposing the API is the operator's choice
@@ -40,25 +40,10 @@ func hTTPRows() {
 		}},
 		"127.0.0.1:9076", restart("the HTTP listener is bound at start"),
 		"HTTP API, status page, metrics (/metrics) and health endpoints; empty turns them off. Loopback by default: the API lists the site's names and POST /v1/discover sends broadcasts. To let Prometheus scrape from another host, listen on \":9076\" with web_config_file (TLS, client certificates or basic auth), and restrict port 9076 to the monitoring hosts with the firewall (docs/SECURITY.md).")
-	add(intSpec("http.max_connections", "HTTP connections open at most; extra ones are closed at accept", 1, 1_000_000,
-		func(c *Config) *int { return &c.HTTP.MaxConnections }),
-		"64", live("HTTP service, next accepted connection", "http"),
-		"HTTP connections open at most; extra ones are closed at accept.")
-	add(intSpec("http.max_connections_per_source", "HTTP connections open at most from one client address", 1, 1_000_000,
-		func(c *Config) *int { return &c.HTTP.MaxConnectionsPerSource }),
-		"16", live("HTTP service, next accepted connection", "http"),
-		"HTTP connections open at most from one client address.")
 	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
 		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }),
 		"10s", live("HTTP service, next POST /v1/discover", "http"),
 		"At most one POST /v1/discover round per interval; extra requests get 429.")
-	// An operator used to a CA gateway's or a monitoring system's "down"
-	// row looks for the server that went away; an hour covers a shift's
-	// look at the page, and a server back at its endpoint leaves at once.
-	add(durSpec("http.show_down_for", "how long a server lost (and listed over TCP before) stays shown as down on the status page, in /v1/servers, pvans list --servers and pvans_registry_servers_down; 0 shows none", 0, 0,
-		func(c *Config) *time.Duration { return &c.HTTP.ShowDownFor }),
-		"1h", live("status page and API, next request", "http"),
-		"How long a server that was lost (after it was listed over TCP) stays shown as down: the status page's banner and rows, /v1/servers (\"down\": true), pvans list --servers and the gauge pvans_registry_servers_down. A server listed again at its endpoint leaves the list at once. 0 shows none.")
 	add(spec{key: "http.web_config_file", ptr: field(func(c *Config) *string { return &c.HTTP.WebConfigFile }), flag: "web.config.file",
 		usage: "exporter-toolkit web configuration file (the Prometheus exporters' --web.config.file): TLS, client certificates, basic auth; read again at every request and TLS handshake; empty serves plain HTTP without authentication (see docs/SECURITY.md)",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.HTTP.WebConfigFile = strings.TrimSpace(v.text); return nil },

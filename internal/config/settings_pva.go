@@ -10,9 +10,9 @@ import (
 	"github.com/pvans-project/pvans/internal/keychain"
 )
 
-// pVARows adds the pva.* settings, beside each other so a part's settings
+// pvaRows adds the pva.* settings, beside each other so a part's settings
 // are read together.
-func pVARows() {
+func pvaRows() {
 	// EPICS settings. Environment names and fallbacks follow PVXS
 	// server::Config::fromEnv (and client::Config for the name servers).
 	add(spec{key: "pva.interfaces", ptr: field(func(c *Config) *[]netip.Addr { return &c.PVA.Interfaces }), env: []string{"EPICS_PVAS_INTF_ADDR_LIST"}, isList: true,

@@ -11,27 +11,15 @@ func rateLimitRows() {
 	add(floatSpec("rate_limit.udp_searches_per_second", "UDP search datagrams handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.UDPSearchesPerSecond }),
 		"1000", live("UDP policy: a new limiter, every source with a full burst", "udp"),
-		"UDP search datagrams handled per source address per second; 0 = no limit.")
-	add(intSpec("rate_limit.udp_search_burst", "UDP search datagrams a source may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.UDPSearchBurst }),
-		"10000", live("UDP policy: a new limiter, every source with a full burst", "udp"),
-		"Datagrams a source may send at once above that rate (a PVXS client searches every new channel at once: 100,000 names are ~2,700 datagrams).")
+		"UDP search datagrams handled per source address per second; 0 = no limit. A source may send 10 seconds' worth at once above it (udpsearch.BurstSeconds: a PVXS client searches every new channel at once).")
 	add(floatSpec("rate_limit.udp_names_per_second", "names in UDP searches handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.UDPNamesPerSecond }),
 		"40000", live("UDP policy: a new name budget, every source with a full burst", "udp"),
-		"Names in UDP searches handled per source address per second, however they are packed; 0 = no limit.")
-	add(intSpec("rate_limit.udp_name_burst", "names in UDP searches a source may send at once above its rate (a big client searches all its channels at start)", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.UDPNameBurst }),
-		"400000", live("UDP policy: a new name budget, every source with a full burst", "udp"),
-		"Names a source may search at once above that rate.")
+		"Names in UDP searches handled per source address per second, however they are packed; 0 = no limit. A source may search 10 seconds' worth at once above it (a big client searches all its channels at start).")
 	add(floatSpec("rate_limit.tcp_messages_per_second", "TCP messages handled per source address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }),
 		"1000", live("TCP policy: a new limiter, every source with a full burst", "tcp"),
-		"TCP messages handled per source address per second; 0 = no limit.")
-	add(intSpec("rate_limit.tcp_message_burst", "TCP messages a source may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.TCPMessageBurst }),
-		"2000", live("TCP policy: a new limiter, every source with a full burst", "tcp"),
-		"Messages a source may send at once above that rate.")
+		"TCP messages handled per source address per second; 0 = no limit. A source may send 2 seconds' worth at once above it (tcpsearch.BurstSeconds).")
 	add(floatSpec("rate_limit.reflection_ratio", "UDP reply bytes to a source at most this multiple of its search bytes; 0 = off", 0, 1000,
 		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }),
 		"4", live("UDP policy: a new reflection account", "udp"),
@@ -45,11 +33,7 @@ func rateLimitRows() {
 	add(floatSpec("rate_limit.beacons_per_second", "beacons and discovery replies taken per sender address per second; 0 = unlimited", 0, 1e9,
 		func(c *Config) *float64 { return &c.RateLimit.BeaconsPerSecond }),
 		"20", live("UDP policy: a new beacon limiter", "udp"),
-		"Beacons and discovery replies taken per sender address per second; 0 = no limit.")
-	add(intSpec("rate_limit.beacon_burst", "beacons and discovery replies a sender may send at once above its rate", 1, 1_000_000_000,
-		func(c *Config) *int { return &c.RateLimit.BeaconBurst }),
-		"200", live("UDP policy: a new beacon limiter", "udp"),
-		"Beacons a sender may send at once above that rate (a host of 200 IOCs starting together).")
+		"Beacons and discovery replies taken per sender address per second; 0 = no limit. A sender may send 10 seconds' worth at once above it (a host of 200 IOCs starting together).")
 	add(prefixSpec("rate_limit.exempt", "source addresses (CIDR) exempt from every rate and reflection limit",
 		func(c *Config) *[]netip.Prefix { return &c.RateLimit.Exempt }),
 		"", live("TCP and UDP policies: new limiters", "tcp", "udp"),

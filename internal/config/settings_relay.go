@@ -25,11 +25,7 @@ func relayRows() {
 	add(floatSpec("relay.max_per_second", "sightings relayed per second at most (each to every relay.to destination); beyond the burst they are dropped (counted); 0 = no bound", 0, 1e6,
 		func(c *Config) *float64 { return &c.Relay.PerSecond }),
 		"500", live("relay: a new bound with a full burst", "relay"),
-		"Sightings relayed per second at most; beyond the burst they are dropped (pvans_relay_dropped_total). 0 = no bound.")
-	add(intSpec("relay.burst", "sightings relayed at once above relay.max_per_second", 1, 1_000_000,
-		func(c *Config) *int { return &c.Relay.Burst }),
-		"2000", live("relay: a new bound with a full burst", "relay"),
-		"Sightings relayed at once above max_per_second (1,000 IOCs starting).")
+		"Sightings relayed per second at most; 4 seconds' worth may go at once above it (1,000 IOCs starting), beyond that they are dropped (pvans_relay_dropped_total). 0 = no bound.")
 	add(spec{key: "relay.only", ptr: field(func(c *Config) *bool { return &c.Relay.Only }), usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
 		isBool: true, set: setTo(func(c *Config) *bool { return &c.Relay.Only }, fromText(ParseBool)),
 		get: func(c *Config) string { return strconv.FormatBool(c.Relay.Only) },

@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// uDPRows adds the udp.* settings, beside each other so a part's settings
+// udpRows adds the udp.* settings, beside each other so a part's settings
 // are read together.
-func uDPRows() {
+func udpRows() {
 	add(bytesSpec("udp.receive_buffer_bytes", "SO_RCVBUF of the UDP socket; 0 keeps the OS default", 0, 1<<30,
 		func(c *Config) *int64 { return &c.UDP.ReceiveBufferBytes }),
 		"4MiB", live("UDP sockets, at once (0 leaves the current buffer until a restart)", "udp_buffer"),
@@ -22,18 +22,10 @@ func uDPRows() {
 		func(c *Config) *bool { return &c.UDP.AnswerOverTCP }),
 		"true", live("UDP policy, next datagram", "udp"),
 		"Answer a client's UDP searches over its own TCP name-server connection once the two are paired (it sent the same search over both), where no answer is lost; false answers them over UDP only (docs/operations.md, \"Big clients\").")
-	add(intSpec("udp.pairing_fingerprints", "searches remembered, over all client hosts, to pair a client's UDP socket with its TCP name-server connection; beyond it none is remembered (counted)", 1, 10_000_000,
-		func(c *Config) *int { return &c.UDP.PairingFingerprints }),
-		"32768", restart("the pairing table is built with the UDP and TCP sides"),
-		"Searches remembered (about 100 bytes each, 2 s each, at most 128 per client host and side) to pair a client's UDP socket with its own TCP name-server connection; beyond it none is remembered and pvans_twin_refused_total{reason=\"recent_full\"} counts them (docs/SECURITY.md, \"Answers over the client's own TCP connection\").")
 	add(boolSpec("udp.send_beacons", nil, false, "announce the daemon with its own beacons",
 		func(c *Config) *bool { return &c.UDP.SendBeacons }),
 		"false", live("pvans's own beacons start (a beacon at once) or stop", "beacons", "destinations"),
 		"Announce the daemon with its own beacons (to beacon_addr_list).")
-	add(intSpec("udp.beacon_queue", "beacons and discovery answers waiting for the server tracker; beyond it they are dropped (counted)", 1, 10_000_000,
-		func(c *Config) *int { return &c.UDP.BeaconQueue }),
-		"4096", restart("the queue is allocated when the UDP side is built"),
-		"Beacons and discovery answers waiting for the server tracker (a queue, so the search port never waits for the registry); beyond it they are dropped and counted (pvans_udp_drops_total{reason=\"beacon_queue\"}).")
 	add(spec{key: "udp.learn_interfaces", ptr: field(func(c *Config) *[]netip.Addr { return &c.UDP.LearnInterfaces }), isList: true,
 		usage: "local interface addresses whose networks servers are learned from (beacons, discovery replies and search replies; the arrival interface decides, see \"UDP binding\"), in place of pva.interfaces's; the automatic address list (auto_addr_list) follows them; all takes them from every interface; empty: pva.interfaces's",
 		set: func(c *Config, x *loadCtx, v raw) error {
@@ -70,13 +62,5 @@ func uDPRows() {
 	add(floatSpec("udp.client_reply_names_per_second", "names answered over UDP to one client socket per second beyond its burst, later replies held and sent when due; 0 = no pacing", 0, 1e9,
 		func(c *Config) *float64 { return &c.UDP.ClientReplyNamesPerSecond }),
 		"40000", restart("the reply pacer is made when the UDP side is built"),
-		"Names answered to one client socket a second beyond client_reply_name_burst, later replies held and sent when due, so a big client's start-up burst (thousands of replies at once) does not overflow its receive buffer; 0 turns pacing off.")
-	add(intSpec("udp.client_reply_name_burst", "names answered over UDP to one client socket at once before replies are paced", 1, 1_000_000,
-		func(c *Config) *int { return &c.UDP.ClientReplyNameBurst }),
-		"4096", restart("the reply pacer is made when the UDP side is built"),
-		"Names answered to one client socket at once before replies are paced.")
-	add(bytesSpec("udp.reply_queue_bytes", "paced UDP replies held at most, over all clients; beyond it they are dropped (counted)", 1<<10, 1<<30,
-		func(c *Config) *int64 { return &c.UDP.ReplyQueueBytes }),
-		"4MiB", restart("the reply pacer is made when the UDP side is built"),
-		"Paced replies held at most, over all clients; beyond it they are dropped (pvans_udp_drops_total{reason=\"reply_queue\"}).")
+		"Names answered to one client socket a second beyond a burst of 4,096 (udpsearch.DefaultReplyBurst), later replies held and sent when due, so a big client's start-up burst (thousands of replies at once) does not overflow its receive buffer; 0 turns pacing off.")
 }

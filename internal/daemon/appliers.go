@@ -15,7 +15,6 @@ import (
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/relay"
 	"github.com/pvans-project/pvans/internal/resolver"
-	"github.com/pvans-project/pvans/internal/searchring"
 	"github.com/pvans-project/pvans/internal/tcpsearch"
 	"github.com/pvans-project/pvans/internal/udpsearch"
 	"github.com/pvans-project/pvans/internal/upstream"
@@ -63,7 +62,6 @@ var appliers = []applier{
 	{part: "relay", apply: (*Daemon).applyRelay},
 	{part: "upstream", apply: (*Daemon).applyUpstream},
 	{part: "http", apply: (*Daemon).applyHTTP},
-	{part: "ring", apply: (*Daemon).applyRing},
 	{part: "search", apply: (*Daemon).applySearch},
 	{part: "names", apply: (*Daemon).applyNames},
 	{part: "denied", apply: (*Daemon).applyDenied},
@@ -97,25 +95,27 @@ func (d *Daemon) apply(prev, next *config.Config, changed []string) {
 }
 
 func (d *Daemon) applyRegistry(_, next *config.Config) {
-	var l registry.Limits
+	l := registry.Limits{MaxNameBytes: registry.MaxNameBytes}
 	config.Fill("registry", &l, next)
 	d.Registry.Apply(l)
 }
 
 func (d *Daemon) applyResolver(_, next *config.Config) {
-	p := resolver.Policy{NameAllowed: nameFilter(&next.Access)}
+	p := resolver.Policy{NameAllowed: nameFilter(&next.Access),
+		MaxWaitsPerClient: resolver.DefaultMaxWaitsPerClient, MaxNameBytes: registry.MaxNameBytes}
 	config.Fill("resolver", &p, next)
 	d.Resolver.Apply(p)
 }
 
 func (d *Daemon) applyBeacon(_, next *config.Config) {
-	var t beacon.Timings
+	t := beacon.Timings{CheckInterval: beacon.CheckEvery(next.Beacon.Expiry)}
 	config.Fill("beacon", &t, next)
 	d.Tracker.Apply(t)
 }
 
 func (d *Daemon) applyProbe(_, next *config.Config) {
-	t := probe.Timings{Backoff: probeBackoff(next)}
+	t := probe.Timings{Backoff: probeBackoff(next), PerHostConcurrency: probe.DefaultPerHostConcurrency,
+		FirstTimeout: probe.DefaultFirstTimeout, ThroughRetries: probe.DefaultThroughRetries, MaxThrough: probe.DefaultMaxThrough}
 	config.Fill("probe", &t, next)
 	d.Prober.Apply(t)
 }
@@ -125,8 +125,11 @@ func (d *Daemon) applyTCP(_, next *config.Config) {
 		ClientAllowed:     tcpClientFilter(&next.Access),
 		ClientCertAllowed: tcpCertFilter(&next.Access),
 		Conn:              clientConnOptions(next),
+		MaxConnsPerSource: tcpsearch.DefaultMaxConnsPerSource,
+		BufferBytesTotal:  tcpsearch.DefaultBufferBytesTotal,
 	}
 	config.Fill("tcp", &p, next)
+	p.MessageBurst = burst(p.MessageRate, tcpsearch.BurstSeconds)
 	d.TCP.Apply(p)
 }
 
@@ -140,13 +143,17 @@ func (d *Daemon) applyUDP(_, next *config.Config) {
 		LearnFrom:     learnFrom(d.boot.PVA.Interfaces, next.UDP.LearnInterfaces),
 	}
 	config.Fill("udp", &p, next)
+	p.SearchBurst = burst(p.SearchRate, udpsearch.BurstSeconds)
+	p.NameBurst = burst(p.NameRate, udpsearch.BurstSeconds)
+	p.BeaconBurst = burst(p.BeaconRate, udpsearch.BurstSeconds)
 	d.UDP.Apply(d.withAnomalies(p))
 }
 
 // applyDNS also starts a round at once when the refresh or the names
 // changed, so new names resolve now and the new refresh holds from then on.
 func (d *Daemon) applyDNS(prev, next *config.Config) {
-	s := dnswatch.Settings{Names: next.HostNames()}
+	s := dnswatch.Settings{Names: next.HostNames(), Timeout: dnswatch.DefaultTimeout, Concurrency: dnswatch.DefaultConcurrency,
+		MaxNames: dnswatch.DefaultMaxNames, MaxAddresses: dnswatch.DefaultMaxAddresses}
 	config.Fill("dns", &s, next)
 	d.DNS.Apply(s)
 	if prev != nil && s.Refresh > 0 && (prev.DNS.Refresh != s.Refresh || !slices.Equal(prev.HostNames(), s.Names)) {
@@ -159,6 +166,7 @@ func (d *Daemon) applyDNS(prev, next *config.Config) {
 func (d *Daemon) applyRelay(prev, next *config.Config) {
 	l := relay.Limits{To: config.AddrPorts(d.expand(next.Relay.To))}
 	config.Fill("relay", &l, next)
+	l.Burst = burst(l.PerSecond, relay.BurstSeconds)
 	d.Relay.Apply(l)
 	if prev != nil {
 		d.openRelay(next)
@@ -170,12 +178,6 @@ func (d *Daemon) applyUpstream(_, next *config.Config) {
 }
 
 func (d *Daemon) applyHTTP(_, next *config.Config) { d.httpSrv.Apply(httpLimits(next)) }
-
-func (d *Daemon) applyRing(_, next *config.Config) {
-	var l searchring.Limits
-	config.Fill("ring", &l, next)
-	d.Ring.Apply(l)
-}
 
 // applySearch hands the waited names to the search ring (search.through)
 // or takes them back.
@@ -268,7 +270,8 @@ func (d *Daemon) applyKeychain(prev, next *config.Config) {
 }
 
 func httpLimits(c *config.Config) httpapi.Limits {
-	var l httpapi.Limits
+	l := httpapi.Limits{MaxConns: httpapi.DefaultMaxConns, MaxConnsPerSource: httpapi.DefaultMaxConnsPerSource,
+		ShowDownFor: httpapi.DefaultShowDownFor}
 	config.Fill("http", &l, c)
 	return l
 }
@@ -296,13 +299,19 @@ func connOptions(p config.ConnProfile) pvaconn.Options {
 		HandshakeTimeout: p.HandshakeTimeout, MessageTimeout: p.MessageTimeout}
 }
 
-// clientConnOptions: the clients profile, closed after tcp.idle_timeout of
-// silence (clients echo; the listener does not).
+// clientConnOptions: the clients profile (tcpsearch's bounds), closed
+// after PVXS's tcpTimeout of pva.conn_tmo of silence (clients echo; the
+// listener does not).
 func clientConnOptions(cfg *config.Config) pvaconn.Options {
-	o := connOptions(cfg.ClientConn())
-	o.IdleTimeout = cfg.TCP.IdleTimeout
-	o.KeepAlive = pvaconn.NameServerKeepAlive
-	return o
+	return pvaconn.Options{MaxMessage: tcpsearch.DefaultMaxMessageBytes, SendQueueBytes: tcpsearch.DefaultSendQueueBytes,
+		HandshakeTimeout: tcpsearch.DefaultReadTimeout, MessageTimeout: tcpsearch.DefaultReadTimeout,
+		IdleTimeout: cfg.PVA.TCPTimeout(), KeepAlive: pvaconn.NameServerKeepAlive}
+}
+
+// burst is a rate limiter's burst: seconds of its rate at once (the
+// parts' BurstSeconds), at least one.
+func burst(rate float64, seconds int) int {
+	return max(1, int(rate*float64(seconds)+0.5))
 }
 
 // upstreamConnOptions: the probes profile with PVXS's client timers, as a
@@ -313,10 +322,10 @@ func upstreamConnOptions(cfg *config.Config) pvaconn.Options {
 	return o
 }
 
-// probeBackoff: the bounds are settings, the shape (doubling, ±20 %) is
-// the prober's.
+// probeBackoff: the first delay is a setting, the cap and the shape
+// (doubling, ±20 %) are the prober's.
 func probeBackoff(cfg *config.Config) probe.Backoff {
 	b := probe.BackoffShape
-	b.Min, b.Max = cfg.Probe.BackoffMin, cfg.Probe.BackoffMax
+	b.Min, b.Max = cfg.Probe.BackoffMin, probe.DefaultBackoffMax
 	return b
 }

@@ -163,8 +163,11 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	// The settings a part takes when it is built reach it through its
 	// options' tags (config.FillAtStart).
 	insightOpt := insight.Options{
-		Known: func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
-		Clock: d.clk,
+		Known:                func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
+		Clock:                d.clk,
+		QueueBytes:           insight.DefaultQueueBytes,
+		DigestNamesPerSecond: insight.DefaultDigestNamesPerSecond,
+		GUIDChangesPerHour:   insight.DefaultGUIDChangesPerHour,
 	}
 	config.FillAtStart(&insightOpt, cfg)
 	d.Insight = insight.New(insightOpt)
@@ -195,12 +198,11 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	})
 	d.nameFiles = &probe.NameFiles{Sink: serverAccessSink{probeSink{d}}, Clock: d.clk, Logger: d.log.Named("static")}
 
-	pvLim := serverpv.Limits{Logger: d.log.Named("serverpv")}
+	pvLim := serverpv.Limits{Logger: d.log.Named("serverpv"), TypesPerConn: serverpv.DefaultTypesPerConn,
+		TypeBytesPerConn: serverpv.DefaultTypeBytesPerConn, TypeBytesTotal: serverpv.DefaultTypeBytesTotal}
 	config.FillAtStart(&pvLim, cfg)
 	d.ServerPV = serverpv.New("pvans "+buildinfo.Get(), pvLim)
-	var twinOpt twin.Options
-	config.FillAtStart(&twinOpt, cfg)
-	d.Twins = twin.New(d.clk, twinOpt)
+	d.Twins = twin.New(d.clk, twin.Options{Fingerprints: twin.DefaultFingerprints})
 	d.TCP = tcpsearch.New(tcpsearch.Options{
 		Listen:    d.tcpListen(),
 		TLSListen: tlsOpt.TLSListen,
@@ -242,6 +244,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Twins:            d.Twins,
 		Clock:            d.clk,
 		Logger:           d.log.Named("udp"),
+		BeaconQueue:      udpsearch.DefaultBeaconQueue,
+		ReplyBurst:       udpsearch.DefaultReplyBurst,
+		ReplyQueueBytes:  udpsearch.DefaultReplyQueueBytes,
 	}
 	config.FillAtStart(&udpOpt, cfg)
 	d.UDP = udpsearch.New(udpOpt)
@@ -254,6 +259,9 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		ResolvedTLS: d.onSearchResolvedTLS,
 		Duplicate:   d.onSearchDuplicate,
 		Logger:      d.log.Named("searchring"),
+		// Its bounds are constants since no setting names them (issue 40).
+		MaxChannels:        searchring.DefaultMaxChannels,
+		DatagramsPerSecond: searchring.DefaultDatagramsPerSecond,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("search ring: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/nsclient"
 	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
@@ -316,7 +317,7 @@ func TestLostServerKeptDown(t *testing.T) {
 	}
 	_ = d.Registry.SetProbeState(g, registry.ProbeListed, nil)
 	probeSink{d}.Lost(g, ep, "no reply to echo")
-	keep := d.conf().HTTP.ShowDownFor
+	keep := httpapi.DefaultShowDownFor
 	if l := d.Down.List(d.clk.Now(), keep); len(l) != 1 || l[0].Endpoint != ep || l[0].Reason != "no reply to echo" || l[0].Names != 1 {
 		t.Fatalf("down after the loss: %+v", l)
 	}

@@ -32,7 +32,6 @@ func TestConfigFollowsPeerFacts(t *testing.T) {
 		{"probe.DefaultServerPort", "pva.server_port", probe.DefaultServerPort, int(c.PVA.ServerPort)},
 		// PVXS's tcpTimeout and echo period with EPICS_PVA_CONN_TMO unset.
 		{"pvaconn.DefaultIdleTimeout", "pva.conn_tmo (tcpTimeout)", dur(pvaconn.DefaultIdleTimeout), c.PVA.TCPTimeout()},
-		{"pvaconn.DefaultIdleTimeout", "tcp.idle_timeout (auto)", dur(pvaconn.DefaultIdleTimeout), c.TCP.IdleTimeout},
 		{"pvaconn.DefaultEchoInterval", "pva.conn_tmo (echo)", dur(pvaconn.DefaultEchoInterval), c.PVA.EchoInterval()},
 	}
 	for _, p := range pairs {
@@ -56,8 +55,8 @@ func TestDaemonPassesEveryConnectionOption(t *testing.T) {
 			t.Errorf("%s: a limit is left to pvaconn's default: %+v", name, o)
 		}
 	}
-	if o := clientConnOptions(&c); o.IdleTimeout != c.TCP.IdleTimeout || o.MaxMessage != int(c.TCP.MaxMessageBytes) {
-		t.Errorf("clients options %+v do not follow the tcp settings", o)
+	if o := clientConnOptions(&c); o.IdleTimeout != c.PVA.TCPTimeout() || o.MaxMessage != tcpsearch.DefaultMaxMessageBytes {
+		t.Errorf("clients options %+v do not follow pva.conn_tmo and tcpsearch's bounds", o)
 	}
 	if o := upstreamConnOptions(&c); o.IdleTimeout != c.PVA.TCPTimeout() || o.EchoInterval != c.PVA.EchoInterval() {
 		t.Errorf("upstream options %+v do not follow pva.conn_tmo", o)

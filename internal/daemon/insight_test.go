@@ -179,8 +179,7 @@ func TestNotAllowedBeaconAnomaly(t *testing.T) {
 func TestBeaconsStoppedAnomaly(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false
-	c.Beacon.Expiry = time.Second
-	c.Beacon.CheckInterval = 100 * time.Millisecond
+	c.Beacon.Expiry = time.Second // checked every 250 ms (beacon.CheckEvery)
 	d := startDaemon(t, c)
 	site := startSite(t, sim.Options{Names: [][]string{{"quiet:pv"}}, Host: lo})
 	if err := site.Beacon(0, d.udpAddr()); err != nil { // one beacon, then silence
@@ -201,11 +200,10 @@ func TestBeaconsStoppedAnomaly(t *testing.T) {
 }
 
 // A server restarting (new GUID at the same endpoint) more often than
-// insight.guid_changes_per_hour is reported once as "anomaly: guid_churn".
+// insight.DefaultGUIDChangesPerHour is reported once as "anomaly: guid_churn".
 func TestGUIDChurnAnomaly(t *testing.T) {
 	c := testConfig(t)
 	c.Search.Through = false
-	c.Insight.GUIDChangesPerHour = 2
 	d := startDaemon(t, c)
 	site := startSite(t, sim.Options{Names: [][]string{{"loop:pv"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
 		BeaconInterval: 50 * time.Millisecond})
@@ -218,17 +216,18 @@ func TestGUIDChurnAnomaly(t *testing.T) {
 		}
 		return n
 	}
-	for i := range 4 {
+	limit := insight.DefaultGUIDChangesPerHour
+	for i := range limit + 2 {
 		prev := site.Server(0).GUID
 		testutil.WaitFor(t, 10*time.Second, "server listed", func() bool {
 			s, ok := d.Registry.Server(prev)
 			return ok && s.Names > 0
 		})
-		if i == 3 {
+		if i == limit+1 {
 			break
 		}
 		if n := churn(); n != 0 {
-			t.Fatalf("guid_churn reported after %d changes; the limit is 2", i)
+			t.Fatalf("guid_churn reported after %d changes; the limit is %d", i, limit)
 		}
 		if err := site.Restart(0); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/limitlog"
 	"github.com/pvans-project/pvans/internal/metrics"
 )
@@ -20,7 +21,7 @@ func (d *Daemon) registerMetrics() {
 	d.Resolver.RegisterMetrics(m)
 	d.Registry.RegisterMetrics(m)
 	m.Gauge("registry", "servers_down", "Servers lost (after they were listed over TCP) and not back at their endpoint, shown as down for http.show_down_for.",
-		nil, func() float64 { return float64(len(d.Down.List(d.clk.Now(), d.conf().HTTP.ShowDownFor))) })
+		nil, func() float64 { return float64(len(d.Down.List(d.clk.Now(), httpapi.DefaultShowDownFor))) })
 	m.Counter("registry", "servers_down_evicted_total", fmt.Sprintf("Servers dropped from the down list at its bound (%d, oldest first).", events.MaxDown),
 		nil, metrics.U64(d.Down.Evicted))
 	d.Tracker.RegisterMetrics(m)

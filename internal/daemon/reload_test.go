@@ -107,12 +107,12 @@ func TestReloadUnderLoad(t *testing.T) {
 
 	variants := []func(n *config.Config){
 		func(n *config.Config) { n.Access.NameDeny = mustPatterns(t, "sim:s1:*") },
-		func(n *config.Config) { n.RateLimit.TCPMessagesPerSecond, n.RateLimit.TCPMessageBurst = 50, 10 },
+		func(n *config.Config) { n.RateLimit.TCPMessagesPerSecond = 5 },
 		func(n *config.Config) { n.RateLimit.Exempt = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} },
 		func(n *config.Config) { n.Search.Through = false },
 		func(n *config.Config) { n.Static.Servers = []netip.AddrPort{site.Server(0).TCP, site.Server(1).TCP} },
 		func(n *config.Config) { n.PVA.AddrList = nil },
-		func(n *config.Config) { n.Registry.MaxNames, n.TCP.WaitersPerConnection = 10, 1 },
+		func(n *config.Config) { n.Registry.MaxNames, n.TCP.WaitersPerSource = 10, 1 },
 		func(n *config.Config) { n.Probe.ReprobeInterval, n.Beacon.Expiry = time.Second, 30*time.Second },
 		func(n *config.Config) {
 			n.RateLimit.UDPSearchesPerSecond, n.Access.UDPClientDeny = 1, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}

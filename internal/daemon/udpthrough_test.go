@@ -161,8 +161,7 @@ func TestBeaconlessServerKeptPastExpiry(t *testing.T) {
 	srv := site.Server(0)
 	c := testConfig(t, netip.AddrPortFrom(lo, sitePort)) // a discovery ping at start
 	c.Discovery.Interval = 0
-	c.Beacon.Expiry = time.Second
-	c.Beacon.CheckInterval = 100 * time.Millisecond
+	c.Beacon.Expiry = time.Second // checked every 250 ms (beacon.CheckEvery)
 	d := startDaemon(t, c)
 	testutil.WaitFor(t, 10*time.Second, "the server watched after its discovery reply", func() bool {
 		_, w := d.Prober.Watching(srv.TCP)

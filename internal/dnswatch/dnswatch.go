@@ -54,12 +54,12 @@ type Settings struct {
 	Refresh time.Duration `setting:"dns.refresh"`
 	// Timeout bounds one lookup (0: no bound); Concurrency the lookups at
 	// once (at least one).
-	Timeout     time.Duration `setting:"dns.timeout"`
-	Concurrency int           `setting:"dns.concurrency"`
+	Timeout     time.Duration
+	Concurrency int
 	// MaxNames bounds the names followed (the rest are not looked up,
 	// counted); MaxAddresses the addresses kept per name.
-	MaxNames     int `setting:"dns.max_names"`
-	MaxAddresses int `setting:"dns.max_addresses"`
+	MaxNames     int
+	MaxAddresses int
 }
 
 // Stats are counters for metrics.

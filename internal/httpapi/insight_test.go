@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
-	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/insight"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -20,7 +19,7 @@ import (
 
 // stagingBytes is the production staging (config.Defaults): these tests
 // stage up to thousands of searches between digests.
-var stagingBytes = int(config.Defaults().Insight.QueueBytes)
+var stagingBytes = insight.DefaultQueueBytes
 
 // searchAs records one search for names by client as the answer path
 // would: an encoded CMD_SEARCH, decoded, its names views into the payload.

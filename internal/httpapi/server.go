@@ -49,14 +49,29 @@ const (
 	WaitMargin = 5 * time.Second
 )
 
+// The bounds the daemon gives Limits (issue 40: constants, not settings;
+// docs/SECURITY.md, "The HTTP endpoint").
+const (
+	// DefaultMaxConns: the API serves a few operators, Prometheus and a
+	// status page; 3,000 idle connections held 64 descriptors (test/hostile).
+	DefaultMaxConns = 64
+	// DefaultMaxConnsPerSource keeps one host from taking them all.
+	DefaultMaxConnsPerSource = 16
+	// DefaultShowDownFor: an operator used to a CA gateway's or a
+	// monitoring system's "down" row looks for the server that went away;
+	// an hour covers a shift's look at the page, and a server back at its
+	// endpoint leaves at once.
+	DefaultShowDownFor = time.Hour
+)
+
 // Limits are the HTTP listener's settings; a zero bound is no bound (the
-// daemon passes the http.* settings). Each tag names the setting the field
-// takes (config.Fill).
+// daemon passes the http.* settings and the Default bounds above). Each
+// tag names the setting the field takes (config.Fill).
 type Limits struct {
 	// MaxConns bounds open connections; extra ones are closed at accept.
-	MaxConns int `setting:"http.max_connections"`
+	MaxConns int
 	// MaxConnsPerSource bounds one client address's open connections.
-	MaxConnsPerSource int `setting:"http.max_connections_per_source"`
+	MaxConnsPerSource int
 	// DiscoverInterval: at most one POST /v1/discover round per interval;
 	// extra requests are answered 429.
 	DiscoverInterval time.Duration `setting:"http.discover_interval"`
@@ -64,7 +79,7 @@ type Limits struct {
 	// Options.HostNames, that requests may name as Host (host.go).
 	AllowedHosts []string `setting:"http.allowed_hosts"`
 	// ShowDownFor is how long Options.Down's servers are shown (0: none).
-	ShowDownFor time.Duration `setting:"http.show_down_for"`
+	ShowDownFor time.Duration
 	// The timeouts; zero = the constants above (tests shorten them).
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }

@@ -61,7 +61,7 @@ type Options struct {
 	// QueueBytes bounds the staging buffers (all shards, double
 	// buffered); each buffer takes at least minStage bytes, which is all
 	// a zero QueueBytes gets.
-	QueueBytes int `setting:"insight.queue_bytes"`
+	QueueBytes int
 	// DigestEvery is how soon after a search is staged it is folded in at
 	// the latest; default 250 ms (sooner when a staging buffer is half
 	// full). Nothing is scheduled while nothing is staged: an idle daemon
@@ -74,13 +74,13 @@ type Options struct {
 	// stays bounded whatever the search rate. 0 or negative: no limit
 	// (the daemon passes insight.digest_names_per_second). The client
 	// summaries always count every message.
-	DigestNamesPerSecond int `setting:"insight.digest_names_per_second"`
+	DigestNamesPerSecond int
 	// Known reports whether a name is answerable now (the registry holds
 	// it): such a name is taken out of "unresolved". nil: none is.
 	Known func(name string) bool
 	// GUIDChangesPerHour is the beacon anomaly threshold (GUIDChanged);
 	// 0 = not checked.
-	GUIDChangesPerHour int `setting:"insight.guid_changes_per_hour"`
+	GUIDChangesPerHour int
 	Clock              clock.Clock
 }
 

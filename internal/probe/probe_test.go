@@ -138,15 +138,15 @@ func withProduction(opt Options) Options {
 		}
 	}
 	setN(&opt.Concurrency, c.Probe.Concurrency)
-	setN(&opt.PerHostConcurrency, c.Probe.PerHostConcurrency)
-	setN(&opt.ThroughRetries, c.Probe.ThroughRetries)
-	setN(&opt.MaxThrough, c.Probe.ThroughMax)
+	setN(&opt.PerHostConcurrency, DefaultPerHostConcurrency)
+	setN(&opt.ThroughRetries, DefaultThroughRetries)
+	setN(&opt.MaxThrough, DefaultMaxThrough)
 	set(&opt.EchoInterval, c.Probe.EchoInterval)
 	set(&opt.ProbeTimeout, c.Probe.Timeout)
-	set(&opt.FirstTimeout, c.Probe.FirstTimeout)
+	set(&opt.FirstTimeout, DefaultFirstTimeout)
 	set(&opt.Reprobe, c.Probe.ReprobeInterval)
 	if opt.Backoff.Min == 0 {
-		opt.Backoff.Min, opt.Backoff.Max = c.Probe.BackoffMin, c.Probe.BackoffMax
+		opt.Backoff.Min, opt.Backoff.Max = c.Probe.BackoffMin, DefaultBackoffMax
 	}
 	return opt
 }

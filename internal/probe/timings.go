@@ -45,14 +45,14 @@ type timings struct {
 // reload); zero fields keep the current value. Each tag names the setting
 // the field takes (config.Fill).
 type Timings struct {
-	Concurrency        int           `setting:"probe.concurrency"`
-	PerHostConcurrency int           `setting:"probe.per_host_concurrency"`
+	Concurrency        int `setting:"probe.concurrency"`
+	PerHostConcurrency int
 	EchoInterval       time.Duration `setting:"probe.echo_interval"`
 	IdleTimeout        time.Duration // 0 with a new EchoInterval: DefaultIdleTimeout of it
 	ProbeTimeout       time.Duration `setting:"probe.timeout"`
-	FirstTimeout       time.Duration `setting:"probe.first_timeout"`
-	ThroughRetries     int           `setting:"probe.search_through_retries"`
-	MaxThrough         int           `setting:"probe.search_through_max"`
+	FirstTimeout       time.Duration
+	ThroughRetries     int
+	MaxThrough         int
 	Reprobe            time.Duration `setting:"probe.reprobe_interval"`
 	Backoff            Backoff
 }

@@ -118,7 +118,7 @@ type Limits struct {
 	MaxNames      int           `setting:"registry.max_names"`
 	UnverifiedTTL time.Duration `setting:"snapshot.unverified_window"`
 	FieldNames    bool          `setting:"registry.field_names"`
-	MaxNameBytes  int           `setting:"search.max_name_bytes"` // applied as given: 0 = no bound
+	MaxNameBytes  int           // applied as given: 0 = no bound
 }
 
 // Apply applies new limits. A raised bound admits more at once. A

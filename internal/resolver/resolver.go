@@ -206,10 +206,10 @@ type Stats struct {
 // old one or the new one, never a mix. Each tag names the setting the
 // field takes (config.Fill).
 type Policy struct {
-	MaxWaitsPerClient int `setting:"tcp.waiters_per_connection"`
+	MaxWaitsPerClient int
 	MaxWaitsPerSource int `setting:"tcp.waiters_per_source"`
 	MaxWaiters        int `setting:"tcp.waiters_total"`
-	MaxNameBytes      int `setting:"search.max_name_bytes"`
+	MaxNameBytes      int
 	NameAllowed       func(name []byte) bool
 }
 

@@ -364,8 +364,8 @@ func (r *Ring) SetReplyPort(port uint16) {
 // reload), Options.MaxChannels and Options.DatagramsPerSecond. Each tag
 // names the setting the field takes (config.Fill).
 type Limits struct {
-	MaxChannels        int     `setting:"search.through_max_names"`
-	DatagramsPerSecond float64 `setting:"search.through_datagrams_per_second"`
+	MaxChannels        int
+	DatagramsPerSecond float64
 }
 
 // Apply changes the bounds: MaxChannels from the next new name (a lowered

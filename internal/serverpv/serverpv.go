@@ -31,15 +31,24 @@ const maxChannelsPerConn = 16
 // types; without a bound one connection could keep 65,536 types of up to
 // 16,384 descriptors each (+2.8 GB from 115 MB sent, measured).
 //
-// The daemon passes the tcp.max_cached_type* settings (each field's tag,
-// config.FillAtStart); a zero bound here is no bound.
+// The daemon passes the Default bounds below; a zero bound here is no
+// bound.
 type Limits struct {
 	// Logger gets one line per 10 s while definitions are refused.
 	Logger           *zap.Logger
-	TypesPerConn     int `setting:"tcp.max_cached_types"`            // cached types per connection
-	TypeBytesPerConn int `setting:"tcp.max_cached_type_bytes"`       // their expanded size per connection
-	TypeBytesTotal   int `setting:"tcp.max_cached_type_bytes_total"` // their expanded size over all connections
+	TypesPerConn     int // cached types per connection
+	TypeBytesPerConn int // their expanded size per connection
+	TypeBytesTotal   int // their expanded size over all connections
 }
+
+// The bounds the daemon passes (issue 40: constants, not settings):
+// pvlist and pvxlist cache a handful of descriptors of a few hundred
+// bytes, so these leave a real client room and an attacker 16 MiB.
+const (
+	DefaultTypesPerConn     = 64
+	DefaultTypeBytesPerConn = 64 << 10
+	DefaultTypeBytesTotal   = 16 << 20
+)
 
 // Stats counts the provider's work and refusals.
 type Stats struct {

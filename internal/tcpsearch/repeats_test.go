@@ -50,7 +50,7 @@ func javaBurst(n int) [][]byte {
 // burst of 2,000 was dropped.
 func TestJavaBurstNotLimitedAtDefaults(t *testing.T) {
 	d := config.Defaults().RateLimit
-	w := newWorld(t, Options{MessageRate: d.TCPMessagesPerSecond, MessageBurst: d.TCPMessageBurst,
+	w := newWorld(t, Options{MessageRate: d.TCPMessagesPerSecond, MessageBurst: int(d.TCPMessagesPerSecond) * BurstSeconds,
 		Clock: clock.NewFake(time.Time{})})
 	var names []string
 	for i := range javaChannels {
@@ -93,8 +93,9 @@ func TestJavaBurstNotLimitedAtDefaults(t *testing.T) {
 // before: the burst at one instant, the rate after.
 func TestDistinctNameFloodLimited(t *testing.T) {
 	d := config.Defaults().RateLimit
+	burst := int(d.TCPMessagesPerSecond) * BurstSeconds
 	clk := clock.NewFake(time.Time{})
-	w := newWorld(t, Options{MessageRate: d.TCPMessagesPerSecond, MessageBurst: d.TCPMessageBurst, Clock: clk})
+	w := newWorld(t, Options{MessageRate: d.TCPMessagesPerSecond, MessageBurst: int(d.TCPMessagesPerSecond) * BurstSeconds, Clock: clk})
 	cl := dial(t, w.ep)
 	msg := func(i int) []byte {
 		var ns []string
@@ -103,7 +104,7 @@ func TestDistinctNameFloodLimited(t *testing.T) {
 		}
 		return searchMsg(uint32(i), ns...)
 	}
-	first := d.TCPMessageBurst + 500
+	first := burst + 500
 	send := func(from, to int) {
 		for i := from; i < to; i++ {
 			if cl.c.Send(msg(i)) != nil {
@@ -116,14 +117,14 @@ func TestDistinctNameFloodLimited(t *testing.T) {
 		})
 	}
 	send(0, first)
-	if st := w.srv.Stats(); st.Searches != uint64(d.TCPMessageBurst) {
+	if st := w.srv.Stats(); st.Searches != uint64(burst) {
 		t.Fatalf("%d of %d messages of new names handled at one instant, want the burst of %d", st.Searches, first,
-			d.TCPMessageBurst)
+			burst)
 	}
 	clk.Advance(time.Second)
 	send(first, first+int(d.TCPMessagesPerSecond)+500)
-	if st := w.srv.Stats(); st.Searches != uint64(d.TCPMessageBurst)+uint64(d.TCPMessagesPerSecond) {
+	if st := w.srv.Stats(); st.Searches != uint64(burst)+uint64(d.TCPMessagesPerSecond) {
 		t.Fatalf("%d messages handled after 1 s, want the burst and the rate (%d)", st.Searches,
-			d.TCPMessageBurst+int(d.TCPMessagesPerSecond))
+			burst+int(d.TCPMessagesPerSecond))
 	}
 }

@@ -186,11 +186,11 @@ type counters struct {
 type Policy struct {
 	ClientAllowed     func(netip.Addr) bool
 	ClientCertAllowed func(addr netip.Addr, account string) bool
-	MaxConns          int             `setting:"tcp.max_connections"`
-	MaxConnsPerSource int             `setting:"tcp.max_connections_per_source"`
+	MaxConns          int `setting:"tcp.max_connections"`
+	MaxConnsPerSource int
 	Conn              pvaconn.Options // IdleTimeout, MaxMessage, SendQueueBytes, HandshakeTimeout, MessageTimeout
 	MessageRate       float64         `setting:"rate_limit.tcp_messages_per_second"`
-	MessageBurst      int             `setting:"rate_limit.tcp_message_burst"`
+	MessageBurst      int
 	RateSources       int
 	RateExempt        []netip.Prefix `setting:"rate_limit.exempt"`
 	MaxNamesPerSearch int
@@ -198,7 +198,7 @@ type Policy struct {
 	// BufferBytesTotal bounds what all connections together buffer beyond
 	// their base buffers (pvaconn.Budget): replies queued to clients that
 	// do not read, large messages being received. 0 = no bound.
-	BufferBytesTotal int64 `setting:"tcp.buffer_bytes_total"`
+	BufferBytesTotal int64
 }
 
 func (o *Options) policy() Policy {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -247,7 +246,7 @@ func TestHostilePeers(t *testing.T) {
 	raiseFDLimit(t, 4096)
 	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{Conn: pvaconn.Options{
-		MaxMessage:     int(config.Defaults().TCP.MaxMessageBytes), // the production bound
+		MaxMessage:     DefaultMaxMessageBytes, // the production bound
 		SendQueueBytes: 64 << 10, MessageTimeout: time.Second,
 		HandshakeTimeout: 10 * time.Second, IdleTimeout: 2 * time.Second,
 	}})
@@ -344,7 +343,7 @@ func TestThousandIdlePeers(t *testing.T) {
 	raiseFDLimit(t, 4096)
 	testutil.CheckGoroutines(t)
 	w := newWorld(t, Options{Conn: pvaconn.Options{
-		MaxMessage:       int(config.Defaults().TCP.MaxMessageBytes),
+		MaxMessage:       DefaultMaxMessageBytes,
 		HandshakeTimeout: time.Hour, IdleTimeout: time.Hour,
 	}})
 	good := dial(t, w.ep)

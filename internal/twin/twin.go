@@ -139,8 +139,15 @@ type Conn struct {
 type Options struct {
 	// Fingerprints bounds the fingerprints kept over all hosts (~100
 	// bytes each); 0 is no bound beyond maxRecent per host and side.
-	Fingerprints int `setting:"udp.pairing_fingerprints"`
+	Fingerprints int
 }
+
+// DefaultFingerprints is the bound the daemon passes (issue 40: a
+// constant, not a setting): 32,768 fingerprints of about 100 bytes, 2 s
+// each, at most 128 per client host and side, are ~3 MiB; beyond it none
+// is remembered and pvans_twin_refused_total{reason="recent_full"} counts
+// them (docs/SECURITY.md, "Answers over the client's own TCP connection").
+const DefaultFingerprints = 32768
 
 // New returns an empty table; clk nil means the wall clock.
 func New(clk clock.Clock, o Options) *Table {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
-	"github.com/pvans-project/pvans/internal/config"
 )
 
 // search is a CMD_SEARCH payload as a PVXS client builds it: flags and
@@ -33,7 +32,7 @@ var (
 )
 
 // maxRecentTotal is the production bound over all hosts.
-var maxRecentTotal = config.Defaults().UDP.PairingFingerprints
+var maxRecentTotal = DefaultFingerprints
 
 func newTable() (*Table, *clock.Fake) {
 	clk := clock.NewFake(time.Unix(1e9, 0))

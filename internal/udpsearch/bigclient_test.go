@@ -60,8 +60,8 @@ func pvxsBurst(n int, reply netip.Addr, port uint16) [][]byte {
 // the configuration defaults (internal/daemon udpPolicy).
 func defaultLimits(o Options) Options {
 	d := config.Defaults().RateLimit
-	o.SearchRate, o.SearchBurst = d.UDPSearchesPerSecond, d.UDPSearchBurst
-	o.NameRate, o.NameBurst = d.UDPNamesPerSecond, d.UDPNameBurst
+	o.SearchRate, o.SearchBurst = d.UDPSearchesPerSecond, int(d.UDPSearchesPerSecond)*BurstSeconds
+	o.NameRate, o.NameBurst = d.UDPNamesPerSecond, int(d.UDPNamesPerSecond)*BurstSeconds
 	o.ReflectionRatio, o.ReflectionWindow = d.ReflectionRatio, d.ReflectionWindow
 	return o
 }

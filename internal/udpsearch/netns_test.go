@@ -80,10 +80,10 @@ func withProduction(o Options) Options {
 		o.ReceiveBuffer = int(c.UDP.ReceiveBufferBytes)
 	}
 	if o.BeaconQueue == 0 {
-		o.BeaconQueue = c.UDP.BeaconQueue
+		o.BeaconQueue = DefaultBeaconQueue
 	}
 	if o.ReplyQueueBytes == 0 {
-		o.ReplyQueueBytes = int(c.UDP.ReplyQueueBytes)
+		o.ReplyQueueBytes = DefaultReplyQueueBytes
 	}
 	return o
 }

@@ -96,7 +96,7 @@ type Options struct {
 	// delays a search answer. Beyond it sightings are dropped (counted).
 	// 0 = no queue: a sighting is handed over only while the tracker
 	// waits for one.
-	BeaconQueue int `setting:"udp.beacon_queue"`
+	BeaconQueue int
 	// OnSearchResponse receives every CMD_SEARCH_RESPONSE (on the search
 	// port or the client socket). m and its slices are only valid during
 	// the call. May be called from two goroutines at once.
@@ -163,8 +163,8 @@ type Options struct {
 	// sent when due, so a big client's start-up burst does not overflow
 	// its receive buffer. ReplyRate 0 = no pacing.
 	ReplyRate       float64 `setting:"udp.client_reply_names_per_second"`
-	ReplyBurst      int     `setting:"udp.client_reply_name_burst"`
-	ReplyQueueBytes int     `setting:"udp.reply_queue_bytes"`
+	ReplyBurst      int
+	ReplyQueueBytes int
 	// LimitExempt addresses are neither rate limited nor capped.
 	LimitExempt []netip.Prefix
 	// RateSources bounds the addresses each limiter remembers; 0 = 65536.
@@ -223,10 +223,10 @@ type Policy struct {
 	// relay profile: it has no name server whose port an answer would
 	// name); unicast searches are still forwarded to the host's others.
 	Silent            bool
-	SearchRate        float64        `setting:"rate_limit.udp_searches_per_second"`
-	SearchBurst       int            `setting:"rate_limit.udp_search_burst"`
-	NameRate          float64        `setting:"rate_limit.udp_names_per_second"`
-	NameBurst         int            `setting:"rate_limit.udp_name_burst"`
+	SearchRate        float64 `setting:"rate_limit.udp_searches_per_second"`
+	SearchBurst       int
+	NameRate          float64 `setting:"rate_limit.udp_names_per_second"`
+	NameBurst         int
 	ReflectionRatio   float64        `setting:"rate_limit.reflection_ratio"`
 	ReflectionWindow  time.Duration  `setting:"rate_limit.reflection_window"`
 	LimitExempt       []netip.Prefix `setting:"rate_limit.exempt"`
@@ -237,7 +237,7 @@ type Policy struct {
 	ServerAllowed func(netip.Addr) bool
 	TrustedRelays []netip.Prefix `setting:"access.trusted_relays"`
 	BeaconRate    float64        `setting:"rate_limit.beacons_per_second"`
-	BeaconBurst   int            `setting:"rate_limit.beacon_burst"`
+	BeaconBurst   int
 	LearnFrom     []netip.Addr
 }
 
