@@ -25,7 +25,7 @@
 // future (a stepped wall clock), is dropped with EventLost. The check runs
 // every Options.CheckInterval. PVXS runs it every 180 s and also every 10 s
 // from its channel-cache timer, and so does pvans by default
-// (beacon.check_interval): a name
+// (beacon.DefaultCheckInterval): a name
 // server that keeps answering for a dead server costs every client a failed
 // connect, and a 20 000-entry scan every 10 s is cheap. The check interval
 // is the detection granularity: an entry is lost at the first check at or

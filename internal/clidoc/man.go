@@ -131,14 +131,15 @@ The file is YAML with one mapping per section, each holding snake_case keys:
 .nf
 pva:
   server_port: 5075
-tcp:
-  read_timeout: 90s
+probe:
+  timeout: 90s
 .fi
 .RE
 .PP
 Unknown sections and keys, keys given twice, and lists where one value is
-expected are errors, reported with the line. An empty file or section means
-all defaults. Every key is also a flag of
+expected are errors, reported with the line; a key of a setting that is now
+a constant is ignored with a warning naming the constant (see upgrading.md).
+An empty file or section means all defaults. Every key is also a flag of
 .BR pvans (1)
 and many are EPICS environment variables; flags override the environment,
 which overrides the file. ` + opt("pvans check-config --config FILE") + `

@@ -426,8 +426,8 @@ func (c *Config) HostNames() []string {
 }
 
 // Defaults returns the production defaults: every setting's row in
-// settings.go parsed from its default, the tcp.idle_timeout that follows
-// pva.conn_tmo, and the probes connection profile, which has no setting.
+// settings.go parsed from its default, and the probes connection profile,
+// which has no setting.
 func Defaults() Config {
 	var c Config
 	x := &loadCtx{resolve: func(host string) ([]netip.Addr, error) {

@@ -20,7 +20,7 @@ func (d *Daemon) registerMetrics() {
 	d.Twins.RegisterMetrics(m)
 	d.Resolver.RegisterMetrics(m)
 	d.Registry.RegisterMetrics(m)
-	m.Gauge("registry", "servers_down", "Servers lost (after they were listed over TCP) and not back at their endpoint, shown as down for http.show_down_for.",
+	m.Gauge("registry", "servers_down", "Servers lost (after they were listed over TCP) and not back at their endpoint, shown as down for httpapi.DefaultShowDownFor.",
 		nil, func() float64 { return float64(len(d.Down.List(d.clk.Now(), httpapi.DefaultShowDownFor))) })
 	m.Counter("registry", "servers_down_evicted_total", fmt.Sprintf("Servers dropped from the down list at its bound (%d, oldest first).", events.MaxDown),
 		nil, metrics.U64(d.Down.Evicted))

@@ -64,7 +64,7 @@ func TestForgedRowsCost(t *testing.T) {
 			From: netip.AddrPortFrom(ep.Addr(), 5076)})
 	}
 	conc := c.Probe.Concurrency
-	// The pool works through them at probe.first_timeout (wall clock):
+	// The pool works through them at probe.DefaultFirstTimeout (wall clock):
 	// nearly every row still waits when measured.
 	testutil.WaitFor(t, 10*time.Second, "the rows waiting for a probe", func() bool { return d.Prober.Stats().Waiting >= rows-10*conc })
 	if n := d.Registry.Counts().Servers; n != rows {

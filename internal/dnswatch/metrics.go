@@ -9,7 +9,7 @@ func (w *Watcher) RegisterMetrics(m *metrics.Metrics) {
 	m.Counter("dns", "lookups_total", "Host name lookups finished.", nil, metrics.U64(func() uint64 { return st().Lookups }))
 	m.Counter("dns", "lookup_failures_total", "Host name lookups that failed or found no address; the last answer was kept.", nil, metrics.U64(func() uint64 { return st().Failures }))
 	m.Counter("dns", "changes_total", "Lookups whose addresses differed from the last answer.", nil, metrics.U64(func() uint64 { return st().Changes }))
-	m.Counters("dns", "dropped_total", "What DNS following left out, by bound: names beyond dns.max_names (per round), addresses beyond dns.max_addresses.", "what", map[string]func() uint64{
+	m.Counters("dns", "dropped_total", "What DNS following left out, by bound: names beyond dnswatch.DefaultMaxNames (per round), addresses beyond dnswatch.DefaultMaxAddresses.", "what", map[string]func() uint64{
 		"names":     func() uint64 { return st().NamesDropped },
 		"addresses": func() uint64 { return st().AddressDropped },
 	})

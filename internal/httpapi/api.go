@@ -194,7 +194,7 @@ type Server struct {
 	ListedHow   string    `json:"listed_how,omitempty"`
 	Verified    bool      `json:"verified"`
 	// Down marks a server lost and not back at its endpoint (shown for
-	// http.show_down_for): it holds no names; LostAt and LostReason say
+	// httpapi.DefaultShowDownFor): it holds no names; LostAt and LostReason say
 	// when and why.
 	Down       bool      `json:"down,omitempty"`
 	LostAt     time.Time `json:"lost_at,omitzero"`

@@ -14,7 +14,7 @@ import (
 )
 
 // A server lost and not back stays visible as down for
-// http.show_down_for: first in /v1/servers, on the status page and in
+// httpapi.DefaultShowDownFor: first in /v1/servers, on the status page and in
 // its banner; then it is gone.
 func TestLostServerShownDown(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
@@ -49,6 +49,6 @@ func TestLostServerShownDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ss) != 1 || ss[0].Down {
-		t.Errorf("after http.show_down_for: %+v, want the live server only", ss)
+		t.Errorf("after httpapi.DefaultShowDownFor: %+v, want the live server only", ss)
 	}
 }

@@ -158,7 +158,7 @@ type statusData struct {
 	Word       string // the banner's headline
 	Verdict    string // the banner's sentence
 	Failing    int    // servers whose last probe failed
-	Down       int    // servers lost and not back (http.show_down_for)
+	Down       int    // servers lost and not back (httpapi.DefaultShowDownFor)
 	Counts     countsView
 	Servers    []statusServer
 	Duplicates []Duplicate

@@ -11,7 +11,7 @@ import (
 // event. Each is bounded: at most maxTracked endpoints or senders are
 // remembered, and a given one is reported at most once an hour.
 const (
-	AnomalyGUIDChurn      = "guid_churn"      // GUID changes at one endpoint above insight.guid_changes_per_hour
+	AnomalyGUIDChurn      = "guid_churn"      // GUID changes at one endpoint above insight.DefaultGUIDChangesPerHour
 	AnomalyBeaconsStopped = "beacons_stopped" // beacons expired while the TCP watch still answers
 	AnomalyNotAllowed     = "not_allowed"     // beacons from a server outside access.server_allow
 	maxTracked            = 4096
@@ -54,7 +54,7 @@ func (a *anomalyState) due(kind, key string, now int64) bool {
 
 // GUIDChanged notes that a new GUID took over ep (the beacon tracker's
 // "changed"). It returns the event detail when the endpoint has now changed
-// GUID more than insight.guid_changes_per_hour times within an hour.
+// GUID more than insight.DefaultGUIDChangesPerHour times within an hour.
 func (in *Insight) GUIDChanged(ep netip.AddrPort, at time.Time) (string, bool) {
 	if in.o.GUIDChangesPerHour <= 0 {
 		return "", false

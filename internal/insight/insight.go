@@ -72,7 +72,7 @@ type Options struct {
 	// names) they take a random sample of the search messages, each
 	// weighted by the inverse of the sampling rate, so the digest's CPU
 	// stays bounded whatever the search rate. 0 or negative: no limit
-	// (the daemon passes insight.digest_names_per_second). The client
+	// (the daemon passes insight.DefaultDigestNamesPerSecond). The client
 	// summaries always count every message.
 	DigestNamesPerSecond int
 	// Known reports whether a name is answerable now (the registry holds
@@ -293,7 +293,7 @@ func (in *Insight) Totals() Totals {
 }
 
 // SampledOut returns how many unclaimed names the name summaries did not
-// take because the digest was over insight.digest_names_per_second.
+// take because the digest was over insight.DefaultDigestNamesPerSecond.
 func (in *Insight) SampledOut() uint64 {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -387,7 +387,7 @@ type Report struct {
 	ErrorBound uint64 `json:"error_bound"`
 	// SampleRate is the lowest share of search messages whose names were
 	// counted in the window (1: all; below 1 only in a storm beyond
-	// insight.digest_names_per_second). Below 1, name counts (and N) are
+	// insight.DefaultDigestNamesPerSecond). Below 1, name counts (and N) are
 	// estimates scaled by 1/rate, each with a standard error of about
 	// sqrt(count·(1−rate)/rate) beside ErrorBound. Client figures are
 	// always exact counts.

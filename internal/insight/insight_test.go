@@ -15,8 +15,9 @@ import (
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
-// withProduction gives o the production values (config.Defaults) of the
-// settings it leaves zero, as the daemon builds it (config.FillAtStart).
+// withProduction gives o the production values (config.Defaults and this
+// package's Default constants) of the options it leaves zero, as the
+// daemon builds it.
 // DigestNamesPerSecond stays as given: these tests take every name (0, no
 // limit) unless they test the budget.
 func withProduction(o Options) Options {
@@ -30,10 +31,10 @@ func withProduction(o Options) Options {
 		o.Clients = p.Clients
 	}
 	if o.QueueBytes == 0 {
-		o.QueueBytes = p.QueueBytes
+		o.QueueBytes = DefaultQueueBytes
 	}
 	if o.GUIDChangesPerHour == 0 {
-		o.GUIDChangesPerHour = p.GUIDChangesPerHour
+		o.GUIDChangesPerHour = DefaultGUIDChangesPerHour
 	}
 	return o
 }

@@ -18,9 +18,9 @@ func (in *Insight) RegisterMetrics(m *metrics.Metrics) {
 		"found":     func() uint64 { return tot().Found },
 		"not_found": func() uint64 { return tot().NotFound },
 	})
-	m.Counter("insight", "dropped_names_total", "Unclaimed names not summarised because the staging buffer (insight.queue_bytes) was full.", nil,
+	m.Counter("insight", "dropped_names_total", "Unclaimed names not summarised because the staging buffer (insight.DefaultQueueBytes) was full.", nil,
 		metrics.U64(func() uint64 { return tot().Dropped }))
-	m.Counter("insight", "sampled_out_names_total", "Unclaimed names left out of the name summaries because more than insight.digest_names_per_second arrived (the summaries then count a weighted sample).", nil,
+	m.Counter("insight", "sampled_out_names_total", "Unclaimed names left out of the name summaries because more than insight.DefaultDigestNamesPerSecond arrived (the summaries then count a weighted sample).", nil,
 		metrics.U64(in.SampledOut))
 	m.Counters("insight", "evictions_total", "Keys that lost their summary slot to another (both windows): a steady rise means more distinct keys than insight.names or insight.clients slots.", "summary", map[string]func() uint64{
 		"names":   func() uint64 { n, _ := in.Evictions(); return n },

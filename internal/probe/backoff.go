@@ -11,7 +11,7 @@ import (
 // outage, a gateway restart) are not all retried in the same instant.
 //
 // Min and Max are the daemon's settings (probe.backoff_min,
-// probe.backoff_max). A zero Min is no backoff: nothing is retried on a
+// probe.DefaultBackoffMax). A zero Min is no backoff: nothing is retried on a
 // timer (a failed or lost server waits to be asked for again) and hints
 // are not spaced out. A zero Max is no cap; a Max below Min is Min.
 type Backoff struct {
@@ -68,12 +68,12 @@ func jitter(d time.Duration, j, u float64) time.Duration {
 
 // The retry schedule of a server that answered over TCP and would not
 // list: it doubles from UnlistableRetryMin (or probe.backoff_min, if
-// longer) up to UnlistableRetryMax (or probe.backoff_max). Such a server
+// longer) up to UnlistableRetryMax (or probe.DefaultBackoffMax). Such a server
 // is alive (its watch connection stays up and tells its loss) and its
 // names come from search-through, so a listing gains little; and each
 // attempt may be a warning in its log (Phoebus core-pva logs every
 // CREATE_CHANNEL for its missing `server` PV): about 4 a day at the cap,
-// where probe.backoff_max would make it 288.
+// where probe.DefaultBackoffMax would make it 288.
 const (
 	UnlistableRetryMin = time.Minute
 	UnlistableRetryMax = 6 * time.Hour

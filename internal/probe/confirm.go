@@ -38,7 +38,7 @@ func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done 
 		// may be known: a flood of replies is not a flood of goroutines.
 		p.stats.ThroughDropped++
 		p.mu.Unlock()
-		p.full.Hit("confirm", "search-through checks at their bound (probe.search_through_max): answer not checked")
+		p.full.Hit("confirm", "search-through checks at their bound (probe.DefaultMaxThrough): answer not checked")
 		done(nil)
 		return
 	}

@@ -55,7 +55,7 @@ func TestNoServerPVUnlistableAtOnce(t *testing.T) {
 }
 
 // An unlistable server is retried on a schedule that doubles from a
-// minute to hours, not every probe.backoff_max: each attempt at a Java
+// minute to hours, not every probe.DefaultBackoffMax: each attempt at a Java
 // server is a WARNING in its log. Hints (a discovery reply, a
 // search-through answer) for it while its watch is up wait for that
 // schedule.

@@ -29,7 +29,7 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 		if mt := p.tm.Load().maxThrough; through && mt > 0 && p.through >= mt {
 			p.stats.ThroughDropped++
 			p.mu.Unlock()
-			p.full.Hit("through", "search-through endpoints at their bound (probe.search_through_max): new ones are not probed",
+			p.full.Hit("through", "search-through endpoints at their bound (probe.DefaultMaxThrough): new ones are not probed",
 				zap.Int("bound", p.tm.Load().maxThrough))
 			return
 		}

@@ -703,7 +703,7 @@ func (rd *reader) grow(total int) {
 
 // growFactor bounds one growth of the read buffer relative to the bytes
 // already received (which fill it): with the 16 KiB base buffer, any
-// message up to 128 KiB (tcp.max_message_bytes) is one allocation.
+// message up to 128 KiB (tcpsearch.DefaultMaxMessageBytes) is one allocation.
 const growFactor = 8
 
 // throttle is backpressure: above half the queue bound the read loop waits

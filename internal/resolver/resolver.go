@@ -158,7 +158,7 @@ type Options struct {
 // UDPShare is the part of MaxWaiters the UDP searchers may hold together
 // (MaxUDPWaiters): 100,000 / 10 = 10,000 at defaults, as many names as
 // one TCP source may have searched through (tcp.waiters_per_source) and
-// the search ring holds (search.through_max_names). Their source is the
+// the search ring holds (searchring.DefaultMaxChannels). Their source is the
 // sender's word, so a spoofed flood meets this bound, not the per-source
 // one; a share apart keeps the TCP clients' room whatever it does.
 const UDPShare = 10
@@ -166,7 +166,7 @@ const UDPShare = 10
 // UDPNameShare: the distinct names UDP searchers' waiters make searched
 // through are at most MaxUDPWaiters / UDPNameShare (5,000 at defaults).
 // Their share of waiters equals the search ring's own bound at defaults
-// (search.through_max_names, 10,000), so without it a spoofed flood of
+// (searchring.DefaultMaxChannels, 10,000), so without it a spoofed flood of
 // distinct names filled the ring and no TCP client's name was searched
 // through while the flood lasted; half is left to the TCP clients. A
 // name a TCP client waits for is searched for it whoever waits too.

@@ -148,7 +148,7 @@ func TestUDPSearcherNameAccess(t *testing.T) {
 	}
 }
 
-// ringSearcher is a search ring of max names (search.through_max_names):
+// ringSearcher is a search ring of max names (searchring.DefaultMaxChannels):
 // a name wanted beyond them is refused, as searchring.Ring refuses it.
 type ringSearcher struct {
 	max      int
@@ -169,7 +169,7 @@ func (s *ringSearcher) Drop(n string, tls bool) { delete(s.names, wantKey{n, tls
 
 // TestUDPFloodLeavesTheRingToTCP: the UDP searchers' share of waiters
 // (10,000 at defaults) is the search ring's whole bound
-// (search.through_max_names, 10,000): a spoofed flood of distinct names
+// (searchring.DefaultMaxChannels, 10,000): a spoofed flood of distinct names
 // from many forged sources filled the ring, and no TCP client's name
 // was searched through while the flood refreshed its waiters. The names
 // UDP searchers make searched through are at most half their share, so

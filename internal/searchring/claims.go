@@ -13,7 +13,7 @@ import (
 // answer for names it never held.
 
 // defaultMaxClaims bounds the claims remembered when the ring has no
-// Channel bound (the daemon's is search.through_max_names).
+// Channel bound (the daemon's is searchring.DefaultMaxChannels).
 const defaultMaxClaims = 10000
 
 type claimKey struct {

@@ -28,7 +28,7 @@ func (r *Ring) RegisterMetrics(m *metrics.Metrics) {
 		metrics.Label("result", "accepted"), metrics.U64(func() uint64 { return st().Pokes }))
 	m.Counter("searchring", "pokes_total", "Hurry-up requests (new server seen, name server validated, operator), by result: accepted, or ignored during the 30 s hold-off or a fast revolution.",
 		metrics.Label("result", "ignored"), metrics.U64(func() uint64 { return st().PokesIgnored }))
-	m.Counters("searchring", "limit_hits_total", "Search-through work refused at a bound, by limit: names (a name wanted beyond search.through_max_names is not searched through), datagrams (a datagram over search.through_datagrams_per_second is not sent), claims (the oldest remembered claim of a server on a name forgotten beyond search.through_max_names).", "limit", map[string]func() uint64{
+	m.Counters("searchring", "limit_hits_total", "Search-through work refused at a bound, by limit: names (a name wanted beyond searchring.DefaultMaxChannels is not searched through), datagrams (a datagram over searchring.DefaultDatagramsPerSecond is not sent), claims (the oldest remembered claim of a server on a name forgotten beyond searchring.DefaultMaxChannels).", "limit", map[string]func() uint64{
 		"names":     func() uint64 { return st().ChannelsRefused },
 		"datagrams": func() uint64 { return st().DatagramsLimited },
 		"claims":    func() uint64 { return st().ClaimsForgotten },

@@ -49,7 +49,7 @@ type Stats struct {
 	// server) naming another endpoint than its own.
 	ThirdParty uint64
 	// ClaimsForgotten: claims forgotten, oldest first, beyond the bound
-	// (search.through_max_names pairs of endpoint and name).
+	// (searchring.DefaultMaxChannels pairs of endpoint and name).
 	ClaimsForgotten uint64
 }
 

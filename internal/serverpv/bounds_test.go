@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -66,9 +65,7 @@ func TestTypeCacheBoundedPerConnection(t *testing.T) {
 	res := resolver.New(reg, resolver.Options{})
 	defer res.Close()
 	// The production bounds, as the daemon passes them.
-	var lim Limits
-	cfg := config.Defaults()
-	config.FillAtStart(&lim, &cfg)
+	lim := Limits{TypesPerConn: DefaultTypesPerConn, TypeBytesPerConn: DefaultTypeBytesPerConn, TypeBytesTotal: DefaultTypeBytesTotal}
 	if lim.TypesPerConn <= 0 || lim.TypeBytesPerConn <= 0 || lim.TypeBytesTotal <= 0 {
 		t.Fatalf("production limits %+v", lim)
 	}

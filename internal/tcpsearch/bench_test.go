@@ -180,7 +180,8 @@ func BenchmarkPushLatency(b *testing.B) {
 // benchInsight: insight's options as the daemon builds them, from the
 // production settings.
 func benchInsight() insight.Options {
-	var o insight.Options
+	o := insight.Options{QueueBytes: insight.DefaultQueueBytes, DigestNamesPerSecond: insight.DefaultDigestNamesPerSecond,
+		GUIDChangesPerHour: insight.DefaultGUIDChangesPerHour}
 	c := config.Defaults()
 	config.FillAtStart(&o, &c)
 	return o

@@ -29,7 +29,7 @@ func (s *Server) RegisterMetrics(m *metrics.Metrics) {
 	})
 	m.AccessDenied("tcp_client", func() uint64 { return st().Denied })
 	m.AccessDenied("tls_client", func() uint64 { return st().CertDenied })
-	m.Gauge("tcp", "buffered_bytes", "Bytes all TCP clients make pvans buffer beyond each connection's base buffers (queued replies beyond 64 KiB per connection, large messages being received), bounded by tcp.buffer_bytes_total.",
+	m.Gauge("tcp", "buffered_bytes", "Bytes all TCP clients make pvans buffer beyond each connection's base buffers (queued replies beyond 64 KiB per connection, large messages being received), bounded by tcpsearch.DefaultBufferBytesTotal.",
 		nil, func() float64 { return float64(st().BufferedBytes) })
 	m.Counter("tcp", "accept_errors_total", "accept(2) failures on the name-server port (EMFILE, ENFILE…); each is followed by a back-off of 5 ms doubling to 1 s.",
 		nil, metrics.U64(func() uint64 { return st().AcceptErrors }))

@@ -62,7 +62,8 @@ func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards b
 		// As in the daemon: every answered search is staged for insight,
 		// digested in the background. PVANS_BENCH_INSIGHT=off measures
 		// the same code without it (the before/after in PERFORMANCE.md).
-		var io insight.Options
+		io := insight.Options{QueueBytes: insight.DefaultQueueBytes, DigestNamesPerSecond: insight.DefaultDigestNamesPerSecond,
+			GUIDChangesPerHour: insight.DefaultGUIDChangesPerHour}
 		c := config.Defaults()
 		config.FillAtStart(&io, &c)
 		in := insight.New(io)

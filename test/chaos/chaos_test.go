@@ -435,7 +435,7 @@ func TestBeaconStorm(t *testing.T) {
 		}
 		if i < limit && i%1000 == 999 {
 			// Until the table is full, no faster than the tracker takes
-			// them (its queue, udp.beacon_queue, holds 4096): on a loaded
+			// them (its queue, udpsearch.DefaultBeaconQueue, holds 4096): on a loaded
 			// machine the rows must still reach the documented size.
 			if _, ok := pv.WaitMetric("pvans_beacon_servers", func(v float64) bool { return v >= float64(i+1-3000) }, 20*time.Millisecond, 30*time.Second); !ok {
 				t.Fatalf("the tracker took fewer than %d of the first %d beacons in 30 s", i+1-3000, i+1)

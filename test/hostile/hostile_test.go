@@ -383,7 +383,7 @@ func TestRowIdleHTTPConnections(t *testing.T) {
 	closeAll(conns)
 	mu.Unlock()
 	if fd-fd0 > 64+16 {
-		t.Errorf("daemon holds %d descriptors more after 3000 idle HTTP connections; bound http.max_connections = 64", fd-fd0)
+		t.Errorf("daemon holds %d descriptors more after 3000 idle HTTP connections; bound httpapi.DefaultMaxConns = 64", fd-fd0)
 	}
 	// A TCP name-server client is still served.
 	if ans, err := harness.Query(nil, tg.TCP, []string{heldName(1)}, 3*time.Second); err != nil || len(ans) != 1 {
@@ -418,7 +418,7 @@ func TestRowConnectionsFromOneAddress(t *testing.T) {
 	})
 	defer func() { mu.Lock(); closeAll(conns); mu.Unlock() }()
 	if v := tg.Metric(t, `pvans_tcp_limit_hits_total{limit="connections_per_source"}`); v < 2000-256 {
-		t.Errorf("per-source refusals %v; want ≥ %d (tcp.max_connections_per_source 256)", v, 2000-256)
+		t.Errorf("per-source refusals %v; want ≥ %d (tcpsearch.DefaultMaxConnsPerSource 256)", v, 2000-256)
 	}
 	if ans, err := harness.Query(nil, tg.TCP, []string{heldName(2)}, 3*time.Second); err != nil || len(ans) != 1 {
 		t.Errorf("TCP client from another address: %v %v", ans, err)
@@ -429,9 +429,10 @@ func TestRowConnectionsFromOneAddress(t *testing.T) {
 // messages (3,000 such connections → 628 MB).
 func TestRowUnfinishedSegments(t *testing.T) {
 	skipShort(t)
-	tg := start(t, 0, "--tcp-read-timeout", "1s")
+	tg := start(t, 0)
 	const n = 600
-	tg.row("unfinished segments", 48<<20, 5*time.Second, func(stop <-chan struct{}) {
+	// Past tcpsearch.DefaultReadTimeout (10 s), with time to close them.
+	tg.row("unfinished segments", 48<<20, 15*time.Second, func(stop <-chan struct{}) {
 		src := sources(n, 200)
 		var conns []net.Conn
 		for i := 0; i < n; i++ {
@@ -457,7 +458,7 @@ func TestRowUnfinishedSegments(t *testing.T) {
 		}
 	})
 	if v := tg.Metric(t, `pvans_tcp_limit_hits_total{limit="slow_message"}`); v < n*9/10 {
-		t.Errorf("%v connections closed at tcp.read_timeout; want about %d", v, n)
+		t.Errorf("%v connections closed at tcpsearch.DefaultReadTimeout; want about %d", v, n)
 	}
 }
 

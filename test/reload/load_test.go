@@ -90,12 +90,12 @@ func TestReloadUnderLoadBinary(t *testing.T) {
 	})
 	groups := []string{
 		"access:\n  name_deny: [\"sim:s1:*\"]\n",
-		"rate_limit:\n  tcp_messages_per_second: 200\n  tcp_message_burst: 50\n",
+		"rate_limit:\n  tcp_messages_per_second: 200\n",
 		"rate_limit:\n  exempt: [127.0.0.0/8]\n",
 		"search:\n  through: true\n",
 		fmt.Sprintf("static:\n  servers: [%s]\n", site.Server(0).TCP),
 		fmt.Sprintf("pva:\n  addr_list: [%s]\n", site.UDPAddr()),
-		"registry:\n  max_names: 30\ntcp:\n  waiters_per_connection: 1\n",
+		"registry:\n  max_names: 30\ntcp:\n  waiters_per_source: 1\n",
 		"probe:\n  reprobe_interval: 1s\nbeacon:\n  expiry: 30s\n",
 		"log:\n  level: debug\n  format: console\n",
 		"http:\n  discover_interval: 1s\nudp:\n  send_beacons: true\n",

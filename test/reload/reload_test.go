@@ -196,7 +196,7 @@ func TestReloadRateLimit(t *testing.T) {
 	if v := countAfter(c, 50); v != 0 {
 		t.Fatalf("%v searches rate limited at the default rate", v)
 	}
-	d.reload(t, "search:\n  through: false\nrate_limit:\n  tcp_messages_per_second: 1\n  tcp_message_burst: 1\n")
+	d.reload(t, "search:\n  through: false\nrate_limit:\n  tcp_messages_per_second: 1\n")
 	v := countAfter(c, 50)
 	if v < 40 {
 		t.Fatalf("after lowering the rate to 1/s: %v of 50 searches limited, want >= 40", v)
@@ -205,7 +205,7 @@ func TestReloadRateLimit(t *testing.T) {
 	if v2-v < 40 {
 		t.Fatalf("lowered rate did not hold: %v more limited of 50", v2-v)
 	}
-	d.reload(t, "search:\n  through: false\nrate_limit:\n  tcp_messages_per_second: 1\n  tcp_message_burst: 1\n  exempt: [127.0.0.1/32]\n")
+	d.reload(t, "search:\n  through: false\nrate_limit:\n  tcp_messages_per_second: 1\n  exempt: [127.0.0.1/32]\n")
 	if v3 := countAfter(c, 50); v3 != v2 {
 		t.Fatalf("exempt source still limited: %v more", v3-v2)
 	}
@@ -310,7 +310,7 @@ func TestReloadProbeAndBeaconTimings(t *testing.T) {
 	if v := d.Metric(t, lost); v != 0 {
 		t.Fatalf("%s = %v before the expiry was lowered", lost, v)
 	}
-	d.reload(t, "search:\n  through: false\nbeacon:\n  expiry: 2s\n  check_interval: 500ms\n")
+	d.reload(t, "search:\n  through: false\nbeacon:\n  expiry: 2s\n")
 	testutil.WaitFor(t, 15*time.Second, "server expired at the new beacon expiry", func() bool { return d.Metric(t, lost) >= 1 })
 	if ok, _ := d.HasName("tim:a"); !ok {
 		t.Fatal("a beacon expiry removed names that the watch connection still proves")
@@ -383,14 +383,18 @@ func TestReloadHTTP(t *testing.T) {
 }
 
 // A changed restart-only setting is logged as needing a restart and is
-// not applied; an invalid file keeps the last good configuration.
+// not applied; a setting that is now a constant (udpsearch.DefaultBeaconQueue) is
+// ignored with a warning, not refused; an invalid file keeps the last
+// good configuration.
 func TestReloadRestartOnlyAndInvalid(t *testing.T) {
 	d := start(t, "search:\n  through: false\n")
-	d.reload(t, "search:\n  through: false\n  discovery_at_start: false\nudp:\n  beacon_queue: 100\n")
+	d.reload(t, "search:\n  through: false\n  discovery_at_start: false\nudp:\n  beacon_queue: 100\ninsight:\n  names: 100\n")
 	testutil.WaitFor(t, 5*time.Second, "needs restart logged", func() bool {
 		out := d.Output()
-		return strings.Contains(out, "needs restart") && strings.Contains(out, `"setting":"udp.beacon_queue"`) &&
-			strings.Contains(out, `"setting":"search.discovery_at_start"`)
+		return strings.Contains(out, "needs restart") && strings.Contains(out, `"setting":"insight.names"`) &&
+			strings.Contains(out, `"setting":"search.discovery_at_start"`) &&
+			strings.Contains(out, "WARNING: setting ignored: file "+d.file) &&
+			strings.Contains(out, "udpsearch.DefaultBeaconQueue is no longer a setting")
 	})
 
 	n := strings.Count(d.Output(), "keeping the last good configuration")

@@ -18,7 +18,7 @@ import (
 // server has, and an attacker on the server net answers every search
 // (from its own address, so the answers pass the door) naming a fresh
 // port of its own for each name, where nothing listens. Every answer adds
-// an endpoint to probe; the prober keeps at most probe.search_through_max
+// an endpoint to probe; the prober keeps at most probe.DefaultMaxThrough
 // of them and forgets each after its retry budget, so its table and the
 // daemon's memory stay flat from round to round.
 func TestHostileSearchThroughAnswersBounded(t *testing.T) {
@@ -26,15 +26,16 @@ func TestHostileSearchThroughAnswersBounded(t *testing.T) {
 	const (
 		rounds   = 10
 		perRound = 1500
-		bound    = 1024 // probe.search_through_max default
+		bound    = 1024 // probe.DefaultMaxThrough
 	)
 	tp := newTopo(t)
-	// The other tables the hostile names fill (the ring's channels and
-	// claims, insight's unresolved names) have bounds of their own above
-	// what ten rounds reach; they are set to about one round here so that
-	// the heap measures the prober's table, not them filling up.
+	// The other tables the hostile names fill have bounds of their own:
+	// insight's unresolved names are set to a fraction of one round here,
+	// and the ring's channels and claims stop at
+	// searchring.DefaultMaxChannels (10,000, a few MiB), so that the heap
+	// measures the prober's table, not them filling up.
 	tp.start(t, "--search-through", "--addr-list", "10.213.0.255:5076", "--log-level", "info",
-		"--search-through-max-names", "2000", "--insight-names", "200")
+		"--insight-names", "200")
 	sniff := tp.searchListener(t)
 	var out *net.UDPConn
 	if err := tp.s.Do(func() (err error) {
