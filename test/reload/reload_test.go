@@ -394,7 +394,7 @@ func TestReloadRestartOnlyAndInvalid(t *testing.T) {
 		return strings.Contains(out, "needs restart") && strings.Contains(out, `"setting":"insight.names"`) &&
 			strings.Contains(out, `"setting":"search.discovery_at_start"`) &&
 			strings.Contains(out, "WARNING: setting ignored: file "+d.file) &&
-			strings.Contains(out, "udpsearch.DefaultBeaconQueue is no longer a setting")
+			strings.Contains(out, "udp.beacon_queue is no longer a setting")
 	})
 
 	n := strings.Count(d.Output(), "keeping the last good configuration")
