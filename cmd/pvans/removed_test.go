@@ -31,4 +31,19 @@ func TestCheckConfigWarnsRemovedSetting(t *testing.T) {
 	if strings.Contains(out.String(), "tcp.read_timeout") {
 		t.Errorf("check-config lists the removed setting:\n%s", out.String())
 	}
+	// The old flags parse but are documented nowhere.
+	for _, args := range [][]string{{"man", "1"}, {"man", "5"}, {"completion", "bash"}, {"completion", "zsh"}, {"run", "-h"}} {
+		out.Reset()
+		errb.Reset()
+		run(args, &out, &errb)
+		text := out.String() + errb.String()
+		if len(text) < 100 {
+			t.Fatalf("%v printed %q", args, text)
+		}
+		for _, f := range []string{"tcp-read-timeout", `tcp\-read\-timeout`, "udp-beacon-queue", `udp\-beacon\-queue`, "read_timeout"} {
+			if strings.Contains(text, f) {
+				t.Errorf("%v documents the removed %s", args, f)
+			}
+		}
+	}
 }

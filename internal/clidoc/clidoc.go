@@ -41,7 +41,8 @@ type Manual struct {
 }
 
 // FlagsOf lists fs's flags in name order; a flag named after a setting's
-// flag is tied to that setting.
+// flag is tied to that setting. A removed setting's flag, still parsed
+// with a warning, is left out.
 func FlagsOf(fs *flag.FlagSet, settings []config.Reference) []Flag {
 	byFlag := map[string]string{}
 	for _, s := range settings {
@@ -49,6 +50,9 @@ func FlagsOf(fs *flag.FlagSet, settings []config.Reference) []Flag {
 	}
 	var out []Flag
 	fs.VisitAll(func(f *flag.Flag) {
+		if config.RemovedFlag(f.Name) {
+			return
+		}
 		arg, usage := flag.UnquoteUsage(f)
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 			arg = ""

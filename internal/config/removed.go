@@ -98,6 +98,14 @@ func Removed() map[string][2]string {
 	return out
 }
 
+// RemovedFlag reports whether name is the flag of a removed setting:
+// registered so an old command line parses, but not documented (the man
+// page and completion skip it).
+func RemovedFlag(name string) bool {
+	_, ok := removedByFlag[name]
+	return ok
+}
+
 // Warnings are what Load accepted but ignored (a removed setting), each a
 // sentence naming the source, the key and the constant in force. The
 // daemon logs them at start and on every reload; check-config prints
