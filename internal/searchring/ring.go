@@ -360,30 +360,6 @@ func (r *Ring) SetReplyPort(port uint16) {
 	r.sendMu.Unlock()
 }
 
-// Limits are the bounds a running ring can change (a configuration
-// reload), Options.MaxChannels and Options.DatagramsPerSecond. Each tag
-// names the setting the field takes (config.Fill).
-type Limits struct {
-	MaxChannels        int
-	DatagramsPerSecond float64
-}
-
-// Apply changes the bounds: MaxChannels from the next new name (a lowered
-// bound drops no name being searched; new ones are refused until searches
-// end), DatagramsPerSecond from the next datagram, starting with a full
-// one-second burst.
-func (r *Ring) Apply(l Limits) {
-	maxChannels, datagramsPerSecond := l.MaxChannels, l.DatagramsPerSecond
-	r.mu.Lock()
-	r.maxCh = maxChannels
-	r.mu.Unlock()
-	r.sendMu.Lock()
-	if r.rate != datagramsPerSecond {
-		r.rate, r.tokens, r.tokensAt = datagramsPerSecond, datagramsPerSecond, r.clk.Now()
-	}
-	r.sendMu.Unlock()
-}
-
 // Close stops every timer. Later calls do nothing.
 func (r *Ring) Close() {
 	r.mu.Lock()
