@@ -200,7 +200,6 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 
 	pvLim := serverpv.Limits{Logger: d.log.Named("serverpv"), TypesPerConn: serverpv.DefaultTypesPerConn,
 		TypeBytesPerConn: serverpv.DefaultTypeBytesPerConn, TypeBytesTotal: serverpv.DefaultTypeBytesTotal}
-	config.FillAtStart(&pvLim, cfg)
 	d.ServerPV = serverpv.New("pvans "+buildinfo.Get(), pvLim)
 	d.Twins = twin.New(d.clk, twin.Options{Fingerprints: twin.DefaultFingerprints})
 	d.TCP = tcpsearch.New(tcpsearch.Options{
