@@ -260,8 +260,27 @@ func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, d UD
 
 // toldPushLocked remembers a push to a waiter of c (the name's hash),
 // so that the fan-out does not answer it again; r.mu held.
+//
+// A UDP searcher's push is not remembered by its Client: that Client
+// lives only while it waits, a new one each outage, and is never closed,
+// so an entry by it was never forgotten and a client searching through
+// every restart gathered one more entry, and one more datagram, per
+// restart. Its answers are remembered by reply address (ToldUDP) instead,
+// where the search answered paid for one repeat: the push answers that
+// CID, so its remembered answer is forgotten, not repeated; the push
+// itself is not remembered (nothing paid for its repeat, and the client
+// searches again on its own if it needs to).
 func (r *Resolver) toldPushLocked(c *Client, cid uint32, name uint64, tls bool, h *registry.Holder) {
 	r.tmu.Lock()
+	if c.udp.IsValid() {
+		if dst := r.told.byDest[toldKey{to: c.udp}]; dst != nil {
+			if e := dst.byCID[cid]; e != nil {
+				r.dropToldLocked(e)
+			}
+		}
+		r.tmu.Unlock()
+		return
+	}
 	srv := toldServer{guid: h.GUID, addr: h.Addr}
 	r.toldListLocked(srv).h = h
 	r.rememberLocked(toldKey{c: c}, cid, UDPDest{}, name, tls, srv, r.opts.Clock.Now())
