@@ -299,7 +299,7 @@ func New(reg *registry.Registry, o Options) *Resolver {
 	r := &Resolver{reg: reg, opts: o, log: o.Logger, ll: limitlog.New(o.Logger, 0, o.Clock),
 		bySource: make(map[srcKey]int), udp: make(map[netip.AddrPort]*Client), udpNames: make(map[wantKey]struct{}),
 		byName: make(map[wantKey]map[waitKey]struct{}), byRecord: make(map[string]map[wantKey]struct{}),
-		told: newTold()}
+		told: newTold(o.Clock.Now())}
 	r.Apply(o.policy())
 	reg.Subscribe(r.onNames)
 	reg.SubscribeHandedOver(r.onHandedOver)
@@ -451,6 +451,8 @@ type Client struct {
 	waits  map[uint32]*waiter // by CID; guarded by r.mu
 	closed bool
 	told   int // answers remembered (told.go); guarded by r.tmu
+	// toldDone: closed, as Told sees it (it takes r.tmu, not r.mu).
+	toldDone bool // guarded by r.tmu
 }
 
 func (c *Client) key() srcKey { return srcKey{c.src, c.udp.IsValid()} }
@@ -748,6 +750,7 @@ func (c *Client) Close() {
 	}
 	c.closed = true
 	r.tmu.Lock()
+	c.toldDone = true
 	if c.told > 0 {
 		r.forgetClientToldLocked(c)
 	}

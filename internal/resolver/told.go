@@ -34,6 +34,12 @@ const (
 	// searched again on its own schedule (pvAccessCPP after ~30 s, PVXS
 	// and Phoebus sooner).
 	ToldTTL = 60 * time.Second
+	// toldRefresh: the same answer told again within this of when it was
+	// remembered leaves the entry as it is (its TTL runs from the first),
+	// so a client searching the same names again and again costs a hash
+	// and a map probe per name, no list work: an entry then lives from
+	// ToldTTL-toldRefresh to ToldTTL after the client's last answer.
+	toldRefresh = ToldTTL / 12
 	// ToldPerServer is how many answers naming one server are remembered
 	// (the most recent): a restart re-answers at most that many CIDs. A
 	// Phoebus display of 50,000 channels over 10 IOCs asks ~5,000 names
@@ -66,9 +72,11 @@ type toldKey struct {
 
 // toldDest is what one client was told, by CID: a search's answers cost
 // one lookup of the client (its key is slow to hash) and one fast one per
-// CID.
+// CID. udp is where its latest UDP answer went (and from): a re-answer
+// goes there.
 type toldDest struct {
 	key   toldKey
+	udp   UDPDest
 	byCID map[uint32]*toldEntry
 }
 
@@ -84,12 +92,11 @@ type toldServer struct {
 // and their server's (ToldPerServer).
 type toldEntry struct {
 	dest *toldDest
-	cid  uint32
-	name uint64 // maphash of the name: no allocation on the answer path
-	tls  bool
-	udp  UDPDest
-	at   time.Time
 	srv  *toldList
+	name uint64        // maphash of the name: no allocation on the answer path
+	at   time.Duration // when remembered, since told.base (no pointer to write)
+	cid  uint32
+	tls  bool
 
 	prev, next   *toldEntry // all entries
 	sprev, snext *toldEntry // the server's
@@ -110,6 +117,7 @@ type toldList struct {
 // after Resolver.mu when both are held.
 type told struct {
 	seed       maphash.Seed
+	base       time.Time // what toldEntry.at counts from
 	byDest     map[toldKey]*toldDest
 	n          int // entries
 	bySrv      map[toldServer]*toldList
@@ -117,8 +125,8 @@ type told struct {
 	free       []*toldEntry // forgotten entries, for reuse
 }
 
-func newTold() told {
-	return told{seed: maphash.MakeSeed(), byDest: map[toldKey]*toldDest{}, bySrv: map[toldServer]*toldList{}}
+func newTold(now time.Time) told {
+	return told{seed: maphash.MakeSeed(), base: now, byDest: map[toldKey]*toldDest{}, bySrv: map[toldServer]*toldList{}}
 }
 
 // SetUDPSink installs where UDP re-answers go; sink returns how many of
@@ -140,13 +148,10 @@ func (r *Resolver) ToldUDP(d UDPDest, q []pva.SearchName, b *Batch, gi int, sent
 }
 
 // Told remembers that the client was sent group gi of b (looked up for q)
-// in answer to a search that listed "tls" (tls) or did not.
+// in answer to a search that listed "tls" (tls) or did not. It takes only
+// the told lock, not the resolver's: Close marks the client (toldDone)
+// under the told lock too, so nothing is remembered for it after.
 func (c *Client) Told(q []pva.SearchName, b *Batch, gi int, tls bool) {
-	c.r.mu.Lock()
-	defer c.r.mu.Unlock()
-	if c.closed {
-		return
-	}
 	c.r.toldBatch(toldKey{c: c}, UDPDest{}, q, b, gi, b.Groups[gi].CIDs, tls)
 }
 
@@ -160,12 +165,17 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 	now := r.opts.Clock.Now()
 	r.tmu.Lock()
 	defer r.tmu.Unlock()
+	if k.c != nil && k.c.toldDone {
+		return
+	}
 	r.expireToldLocked(now)
 	l := r.toldListLocked(srv)
 	if gi < len(b.ghold) {
 		l.h = b.ghold[gi]
 	}
-	dst := r.toldDestLocked(k)
+	dst := r.toldDestLocked(k, len(sent))
+	dst.udp = d
+	since := now.Sub(r.told.base)
 	j := 0
 	for _, cid := range sent {
 		for j < len(g.CIDs) && g.CIDs[j] != cid {
@@ -174,8 +184,12 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 		if j == len(g.CIDs) {
 			return // not a subset in order: nothing more to match
 		}
-		r.rememberInLocked(l, dst, cid, d, maphash.Bytes(r.told.seed, q[at[j]].Name), tls, now)
+		name := maphash.Bytes(r.told.seed, q[at[j]].Name)
 		j++
+		if e := dst.byCID[cid]; e != nil && e.srv == l && e.name == name && e.tls == tls && since-e.at < toldRefresh {
+			continue // told the same a moment ago (toldRefresh)
+		}
+		r.rememberInLocked(l, dst, cid, name, tls, since)
 	}
 }
 
@@ -183,15 +197,16 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 // r.tmu held. A client searching the same names again (the common case
 // on the answer path) costs a map lookup and moving its entry to the
 // lists' ends: no allocation.
-func (r *Resolver) rememberLocked(k toldKey, cid uint32, d UDPDest, name uint64, tls bool, srv toldServer, now time.Time) {
-	r.rememberInLocked(r.toldListLocked(srv), r.toldDestLocked(k), cid, d, name, tls, now)
+func (r *Resolver) rememberLocked(k toldKey, cid uint32, name uint64, tls bool, srv toldServer, now time.Time) {
+	r.rememberInLocked(r.toldListLocked(srv), r.toldDestLocked(k, 1), cid, name, tls, now.Sub(r.told.base))
 }
 
-// toldDestLocked is k's table, made if it has none.
-func (r *Resolver) toldDestLocked(k toldKey) *toldDest {
+// toldDestLocked is k's table, made if it has none (for about n CIDs:
+// a search's first answer fills it without growing it).
+func (r *Resolver) toldDestLocked(k toldKey, n int) *toldDest {
 	dst := r.told.byDest[k]
 	if dst == nil {
-		dst = &toldDest{key: k, byCID: make(map[uint32]*toldEntry, 1)}
+		dst = &toldDest{key: k, byCID: make(map[uint32]*toldEntry, n)}
 		r.told.byDest[k] = dst
 	}
 	return dst
@@ -210,7 +225,7 @@ func (r *Resolver) toldListLocked(srv toldServer) *toldList {
 // rememberInLocked is rememberLocked onto l, its server's list, and dst,
 // its client's table (both kept in their maps even if taking the CID's
 // old entry off, or a drop, emptied them).
-func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, d UDPDest, name uint64, tls bool, now time.Time) {
+func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, name uint64, tls bool, at time.Duration) {
 	t := &r.told
 	e := dst.byCID[cid]
 	if e != nil {
@@ -235,7 +250,7 @@ func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, d UD
 		dst.byCID[cid] = e
 		t.n++
 	}
-	*e = toldEntry{dest: dst, cid: cid, name: name, tls: tls, udp: d, at: now, srv: l}
+	*e = toldEntry{dest: dst, cid: cid, name: name, tls: tls, at: at, srv: l}
 	e.prev = t.tail
 	if t.tail != nil {
 		t.tail.next = e
@@ -283,7 +298,7 @@ func (r *Resolver) toldPushLocked(c *Client, cid uint32, name uint64, tls bool, 
 	}
 	srv := toldServer{guid: h.GUID, addr: h.Addr}
 	r.toldListLocked(srv).h = h
-	r.rememberLocked(toldKey{c: c}, cid, UDPDest{}, name, tls, srv, r.opts.Clock.Now())
+	r.rememberLocked(toldKey{c: c}, cid, name, tls, srv, r.opts.Clock.Now())
 	r.tmu.Unlock()
 }
 
@@ -348,9 +363,10 @@ const maxToldFree = 1024
 // only the remembered answer to go by. An old one is moved to the lists'
 // ends, so each is touched once a ToldTTL.
 func (r *Resolver) expireToldLocked(now time.Time) {
-	for e := r.told.head; e != nil && now.Sub(e.at) >= ToldTTL; e = r.told.head {
+	since := now.Sub(r.told.base)
+	for e := r.told.head; e != nil && since-e.at >= ToldTTL; e = r.told.head {
 		if e.dest.key.c != nil {
-			r.rememberInLocked(e.srv, e.dest, e.cid, e.udp, e.name, e.tls, now)
+			r.rememberInLocked(e.srv, e.dest, e.cid, e.name, e.tls, since)
 			continue
 		}
 		r.dropToldLocked(e)
@@ -438,7 +454,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 				e = next
 				continue
 			}
-			k := dest{c: e.dest.key.c, udp: e.udp, h: h, tls: e.tls}
+			k := dest{c: e.dest.key.c, udp: e.dest.udp, h: h, tls: e.tls}
 			if _, seen := out[k]; !seen {
 				order = append(order, k)
 			}
@@ -462,7 +478,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 				srv, now := toldServer{guid: k.h.GUID, addr: k.h.Addr}, r.opts.Clock.Now()
 				r.toldListLocked(srv).h = k.h
 				for i, cid := range out[k] {
-					r.rememberLocked(toldKey{c: k.c}, cid, UDPDest{}, hashes[k][i], k.tls, srv, now)
+					r.rememberLocked(toldKey{c: k.c}, cid, hashes[k][i], k.tls, srv, now)
 				}
 			}
 			continue

@@ -2,7 +2,6 @@ package resolver
 
 import (
 	"fmt"
-	"github.com/pvans-project/pvans/internal/clock"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -171,29 +170,6 @@ func TestToldBounded(t *testing.T) {
 	}
 	if st := f.res.Stats(); st.Told != ToldTotal || st.ToldEvicted == 10 {
 		t.Fatalf("%d answers remembered, %d evicted: want the bound %d and evictions at it counted", st.Told, st.ToldEvicted, ToldTotal)
-	}
-}
-
-// Remembering the answer to a 38-name search again (a client re-searching
-// names it was answered): the answer path's added cost.
-func BenchmarkToldUDP38(b *testing.B) {
-	fc := clock.NewFake(time.Time{})
-	reg := registry.New(registry.Options{Clock: fc})
-	res := New(reg, Options{Clock: fc})
-	b.Cleanup(res.Close)
-	reg.UpsertServer(registry.ServerInfo{GUID: guid(1), Addr: addr(1)})
-	names := make([]string, 38)
-	for i := range names {
-		names[i] = fmt.Sprintf("bench:rec%04d:ai%d", i*2111, i)
-	}
-	reg.ReplaceNames(guid(1), names, registry.SourceProbe)
-	sq := query(names...)
-	var bt Batch
-	res.Lookup(sq, &bt)
-	d := UDPDest{To: netip.MustParseAddrPort("10.0.0.9:5555")}
-	b.ReportAllocs()
-	for b.Loop() {
-		res.ToldUDP(d, sq, &bt, 0, bt.Groups[0].CIDs, false)
 	}
 }
 
