@@ -36,10 +36,15 @@ func names38(b *testing.B, prefix string, i int) msg {
 //
 // "storm" is "distinct" beyond the digest's budget, at a 1 % sampling rate:
 // most searches are staged light (their counts, not their names).
+//
+// "off" is insight turned off (a nil *Insight, as the daemon passes).
 func BenchmarkSearched38Missing(b *testing.B) {
-	for _, mode := range []string{"repeat", "distinct", "storm"} {
+	for _, mode := range []string{"off", "repeat", "distinct", "storm"} {
 		b.Run(mode, func(b *testing.B) {
 			in := New(withProduction(Options{}))
+			if mode == "off" {
+				in = nil
+			}
 			if mode == "storm" {
 				in.stageP.Store(math.Float64bits(0.01))
 			}
@@ -59,11 +64,14 @@ func BenchmarkSearched38Missing(b *testing.B) {
 				m := &qs[i%len(qs)]
 				in.Searched(client, false, m.payload, m.names, miss, 0)
 				i++
-				if i%64 == 0 { // a few stores per 64 searches: not worth stopping the timer
+				if i%64 == 0 && in != nil { // a few stores per 64 searches: not worth stopping the timer
 					for j := range in.stages {
 						in.stages[j].buf, in.stages[j].last = in.stages[j].buf[:0], -1
 					}
 				}
+			}
+			if in == nil {
+				return
 			}
 			if d := in.Totals().Dropped; d != 0 {
 				b.Fatalf("%d names dropped", d)

@@ -113,10 +113,7 @@ type Insight struct {
 	aggIdx map[uint64]int32
 	aggs   []agg
 	// prevAgg is the agg entries of the last decoded record, in order.
-	prevAgg []int32
-	// malformed counts packed records whose span did not parse (a bug,
-	// or a payload changed under us); their names are not summarised.
-	malformed uint64
+	prevAgg   []int32
 	samp      sampler // the digest's: records staged in full, budget 2× the option
 	stageSamp sampler // all unclaimed names staged: sets stageP
 

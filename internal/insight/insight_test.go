@@ -246,9 +246,8 @@ func TestHeavyHittersSurviveChurn(t *testing.T) {
 // grows.
 func TestStagingBound(t *testing.T) {
 	in := New(withProduction(Options{QueueBytes: 1, Clock: clock.NewFake(time.Time{})})) // rounded up to the minimum
-	name := q(string(make([]byte, 1000)))
-	for range 100 {
-		in.Searched(cA, false, nil, name, []int{0}, 0)
+	for i := range 100 {
+		in.Searched(cA, false, nil, q(fmt.Sprintf("%01000d", i)), []int{0}, 0)
 	}
 	if tot := in.Totals(); tot.Dropped == 0 || tot.NotFound != 100 {
 		t.Errorf("totals %+v", tot)
@@ -257,14 +256,14 @@ func TestStagingBound(t *testing.T) {
 		t.Errorf("staging buffer cap %d", c)
 	}
 	in.Flush()
-	if r, _ := in.Unresolved("1m", 0); len(r.Names) != 1 || r.Names[0].Searches >= 100 {
+	if r, _ := in.Unresolved("1m", 0); len(r.Names) == 0 || len(r.Names) >= 100 {
 		t.Errorf("after drops: %+v", r.Names)
 	}
 }
 
-// Names that are views into the payload are staged as one span; others
-// are copied one by one: both read back the same.
-func TestSpanAndCopyPathsAgree(t *testing.T) {
+// The names are copied whatever they are views into (the payload, or
+// not): every way reads back the same.
+func TestStagedNamesWhateverThePayload(t *testing.T) {
 	clk := clock.NewFake(time.Time{})
 	a, b := New(withProduction(Options{Clock: clk})), New(withProduction(Options{Clock: clk}))
 	p, qs := encoded(t, "first", "found:1", "x:middle", "found:2", "last:one")
@@ -275,16 +274,16 @@ func TestSpanAndCopyPathsAgree(t *testing.T) {
 	ra, _ := a.Unresolved("1m", 0)
 	rb, _ := b.Unresolved("1m", 0)
 	if got := fmt.Sprint(names(ra.Names)); got != "[first last:one x:middle]" {
-		t.Errorf("span path: %s", got)
+		t.Errorf("with the payload: %s", got)
 	}
 	if fmt.Sprint(names(rb.Names)) != fmt.Sprint(names(ra.Names)) || rb.Names[0].Searches != 2 {
-		t.Errorf("copy path: %+v", rb.Names)
+		t.Errorf("without: %+v", rb.Names)
 	}
 }
 
-// Packed spans parse in either byte order, with names long enough (≥ 254
-// bytes) that their size needs the 4-byte form.
-func TestSpanLongNamesBothOrders(t *testing.T) {
+// Long names (≥ 254 bytes: their size needs the 4-byte form) in either
+// byte order are staged whole; a name beyond maxName is cut there.
+func TestLongNamesBothOrders(t *testing.T) {
 	long := strings.Repeat("L", 300)
 	for _, flags := range []uint8{pva.FlagBigEndian, 0} {
 		in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
@@ -299,8 +298,13 @@ func TestSpanLongNamesBothOrders(t *testing.T) {
 		}
 		in.Searched(cA, false, payload, sr.Names, []int{1, 3}, 2)
 		r, _ := in.Unresolved("1m", 0)
-		if got := names(r.Names); len(got) != 2 || got[0] != long+"1" || got[1] != long+"2" || in.malformed != 0 {
-			t.Errorf("flags %#x: %d names %q…, malformed %d", flags, len(got), fmt.Sprint(got)[:20], in.malformed)
+		if got := names(r.Names); len(got) != 2 || got[0] != long+"1" || got[1] != long+"2" {
+			t.Errorf("flags %#x: %d names %q…", flags, len(got), fmt.Sprint(got)[:20])
+		}
+		huge := strings.Repeat("H", maxName+10)
+		in.Searched(cB, false, nil, q(huge), []int{0}, 0)
+		if u, _, ok := in.Name(huge[:maxName]); !ok || u.Searches != 1 {
+			t.Errorf("a name beyond maxName: %+v %v", u, ok)
 		}
 	}
 }

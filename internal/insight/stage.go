@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
-	"unsafe"
 
 	"github.com/pvans-project/pvans/internal/pva"
 )
@@ -21,34 +20,39 @@ import (
 //
 //	[16]client address | u8 flags | u16 names | u16 found | u16 missing |
 //	u16 repeats | u16 weight |
-//	packed: u16 first name's length | u16 count | u16 span length |
-//	        bitmap of count bits (absent when dense) | span
-//	copied: u16 span length | span | missing × u16 length
-//	light:  nothing more
+//	full:  u16 count | u16 data length | count × u16 (length | 0x8000
+//	       if unclaimed) | data
+//	light: nothing more
+//
+// data is the names one after another, or (flagWire) the stretch of the
+// search payload from the first unclaimed name to the end of the last:
+// the names are views into it, so it is copied in one go, with the
+// found names between and each name's CID and size, which the digest
+// skips knowing each name's length. That is the answer path's case; it
+// is located by the name lengths back from the payload's end and taken
+// only if both ends are the names' own bytes (&payload[i] == &name[0]),
+// else the unclaimed names are copied one by one.
 //
 // Beyond the digest's budget (see sampler) the answer path itself samples:
 // a search with unclaimed names is staged in full with probability p (the
 // rate the last digest published) and then carries weight ≈ 1/p; otherwise
 // it is staged "light", its counts without its names, for the client
 // summaries, which stay exact. In a storm the answer path then copies a
-// header instead of the names.
-//
-// packed is the answer path's case: the names are views into the search
-// payload, so the stretch of it from the first unclaimed name to the end
-// of the last is copied in one go, with a bitmap of which of the count
-// names in it are unclaimed (none when all are: "dense", the storm case,
-// costing nothing per name). The digest walks the span as the wire has it
-// (CID, size, name). Names that are not views into the payload are copied
-// one by one instead. A dense search identical to the shard's previous
+// header instead of the names. A search identical to the shard's previous
 // record from the same client (a retry, a storm) only bumps that record's
-// repeats: a compare instead of a copy, and nothing new for the digest.
+// repeats, and is nothing new for the digest.
 const (
-	recHeader   = 16 + 1 + 2 + 2 + 2 + 2 + 2
-	flagTCP     = 1
-	flagPacked  = 2
-	flagDense   = 4
-	flagLight   = 8
-	packedExtra = 6
+	recHeader = 16 + 1 + 2 + 2 + 2 + 2 + 2
+	offFlags  = 16
+	offNames  = 17
+	offFound  = 19
+	offMiss   = 21
+	offRepeat = 23
+	offWeight = 25
+	flagTCP   = 1
+	flagWire  = 2
+	flagLight = 8
+	unclaimed = 0x8000 // in a name's length
 	// shards spread TCP sessions (one goroutine each) over independent
 	// locks; the UDP receive loop is one goroutine.
 	shards = 4
@@ -73,152 +77,197 @@ type stage struct {
 }
 
 // Searched records one search message as the answer path saw it: the
-// client, whether it came over TCP, the payload its names were decoded
-// from (pva.Search.Decode leaves them as views into it; nil if not), the
-// names, the indexes of those nobody claims in increasing order
-// (resolver.Batch.Missing) and how many were answered found. Nothing is
-// kept. It is safe for concurrent use and never blocks on the digest.
+// client, whether it came over TCP, the names, the indexes of those nobody
+// claims (resolver.Batch.Missing) and how many were answered found. The
+// unclaimed names are copied (each up to maxName bytes); nothing is kept.
+// payload is not read (the names are copied whatever they are views
+// into). It is safe for concurrent use and never blocks on the digest.
 func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int) {
 	if in == nil {
 		return
 	}
-	a := client.As16()
-	s := &in.stages[int(a[15])%shards]
-	m := len(missing)
-	w, light := uint16(1), false
-	if m > 0 {
+	h := header{client: client.As16(), names: clamp16(len(names)), found: clamp16(found), missing: uint16(len(missing)), weight: 1}
+	if tcp {
+		h.flags = flagTCP
+	}
+	if len(missing) > 0 {
 		if p := in.stageRate(); p < 1 {
 			if rand.Float64() >= p {
-				light = true
+				h.flags |= flagLight
 			} else {
-				w = stageWeight(p, rand.Float64())
+				h.weight = stageWeight(p, rand.Float64())
 			}
 		}
 	}
-	lo, hi, first, count, dense := -1, 0, 0, 0, false
-	if m > 0 && len(payload) > 0 && !light {
-		first, count = missing[0], missing[m-1]-missing[0]+1
-		f, l := names[first].Name, names[missing[m-1]].Name
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(payload)))
-		lo = int(uintptr(unsafe.Pointer(unsafe.SliceData(f))) - base)
-		e := int(uintptr(unsafe.Pointer(unsafe.SliceData(l))) - base)
-		hi = e + len(l)
-		// Safe pointer comparisons prove both ends are views into payload.
-		if len(f) == 0 || len(l) == 0 || lo < 0 || e < lo || hi > len(payload) || hi-lo > 0xffff ||
-			count <= 0 || count > 0xffff || len(f) > 0xffff || &payload[lo] != &f[0] || &payload[e] != &l[0] {
-			lo = -1
-		}
-		dense = count == m
-	}
-	var need int
-	switch {
-	case light:
-		need = recHeader
-	case lo >= 0:
-		need = recHeader + packedExtra + (hi - lo)
-		if !dense {
-			need += (count + 7) / 8
-		}
-	default:
-		need = recHeader + 2 + 2*m
-		for _, i := range missing {
-			need += min(len(names[i].Name), maxName)
-		}
-	}
-	fl := byte(0)
-	if tcp {
-		fl |= flagTCP
-	}
-	if light {
-		fl |= flagLight
-	} else if lo >= 0 {
-		fl |= flagPacked
-		if dense {
-			fl |= flagDense
-		}
-	}
+	s := &in.stages[int(h.client[15])%shards]
 	s.mu.Lock()
 	s.found += uint64(found)
-	s.missing += uint64(m)
-	if (light || lo >= 0 && dense) && s.last >= 0 {
-		if p := s.buf[s.last:]; p[16] == fl && [16]byte(p[:16]) == a &&
-			binary.NativeEndian.Uint16(p[17:]) == clamp16(len(names)) &&
-			binary.NativeEndian.Uint16(p[19:]) == clamp16(found) &&
-			binary.NativeEndian.Uint16(p[21:]) == uint16(m) &&
-			binary.NativeEndian.Uint16(p[23:]) < 0xffff &&
-			binary.NativeEndian.Uint16(p[25:]) == w &&
-			(light || binary.NativeEndian.Uint16(p[recHeader:]) == uint16(len(names[first].Name)) &&
-				binary.NativeEndian.Uint16(p[recHeader+2:]) == uint16(count) &&
-				int(binary.NativeEndian.Uint16(p[recHeader+4:])) == hi-lo &&
-				string(p[recHeader+packedExtra:recHeader+packedExtra+hi-lo]) == string(payload[lo:hi])) {
-			binary.NativeEndian.PutUint16(p[23:], binary.NativeEndian.Uint16(p[23:])+1)
-			s.mu.Unlock()
-			in.arm()
-			return
-		}
-	}
-	if len(s.buf)+need > cap(s.buf) || need > 0xffff+recHeader+packedExtra+0x2000 {
-		s.dropped += uint64(m)
+	s.missing += uint64(len(missing))
+	switch s.put(&h, payload, names, missing) {
+	case dropped:
+		s.dropped += uint64(len(missing))
 		s.mu.Unlock()
 		in.signal()
 		return
+	case repeated:
+		s.mu.Unlock()
+		in.arm()
+		return
 	}
-	start := len(s.buf)
-	s.last = start
-	b := s.buf[:start+need]
-	r := b[start:]
-	copy(r, a[:])
-	binary.NativeEndian.PutUint16(r[17:], clamp16(len(names)))
-	binary.NativeEndian.PutUint16(r[19:], clamp16(found))
-	binary.NativeEndian.PutUint16(r[21:], uint16(m))
-	binary.NativeEndian.PutUint16(r[23:], 0)
-	binary.NativeEndian.PutUint16(r[25:], w)
-	r = r[recHeader:]
-	switch {
-	case light:
-	case lo >= 0:
-		binary.NativeEndian.PutUint16(r, uint16(len(names[first].Name)))
-		binary.NativeEndian.PutUint16(r[2:], uint16(count))
-		binary.NativeEndian.PutUint16(r[4:], uint16(hi-lo))
-		r = r[packedExtra:]
-		if !dense {
-			bm := r[:(count+7)/8]
-			clear(bm)
-			for _, i := range missing {
-				if k := i - first; k >= 0 && k < count {
-					bm[k>>3] |= 1 << (k & 7)
-				}
-			}
-			r = r[len(bm):]
-		}
-		copy(r, payload[lo:hi])
-	default:
-		span := 0
-		body := r[2:]
-		for _, i := range missing {
-			span += copy(body[span:], names[i].Name[:min(len(names[i].Name), maxName)])
-		}
-		binary.NativeEndian.PutUint16(r, uint16(span))
-		lens := body[span:]
-		for k, i := range missing {
-			binary.NativeEndian.PutUint16(lens[2*k:], uint16(min(len(names[i].Name), maxName)))
-		}
-	}
-	b[start+16] = fl
-	s.staged += m
-	if !light {
-		s.stagedFull += m
-	}
-	s.buf = b
-	wake := !s.signaled && len(b) >= cap(b)/2
-	if wake {
-		s.signaled = true
-	}
+	wake := !s.signaled && len(s.buf) >= cap(s.buf)/2
+	s.signaled = s.signaled || wake
 	s.mu.Unlock()
 	if wake {
 		in.signal()
 	}
 	in.arm()
+}
+
+// header is a record's fixed part.
+type header struct {
+	client                                [16]byte
+	flags                                 byte
+	names, found, missing, repeat, weight uint16
+}
+
+func (h *header) put(r []byte) {
+	copy(r, h.client[:])
+	r[offFlags] = h.flags
+	binary.NativeEndian.PutUint16(r[offNames:], h.names)
+	binary.NativeEndian.PutUint16(r[offFound:], h.found)
+	binary.NativeEndian.PutUint16(r[offMiss:], h.missing)
+	binary.NativeEndian.PutUint16(r[offRepeat:], h.repeat)
+	binary.NativeEndian.PutUint16(r[offWeight:], h.weight)
+}
+
+// staged is a name as staged: at most maxName bytes.
+func staged(n []byte) []byte { return n[:min(len(n), maxName)] }
+
+// wireSpan is the stretch of payload from names[first]'s first byte to
+// names[last]'s last (first and last: missing's ends), if the names are
+// views into it as Decode leaves them (the last name at the payload's
+// end, each after its CID and size): located by their lengths, walking
+// back from the end, and checked at both ends by address. On the way it
+// writes each name's length in it, marked if unclaimed, to lens.
+func wireSpan(payload []byte, names []pva.SearchName, missing []int, lens []byte) []byte {
+	first, last := missing[0], missing[len(missing)-1]
+	end := len(payload)
+	for _, n := range names[last+1:] {
+		end -= len(n.Name) + 4 + sizeLen(len(n.Name))
+	}
+	hi, mi := end, len(missing)-1
+	lens = lens[:2*(last-first+1)]
+	for k := last; k >= first; k-- {
+		l := len(names[k].Name)
+		if l >= unclaimed {
+			return nil
+		}
+		v := uint16(l)
+		if missing[mi] == k {
+			v |= unclaimed
+			mi = max(mi-1, 0)
+		}
+		binary.NativeEndian.PutUint16(lens[2*(k-first):], v)
+		if k > first {
+			end -= l + 4 + sizeLen(l)
+		}
+	}
+	f, l := names[first].Name, names[last].Name
+	lo := end - len(f)
+	if len(f) == 0 || len(l) == 0 || lo < 0 || hi > len(payload) || hi-lo > 0xffff ||
+		&payload[lo] != &f[0] || &payload[hi-1] != &l[len(l)-1] {
+		return nil
+	}
+	return payload[lo:hi]
+}
+
+// sizeLen is the bytes of a PVA size n before its string.
+func sizeLen(n int) int {
+	if n < 254 {
+		return 1
+	}
+	return 5
+}
+
+type putResult int
+
+const (
+	staged1 putResult = iota
+	repeated
+	dropped
+)
+
+// put appends h's record with those names, or counts it a repeat of the
+// shard's last record (written after the buffer's end, compared, taken
+// back); s.mu held.
+func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing []int) putResult {
+	start := len(s.buf)
+	free := s.buf[start:cap(s.buf)]
+	need := recHeader
+	if h.flags&flagLight == 0 && len(missing) > 0 {
+		need = s.putNames(h, free, payload, names, missing)
+	}
+	if need < 0 || need > len(free) {
+		return dropped
+	}
+	r := free[:need]
+	h.put(r)
+	if s.last >= 0 && s.sameAsLast(r) {
+		p := s.buf[s.last:]
+		binary.NativeEndian.PutUint16(p[offRepeat:], binary.NativeEndian.Uint16(p[offRepeat:])+1)
+		return repeated
+	}
+	s.buf, s.last = s.buf[:start+need], start
+	s.staged += len(missing)
+	if h.flags&flagLight == 0 {
+		s.stagedFull += len(missing)
+	}
+	return staged1
+}
+
+// putNames writes a full record's names into free, after the header's
+// room, and returns the record's length (-1: it does not fit).
+func (s *stage) putNames(h *header, free, payload []byte, names []pva.SearchName, missing []int) int {
+	body := recHeader + 4
+	if count := missing[len(missing)-1] - missing[0] + 1; len(payload) > 0 && body+2*count <= len(free) {
+		if span := wireSpan(payload, names, missing, free[body:body+2*count]); span != nil {
+			need := body + 2*count + len(span)
+			if need > len(free) {
+				return -1
+			}
+			h.flags |= flagWire
+			binary.NativeEndian.PutUint16(free[recHeader:], uint16(count))
+			binary.NativeEndian.PutUint16(free[recHeader+2:], uint16(len(span)))
+			copy(free[body+2*count:], span)
+			return need
+		}
+	}
+	m := len(missing)
+	data := 0
+	for _, i := range missing {
+		data += len(staged(names[i].Name))
+	}
+	need := body + 2*m + data
+	if need > len(free) || data > 0xffff || m > 0x7fff {
+		return -1
+	}
+	binary.NativeEndian.PutUint16(free[recHeader:], uint16(m))
+	binary.NativeEndian.PutUint16(free[recHeader+2:], uint16(data))
+	lens, out := free[body:body+2*m], free[body+2*m:]
+	for k, i := range missing {
+		n := copy(out, staged(names[i].Name))
+		binary.NativeEndian.PutUint16(lens[2*k:], uint16(n)|unclaimed)
+		out = out[n:]
+	}
+	return need
+}
+
+// sameAsLast is whether r (just written after the buffer's end) is the
+// shard's last record again, its repeats aside; s.mu held.
+func (s *stage) sameAsLast(r []byte) bool {
+	p := s.buf[s.last:]
+	return len(p) == len(r) && binary.NativeEndian.Uint16(p[offRepeat:]) < 0xffff &&
+		string(p[:offRepeat]) == string(r[:offRepeat]) && string(p[offWeight:]) == string(r[offWeight:])
 }
 
 // maxName bounds a staged name; PVA names are far shorter, and the record
@@ -260,14 +309,14 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 		rec := b[:n]
 		b = b[n:]
 		r.client = netip.AddrFrom16([16]byte(rec[:16])).Unmap()
-		fl := rec[16]
+		fl := rec[offFlags]
 		r.tcp = fl&flagTCP != 0
-		r.names = int(binary.NativeEndian.Uint16(rec[17:]))
-		r.found = int(binary.NativeEndian.Uint16(rec[19:]))
-		m := int(binary.NativeEndian.Uint16(rec[21:]))
+		r.names = int(binary.NativeEndian.Uint16(rec[offNames:]))
+		r.found = int(binary.NativeEndian.Uint16(rec[offFound:]))
+		m := int(binary.NativeEndian.Uint16(rec[offMiss:]))
 		r.nMissing = m
-		r.times = 1 + int(binary.NativeEndian.Uint16(rec[23:]))
-		sw := uint64(binary.NativeEndian.Uint16(rec[25:])) // the answer path's weight
+		r.times = 1 + int(binary.NativeEndian.Uint16(rec[offRepeat:]))
+		sw := uint64(binary.NativeEndian.Uint16(rec[offWeight:])) // the answer path's weight
 		for i := range in.win {
 			w := &in.win[i]
 			w.clients[w.cur].add(r, now)
@@ -280,8 +329,8 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 		// A client repeating its last search (a retry, a storm): the same
 		// names again, without decoding or hashing them.
 		body := rec[recHeader:]
-		if r.client == prevClient && string(body) == string(prevBody) && string(rec[16:23]) == string(prevHead[:7]) &&
-			string(rec[25:27]) == string(prevHead[9:]) {
+		if r.client == prevClient && string(body) == string(prevBody) && string(rec[offFlags:offRepeat]) == string(prevHead[:offRepeat-offFlags]) &&
+			string(rec[offWeight:recHeader]) == string(prevHead[offWeight-offFlags:]) {
 			if !prevTaken {
 				in.samp.out += uint64(m * r.times)
 				continue
@@ -292,38 +341,14 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 			}
 			continue
 		}
-		prevClient, prevBody, prevHead = r.client, body, rec[16:recHeader]
+		prevClient, prevBody, prevHead = r.client, body, rec[offFlags:recHeader]
 		in.prevAgg = in.prevAgg[:0]
 		if prevTaken = m == 0 || in.samp.take(p); !prevTaken {
 			in.samp.out += uint64(m * r.times)
 			continue
 		}
 		weight := sw * in.samp.weight(r.times, p)
-		rec = rec[recHeader:]
-		r.missing = r.missing[:0]
-		if fl&flagPacked != 0 {
-			firstLen := int(binary.NativeEndian.Uint16(rec))
-			count := int(binary.NativeEndian.Uint16(rec[2:]))
-			rec = rec[packedExtra:]
-			var bm []byte
-			if fl&flagDense == 0 {
-				bm, rec = rec[:(count+7)/8], rec[(count+7)/8:]
-			}
-			r.missing = walkSpan(rec, firstLen, count, bm, r.missing)
-			if len(r.missing) != m {
-				in.malformed++ // a span that does not parse as the wire has it
-				r.missing = r.missing[:0]
-			}
-		} else {
-			span := int(binary.NativeEndian.Uint16(rec))
-			names, lens := rec[2:2+span], rec[2+span:2+span+2*m]
-			off := 0
-			for k := range m {
-				l := int(binary.NativeEndian.Uint16(lens[2*k:]))
-				r.missing = append(r.missing, names[off:off+l])
-				off += l
-			}
-		}
+		r.missing = readNames(body, fl&flagWire != 0, r.missing[:0])
 		ch := maphash.Comparable(in.seed, r.client)
 		for _, n := range r.missing {
 			nh := maphash.Bytes(in.seed, n)
@@ -353,48 +378,32 @@ func (in *Insight) digest(b []byte, now int64, p float64) {
 
 // recordLen is the length of the staging record at the start of b.
 func recordLen(b []byte) int {
-	m := int(binary.NativeEndian.Uint16(b[21:]))
-	if b[16]&flagLight != 0 {
+	if b[offFlags]&flagLight != 0 {
 		return recHeader
 	}
-	if b[16]&flagPacked != 0 {
-		count := int(binary.NativeEndian.Uint16(b[recHeader+2:]))
-		n := recHeader + packedExtra + int(binary.NativeEndian.Uint16(b[recHeader+4:]))
-		if b[16]&flagDense == 0 {
-			n += (count + 7) / 8
-		}
-		return n
-	}
-	return recHeader + 2 + int(binary.NativeEndian.Uint16(b[recHeader:])) + 2*m
+	count := int(binary.NativeEndian.Uint16(b[recHeader:]))
+	return recHeader + 4 + 2*count + int(binary.NativeEndian.Uint16(b[recHeader+2:]))
 }
 
-// walkSpan reads the names of a packed span: the first name's bytes, then
-// count-1 more (CID, size, name) entries as the wire has them, keeping
-// those whose bit is set (all when bm is nil). It returns nothing if the
-// span does not parse to its exact end in either byte order (only a size
-// of 254 bytes or more depends on it).
-func walkSpan(span []byte, firstLen, count int, bm []byte, out [][]byte) [][]byte {
-	for _, be := range []bool{true, false} {
-		out = out[:0]
-		if firstLen > len(span) {
-			return out
+// readNames appends a full record's unclaimed names (body: what follows
+// its header), each up to maxName bytes: from a payload's stretch (wire),
+// each name after its CID and size, or one after another.
+func readNames(body []byte, wire bool, out [][]byte) [][]byte {
+	count := int(binary.NativeEndian.Uint16(body))
+	lens, data := body[4:4+2*count], body[4+2*count:]
+	off := 0
+	for k := range count {
+		v := binary.NativeEndian.Uint16(lens[2*k:])
+		l := int(v &^ unclaimed)
+		if wire && k > 0 {
+			off += 4 + sizeLen(l)
 		}
-		if bm == nil || bm[0]&1 != 0 {
-			out = append(out, span[:firstLen])
+		if v&unclaimed != 0 {
+			out = append(out, staged(data[off:off+l]))
 		}
-		rd := pva.NewReader(span[firstLen:], be, "insight span")
-		for k := 1; k < count && !rd.Failed(); k++ {
-			rd.U32("cid")
-			n := rd.StringBytes("name")
-			if bm == nil || bm[k>>3]&(1<<(k&7)) != 0 {
-				out = append(out, n[:min(len(n), maxName)])
-			}
-		}
-		if !rd.Failed() && rd.Remaining() == 0 {
-			return out
-		}
+		off += l
 	}
-	return out[:0]
+	return out
 }
 
 // agg is one (name, client) pair's searches within a staging buffer.
