@@ -54,6 +54,13 @@ func fp(t *testing.T, tb *Table, p []byte) uint64 {
 
 func TestFingerprintIgnoresOnlyFlagsAndPort(t *testing.T) {
 	tb, _ := newTable()
+	if tb.Active() {
+		t.Fatal("no connection open: nothing could pair")
+	}
+	c := tb.Join(hostB, (&sink{}).offer)
+	if !tb.Active() {
+		t.Fatal("a connection is open")
+	}
 	udp := fp(t, tb, search(0x80, 40001, 1, 2, 3))
 	if tcp := fp(t, tb, search(0x81, 0, 1, 2, 3)); tcp != udp {
 		t.Fatal("the TCP copy (unicast flag, port zeroed) must have the UDP copy's fingerprint")
@@ -68,6 +75,10 @@ func TestFingerprintIgnoresOnlyFlagsAndPort(t *testing.T) {
 	}
 	if _, ok := tb.Fingerprint(make([]byte, 25)); ok {
 		t.Fatal("a payload shorter than a search's fixed part has no fingerprint")
+	}
+	c.Leave()
+	if tb.Active() {
+		t.Fatal("the last connection gone: nothing could pair")
 	}
 }
 
