@@ -181,9 +181,9 @@ const pvxsSeq = "find"
 // its searches filled the table and refused other clients' fingerprints.
 //
 // The payload is hashed in two calls (the fields before the flags and
-// between them and the port; the rest), not streamed: a streaming hash of
-// a 1,400-byte search cost ~4× as much. A caller that checks Active
-// first pays no hash while no connection is open.
+// between them and the port; the rest), not streamed through a
+// maphash.Hash (~15 % dearer for a 1,400-byte search). A caller that
+// checks Active first pays no hash while no connection is open.
 func (t *Table) Fingerprint(payload []byte) (fp uint64, ok bool) {
 	// searchSequenceID(4) flags(1) reserved(3) address(16) port(2) …
 	if len(payload) < 26 || string(payload[:4]) != pvxsSeq {
