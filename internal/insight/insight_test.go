@@ -529,3 +529,17 @@ func TestDistinctClientsSurviveABitmapCollision(t *testing.T) {
 		t.Fatalf("distinct clients %d, want 2 (top clients %+v)", u.Clients, u.TopClients)
 	}
 }
+
+// A search whose names were all found is a record of its counts alone,
+// and the digest reads past it.
+func TestAllFoundThenMissing(t *testing.T) {
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+	srch(t, in, cA, false, nil, 2, "ok:1", "ok:2")
+	srch(t, in, cA, false, []int{0}, 0, "gone:1")
+	srch(t, in, cA, true, nil, 1, "ok:1")
+	r, _ := in.Unresolved("1m", 0)
+	c, _ := in.Clients("1m", 0)
+	if got := names(r.Names); len(got) != 1 || got[0] != "gone:1" || len(c.Clients) != 1 || c.Clients[0].Searches != 3 || c.Clients[0].Names != 4 {
+		t.Fatalf("names %v, clients %+v", got, c.Clients)
+	}
+}

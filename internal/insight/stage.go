@@ -90,7 +90,9 @@ func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names [
 	if tcp {
 		h.flags = flagTCP
 	}
-	if len(missing) > 0 {
+	if len(missing) == 0 {
+		h.flags |= flagLight // no names: the header is the record
+	} else {
 		if p := in.stageRate(); p < 1 {
 			if rand.Float64() >= p {
 				h.flags |= flagLight
