@@ -77,11 +77,13 @@ type stage struct {
 }
 
 // Searched records one search message as the answer path saw it: the
-// client, whether it came over TCP, the names, the indexes of those nobody
-// claims (resolver.Batch.Missing) and how many were answered found. The
-// unclaimed names are copied (each up to maxName bytes); nothing is kept.
-// payload is not read (the names are copied whatever they are views
-// into). It is safe for concurrent use and never blocks on the digest.
+// client, whether it came over TCP, the payload its names were decoded
+// from (pva.Search.Decode leaves them as views into it; nil if not), the
+// names, the indexes of those nobody claims in increasing order
+// (resolver.Batch.Missing) and how many were answered found. The
+// unclaimed names are copied (with the payload's stretch they span when
+// they are views into it); nothing is kept. It is safe for concurrent
+// use and never blocks on the digest.
 func (in *Insight) Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int) {
 	if in == nil {
 		return
@@ -157,25 +159,27 @@ func wireSpan(payload []byte, names []pva.SearchName, missing []int, lens []byte
 	for _, n := range names[last+1:] {
 		end -= len(n.Name) + 4 + sizeLen(len(n.Name))
 	}
-	hi, mi := end, len(missing)-1
-	lens = lens[:2*(last-first+1)]
-	for k := last; k >= first; k-- {
-		l := len(names[k].Name)
+	hi := end
+	span := names[first : last+1]
+	lens = lens[:2*len(span)]
+	dense, mi := len(missing) == len(span), len(missing)-1
+	for i := len(span) - 1; i >= 0; i-- {
+		l := len(span[i].Name)
 		if l >= unclaimed {
 			return nil
 		}
 		v := uint16(l)
-		if missing[mi] == k {
+		if dense {
+			v |= unclaimed
+		} else if missing[mi] == first+i {
 			v |= unclaimed
 			mi = max(mi-1, 0)
 		}
-		binary.NativeEndian.PutUint16(lens[2*(k-first):], v)
-		if k > first {
-			end -= l + 4 + sizeLen(l)
-		}
+		binary.NativeEndian.PutUint16(lens[2*i:], v)
+		end -= l + 4 + sizeLen(l)
 	}
-	f, l := names[first].Name, names[last].Name
-	lo := end - len(f)
+	f, l := span[0].Name, span[len(span)-1].Name
+	lo := end + 4 + sizeLen(len(f))
 	if len(f) == 0 || len(l) == 0 || lo < 0 || hi > len(payload) || hi-lo > 0xffff ||
 		&payload[lo] != &f[0] || &payload[hi-1] != &l[len(l)-1] {
 		return nil
