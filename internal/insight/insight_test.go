@@ -543,3 +543,22 @@ func TestAllFoundThenMissing(t *testing.T) {
 		t.Fatalf("names %v, clients %+v", got, c.Clients)
 	}
 }
+
+// A payload with bytes after its last name (Decode allows them): the
+// names are not where their lengths back from the end say, which the
+// address check sees, and they are copied instead; either way the digest
+// reads exactly the unclaimed names.
+func TestPayloadWithTrailingBytes(t *testing.T) {
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+	p, _ := encoded(t, "t:first", "t:found", "t:last")
+	p = append(p[:len(p):len(p)], 0, 0, 0, 0, 0)
+	var s pva.Search
+	if err := s.Decode(p, true); err != nil {
+		t.Fatal(err)
+	}
+	in.Searched(cA, false, p, s.Names, []int{0, 2}, 1)
+	r, _ := in.Unresolved("1m", 0)
+	if got := fmt.Sprint(names(r.Names)); got != "[t:first t:last]" {
+		t.Fatalf("names %s", got)
+	}
+}
