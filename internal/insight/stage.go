@@ -204,25 +204,27 @@ const (
 )
 
 // put appends h's record with those names, or counts it a repeat of the
-// shard's last record (written after the buffer's end, compared, taken
-// back); s.mu held.
+// shard's last record (written after the buffer's end, all but a
+// payload's stretch, and compared); s.mu held.
 func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing []int) putResult {
 	start := len(s.buf)
 	free := s.buf[start:cap(s.buf)]
-	need := recHeader
+	need, span := recHeader, []byte(nil)
 	if h.flags&flagLight == 0 && len(missing) > 0 {
-		need = s.putNames(h, free, payload, names, missing)
+		need, span = s.putNames(h, free, payload, names, missing)
 	}
 	if need < 0 || need > len(free) {
 		return dropped
 	}
 	r := free[:need]
 	h.put(r)
-	if s.last >= 0 && s.sameAsLast(r) {
+	head := r[:need-len(span)]
+	if s.last >= 0 && s.sameAsLast(head, span) {
 		p := s.buf[s.last:]
 		binary.NativeEndian.PutUint16(p[offRepeat:], binary.NativeEndian.Uint16(p[offRepeat:])+1)
 		return repeated
 	}
+	copy(r[len(head):], span)
 	s.buf, s.last = s.buf[:start+need], start
 	s.staged += len(missing)
 	if h.flags&flagLight == 0 {
@@ -232,20 +234,21 @@ func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing [
 }
 
 // putNames writes a full record's names into free, after the header's
-// room, and returns the record's length (-1: it does not fit).
-func (s *stage) putNames(h *header, free, payload []byte, names []pva.SearchName, missing []int) int {
+// room, and returns the record's length (-1: it does not fit) and the
+// payload's stretch still to copy at its end (nil: the names are
+// written).
+func (s *stage) putNames(h *header, free, payload []byte, names []pva.SearchName, missing []int) (int, []byte) {
 	body := recHeader + 4
 	if count := missing[len(missing)-1] - missing[0] + 1; len(payload) > 0 && body+2*count <= len(free) {
 		if span := wireSpan(payload, names, missing, free[body:body+2*count]); span != nil {
 			need := body + 2*count + len(span)
 			if need > len(free) {
-				return -1
+				return -1, nil
 			}
 			h.flags |= flagWire
 			binary.NativeEndian.PutUint16(free[recHeader:], uint16(count))
 			binary.NativeEndian.PutUint16(free[recHeader+2:], uint16(len(span)))
-			copy(free[body+2*count:], span)
-			return need
+			return need, span
 		}
 	}
 	m := len(missing)
@@ -255,7 +258,7 @@ func (s *stage) putNames(h *header, free, payload []byte, names []pva.SearchName
 	}
 	need := body + 2*m + data
 	if need > len(free) || data > 0xffff || m > 0x7fff {
-		return -1
+		return -1, nil
 	}
 	binary.NativeEndian.PutUint16(free[recHeader:], uint16(m))
 	binary.NativeEndian.PutUint16(free[recHeader+2:], uint16(data))
@@ -265,15 +268,16 @@ func (s *stage) putNames(h *header, free, payload []byte, names []pva.SearchName
 		binary.NativeEndian.PutUint16(lens[2*k:], uint16(n)|unclaimed)
 		out = out[n:]
 	}
-	return need
+	return need, nil
 }
 
-// sameAsLast is whether r (just written after the buffer's end) is the
-// shard's last record again, its repeats aside; s.mu held.
-func (s *stage) sameAsLast(r []byte) bool {
+// sameAsLast is whether the record r then tail is the shard's last
+// record again, its repeats aside; s.mu held.
+func (s *stage) sameAsLast(r, tail []byte) bool {
 	p := s.buf[s.last:]
-	return len(p) == len(r) && binary.NativeEndian.Uint16(p[offRepeat:]) < 0xffff &&
-		string(p[:offRepeat]) == string(r[:offRepeat]) && string(p[offWeight:]) == string(r[offWeight:])
+	return len(p) == len(r)+len(tail) && binary.NativeEndian.Uint16(p[offRepeat:]) < 0xffff &&
+		string(p[:offRepeat]) == string(r[:offRepeat]) && string(p[offWeight:len(r)]) == string(r[offWeight:]) &&
+		string(p[len(r):]) == string(tail)
 }
 
 // maxName bounds a staged name; PVA names are far shorter, and the record
