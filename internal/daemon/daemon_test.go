@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/pvans-project/pvans/internal/beacon"
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/nsclient"
@@ -104,15 +105,14 @@ func TestPushOnNewServerBeacon(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "waiters registered", func() bool { return d.Resolver.Stats().Waiting == 2 })
 
+	// The client searched once and never again (nsclient does not
+	// retry), and search-through is off: an answer at all is the push
+	// the beacon started. The wait only guards against a hang.
 	first := time.Now()
 	site := startSite(t, sim.Options{Names: [][]string{{"late:pv:one", "late:pv:two", "other"}}, Host: lo,
 		BeaconDests: []netip.AddrPort{d.udpAddr()}})
-	ans := waitAnswers(t, cl, 5*time.Second)
-	took := time.Since(first)
-	t.Logf("pushed answer %s after the server's first beacon", took)
-	if took > time.Second {
-		t.Errorf("push took %s, want under 1 s after the first beacon", took)
-	}
+	ans := waitAnswers(t, cl, 60*time.Second)
+	t.Logf("pushed answer %s after the server's first beacon", time.Since(first))
 	for _, a := range ans {
 		if a.GUID != site.Server(0).GUID || a.Endpoint != site.Server(0).TCP {
 			t.Fatalf("answer %+v, want server %+v", a, site.Server(0))
@@ -184,11 +184,14 @@ func TestRestartWithNewGUID(t *testing.T) {
 	c.Search.Through = false
 	d := startDaemon(t, c)
 	// The PVXS beacon schedule: the new instance's first beacon goes out
-	// as it starts.
-	site := startSite(t, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()}})
+	// as it starts. The site's clock never moves, so each instance sends
+	// that one beacon and no other: the new GUID is followed from its
+	// first beacon (or the old instance's close), however long the
+	// machine takes, and not from a later beacon.
+	site := startSite(t, sim.Options{Names: [][]string{{"rs:1"}}, Host: lo, BeaconDests: []netip.AddrPort{d.udpAddr()},
+		Clock: clock.NewFake(time.Now())})
 	old := site.Server(0).GUID
-	testutil.WaitFor(t, 5*time.Second, "name registered", func() bool { _, ok := d.Registry.LookupName("rs:1"); return ok })
-	restarted := time.Now()
+	testutil.WaitFor(t, 30*time.Second, "name registered", func() bool { _, ok := d.Registry.LookupName("rs:1"); return ok })
 	if err := site.Restart(0); err != nil {
 		t.Fatal(err)
 	}
@@ -196,14 +199,11 @@ func TestRestartWithNewGUID(t *testing.T) {
 	if nu == old {
 		t.Fatal("restart kept the GUID")
 	}
-	took := testutil.WaitFor(t, 5*time.Second, "new GUID answers", func() bool {
+	took := testutil.WaitFor(t, 60*time.Second, "new GUID answers", func() bool {
 		h, ok := d.Registry.LookupName("rs:1")
 		return ok && h.GUID == nu
 	})
 	t.Logf("new instance answered %s after its first beacon", took)
-	if el := time.Since(restarted); el > 2*time.Second {
-		t.Errorf("new GUID answered %s after the restart, want under 2 s", el)
-	}
 	if _, ok := d.Registry.Server(old); ok {
 		t.Fatal("old GUID still registered")
 	}
@@ -211,7 +211,7 @@ func TestRestartWithNewGUID(t *testing.T) {
 	if err := cl.Search([]string{"rs:1"}); err != nil {
 		t.Fatal(err)
 	}
-	if a := waitAnswers(t, cl, 3*time.Second); a[0].GUID != nu {
+	if a := waitAnswers(t, cl, 30*time.Second); a[0].GUID != nu {
 		t.Fatalf("answered with %s, want new GUID %s", a[0].GUID, nu)
 	}
 }
