@@ -2,9 +2,9 @@
 // "Bounds") against the real pvans binary on loopback, one row per test,
 // each bounded in time. Every row asserts three properties while the
 // attack runs: the daemon's RSS stays within the row's documented bound, a
-// well-behaved client keeps getting ≥ 95 % of its UDP searches answered,
-// with a 95th percentile under 100 ms — and then the row's own counter
-// shows the bound was what held.
+// well-behaved client keeps getting ≥ 95 % of its UDP searches answered
+// (their times are logged, not asserted: a loaded machine's, not pvans') —
+// and then the row's own counter shows the bound was what held.
 //
 // Everything goes to 127.0.0.0/8 with the automatic address lists off.
 package hostile
