@@ -14,7 +14,10 @@ import (
 // TestNamesListingHoldsNoLock is the registry half of the issue-14 row
 // "GET /v1/names with a 1 MB glob held the registry's writer lock 23.7 s":
 // while a listing of a million names runs, writers (a beacon's upsert, a
-// listing) and readers (a search's lookup) keep finishing in milliseconds.
+// listing) and readers (a search's lookup) keep finishing while it runs.
+// Counted, not timed: a writer that waited for the lock would finish
+// only once each listing call ended, at most one per call (six), where
+// one that takes no wait finishes hundreds.
 func TestNamesListingHoldsNoLock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a 1M-name registry")
@@ -59,13 +62,10 @@ func TestNamesListingHoldsNoLock(t *testing.T) {
 	}
 	slices.Sort(lat)
 	p95, worst := lat[len(lat)*95/100], lat[len(lat)-1]
-	// A writer waiting for the lock would wait the whole listing (seconds,
-	// every op); the 95th percentile leaves room for a loaded 2-core
-	// machine's preemptions.
-	if p95 > 100*time.Millisecond {
-		t.Fatalf("upsert+lookup p95 %v (worst %v, %d ops) during a listing; want no wait for the listing", p95, worst, ops)
-	}
 	t.Logf("%d upsert+lookup during the listings, p95 %v, worst %v", ops, p95, worst)
+	if ops < 4*6 {
+		t.Fatalf("%d upsert+lookup finished during six listing calls (p95 %v, worst %v); want many: they waited for the listing", ops, p95, worst)
+	}
 }
 
 // TestNamesContextResults: the chunked listing is exact on a quiet
