@@ -25,12 +25,14 @@ import (
 //
 // It runs in CI (about 20 s) and checks what must not regress, in counts,
 // not times: every name answered, no search of the client rate-limited
-// (whatever the load: a loaded machine makes the client search its
-// names again, and a name searched again within 10 s costs a 64th of a
-// new one, docs/SECURITY.md "Repeated searches"; a run at load 20 searched
-// 540,975 names again in 16,990 datagrams, beyond the 10,000-datagram
-// burst, and none was limited), and (over UDP) hardly any reply lost in
-// the client's receive buffer;
+// while all it sent fits pvans' default bursts (checked from what it
+// sent, not from how fast: a loaded machine makes the client search its
+// names again, beyond the bursts, and whether pvans then limits some
+// depends on the machine's speed — one run at load 6.7 had 531 limited,
+// one at load 20 none, as a name searched again within 10 s costs a 64th
+// of a new one, docs/SECURITY.md "Repeated searches", which
+// TestJavaBurstNotLimitedAtDefaults checks in counts), and (over UDP)
+// hardly any reply lost in the client's receive buffer;
 // each would cost the client a re-search one ring tick (1 s) later. Times
 // are logged, and so are the names searched again: the ring searches
 // every name not answered within a tick again, so a burst larger than
@@ -86,7 +88,15 @@ func TestBigClient(t *testing.T) {
 		rateLimited, paced, replyDrops float64
 		pairs, overTCP                 float64
 	}
-	run := func(mode string, p *pvans, names []string, udpDests []netip.AddrPort, tcp bool) result {
+	// pvans' default bursts per source address (docs/operations.md,
+	// rate_limit.*): a client that sent no more than these cannot be
+	// limited, however slowly pvans read its searches.
+	const udpSearchBurst, udpNameBurst, tcpMessageBurst = 10_000, 400_000, 2_000
+	// runGuard ends a run that hangs; a run takes ~5 s on an idle
+	// machine, and 66 s was seen at load 12 (the client's drain starved,
+	// so it searched every name again four times).
+	const runGuard = 240 * time.Second
+	run := func(mode string, p *pvans, src netip.Addr, names []string, udpDests []netip.AddrPort, tcp bool) result {
 		t.Helper()
 		var ns []netip.AddrPort
 		if tcp {
@@ -96,9 +106,9 @@ func TestBigClient(t *testing.T) {
 		if p != nil {
 			before, _ = p.Metrics()
 		}
-		cctx, ccancel := context.WithTimeout(ctx, 90*time.Second)
+		cctx, ccancel := context.WithTimeout(ctx, runGuard)
 		defer ccancel()
-		c, err := newRingClient(cctx, names, udpDests, ns, drain)
+		c, err := newRingClient(cctx, src, names, udpDests, ns, drain)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,15 +131,28 @@ func TestBigClient(t *testing.T) {
 			mode, r.names, r.last.Seconds(), r.udpSent, r.tcpSent, r.tcpSkipped, r.research, r.viaTCP, r.clientDrops,
 			r.rateLimited, r.paced, r.replyDrops, r.pairs, r.overTCP)
 		if !ok {
-			t.Errorf("%s: %d of %d names answered in 90 s", mode, r.names-int(c.left.Load()), r.names)
+			t.Errorf("%s: %d of %d names answered in %v", mode, r.names-int(c.left.Load()), r.names, runGuard)
 		}
 		return r
 	}
+	// limited checks that pvans limited none of a client that stayed
+	// within its bursts; one that went beyond them (searching again on a
+	// loaded machine) may be limited, as documented: logged.
+	limited := func(r result) {
+		t.Helper()
+		within := r.udpSent <= udpSearchBurst && int64(r.names)+r.research <= udpNameBurst && r.tcpSent <= tcpMessageBurst
+		switch {
+		case r.rateLimited != 0 && within:
+			t.Errorf("%s: pvans rate-limited %.0f searches of a client within its default bursts (%d datagrams, %d names, %d TCP searches)",
+				r.mode, r.rateLimited, r.udpSent, int64(r.names)+r.research, r.tcpSent)
+		case r.rateLimited != 0:
+			t.Logf("%s: pvans rate-limited %.0f searches of a client beyond its default bursts (%d datagrams, %d names, %d TCP searches): the load made it search again",
+				r.mode, r.rateLimited, r.udpSent, int64(r.names)+r.research, r.tcpSent)
+		}
+	}
 	check := func(r result) {
 		t.Helper()
-		if r.rateLimited != 0 {
-			t.Errorf("%s: pvans rate-limited %.0f of the client's searches at its defaults", r.mode, r.rateLimited)
-		}
+		limited(r)
 		// A regression shows as thousands: unpaced replies to a client
 		// that drains as fast as a PVXS one lose ~5,800 of ~4,100 sent
 		// (re-searches included, 1.4 per datagram) in its receive buffer.
@@ -144,8 +167,12 @@ func TestBigClient(t *testing.T) {
 		}
 	}
 
-	check(run("udp", p, names, []netip.AddrPort{p.UDP}, false))
-	both := run("udp+tcp", p, names, []netip.AddrPort{p.UDP}, true)
+	// Each run searches from a source address of its own (or after a
+	// restart), so each starts with full bursts. udp+tcp keeps
+	// 127.0.0.1: its UDP socket pairs with its connection by address.
+	lo, lo2 := netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.AddrFrom4([4]byte{127, 0, 0, 2})
+	check(run("udp", p, lo2, names, []netip.AddrPort{p.UDP}, false))
+	both := run("udp+tcp", p, lo, names, []netip.AddrPort{p.UDP}, true)
 	check(both)
 	// With a name server the client hurries up, and a reply lost in its
 	// first 0.2 s costs it a ring revolution (6 s). pvans pairs its UDP
@@ -158,17 +185,15 @@ func TestBigClient(t *testing.T) {
 	}
 	p.Stop()
 	p = start()
-	check(run("udp restart", p, names, []netip.AddrPort{p.UDP}, false))
-	r := run("tcp", p, names[:min(tcpNames, len(names))], nil, true)
-	if r.rateLimited != 0 {
-		t.Errorf("tcp: pvans rate-limited %.0f of the client's messages", r.rateLimited)
-	}
+	check(run("udp restart", p, lo, names, []netip.AddrPort{p.UDP}, false))
+	r := run("tcp", p, lo, names[:min(tcpNames, len(names))], nil, true)
+	limited(r)
 	// ~47 searches of 37 names fit the 64 KiB of one tick.
 	if r.names >= 4000 && r.tcpSkipped == 0 {
 		t.Errorf("tcp: the 64 KiB rule never held a search back for %d names", r.names)
 	}
 	if os.Getenv("PVANS_PERF") == "1" {
-		run("servers", nil, names, []netip.AddrPort{site.UDPAddr()}, false)
+		run("servers", nil, lo, names, []netip.AddrPort{site.UDPAddr()}, false)
 	}
 	if strings.Contains(p.Output(), `"level":"error"`) {
 		t.Errorf("pvans logged errors:\n%s", p.logTail())

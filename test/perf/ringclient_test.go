@@ -88,7 +88,9 @@ type nsConn struct {
 
 // newRingClient opens the client; drainPerSec is how many answered
 // names a second it processes (0: as fast as it reads).
-func newRingClient(ctx context.Context, names []string, udpDests, nameServers []netip.AddrPort, drainPerSec float64) (*ringClient, error) {
+// It searches over UDP from src (a loopback address): pvans' per-source
+// limits start afresh for an address not used before.
+func newRingClient(ctx context.Context, src netip.Addr, names []string, udpDests, nameServers []netip.AddrPort, drainPerSec float64) (*ringClient, error) {
 	c := &ringClient{names: names, dests: udpDests, answered: make([]bool, len(names)),
 		nSearch: make([]uint8, len(names)), done: make(chan struct{})}
 	if drainPerSec > 0 {
@@ -96,7 +98,7 @@ func newRingClient(ctx context.Context, names []string, udpDests, nameServers []
 	}
 	c.left.Store(int64(len(names)))
 	var err error
-	if c.udp, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
+	if c.udp, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0))); err != nil {
 		return nil, err
 	}
 	for _, a := range nameServers {
