@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -18,8 +19,12 @@ import (
 // handshake and never answers CREATE_CHANNEL, so each probe of it holds a
 // slot of the pool until the echo after the request comes back and the
 // grace after it (probe.ServerPVGrace) has passed. A real IOC on another
-// host that beacons afterwards is still listed within 5 s: that host's
-// probes take no more than its share of the pool.
+// host that beacons afterwards is listed while most of the silent servers
+// are still waiting for their probe: that host's probes take no more than
+// its share of the pool. Counted, not timed: with the silent host's share
+// (4 at a time, each over a second) its 200 probes take about a minute,
+// and a pool that made the real IOC wait its turn would list it only
+// after all of them had run.
 func TestSilentServersOfOneHostDoNotStallProbes(t *testing.T) {
 	t.Parallel()
 	tp := newTopo(t)
@@ -29,12 +34,21 @@ func TestSilentServersOfOneHostDoNotStallProbes(t *testing.T) {
 	testutil.WaitFor(t, 15*time.Second, "the silent servers to be tracked", func() bool {
 		return len(tp.servers(t)) >= evil.Len()
 	})
+	probed := func() float64 { // probes ended, whatever their result (a series not yet counted is -1)
+		n := 0.0
+		for _, r := range []string{"ok", "failed", "refused"} {
+			n += max(0, tp.metric(t, `pvans_probe_total{result="`+r+`"}`))
+		}
+		return n
+	}
 	start := time.Now()
-	_, g, _ := tp.ioc(t, "real:one")
-	took := time.Since(start)
-	t.Logf("real IOC listed %v after its first beacon, with %d silent servers being probed", took, evil.Len())
-	if took > 5*time.Second {
-		t.Fatalf("real IOC %v listed after %v, want within 5 s", g, took)
+	site := tp.sim(t, sim.Options{Host: iocAddr, Names: [][]string{{"real:one"}}, BeaconDests: []netip.AddrPort{pvansUDP}})
+	g := site.Server(0).GUID
+	testutil.WaitFor(t, 60*time.Second, "real:one held by the real IOC", func() bool { return tp.holder(t, "real:one") == g.String() })
+	done := probed()
+	t.Logf("real IOC listed %v after its first beacon, after %v probes, with %d silent servers being probed", time.Since(start), done, evil.Len())
+	if done >= float64(evil.Len())/2 {
+		t.Fatalf("real IOC %v listed after %v probes ended, with %d silent servers: it waited for theirs", g, done, evil.Len())
 	}
 }
 
@@ -42,8 +56,9 @@ func TestSilentServersOfOneHostDoNotStallProbes(t *testing.T) {
 // TCP ping over TCP), a pvAccessCPP-style one (over UDP, to the ping's
 // reply port), one that answers no ping but a search for a name it listed
 // (which proves its GUID as well), and one that answers no search over
-// TCP at all: each new instance is listed under its new GUID within 2 s
-// of its first beacon. For the three that prove their GUID, forged beacons alternating two GUIDs from the
+// TCP at all: each new instance is listed under its new GUID from its
+// first beacon (the site's clock never moves: each instance sends that one
+// beacon and no other, so the wait is only a hang guard). For the three that prove their GUID, forged beacons alternating two GUIDs from the
 // IOC's address run throughout and name nobody; one that proves nothing
 // cannot tell them from its new instance's (docs/SECURITY.md, "Restart at a
 // known endpoint"), so its restart is shown clean. Its claim is taken
@@ -69,6 +84,7 @@ func TestRestartsFollowedUnderForgedBeacons(t *testing.T) {
 	} {
 		o := v.o
 		o.Host, o.Names, o.BeaconDests = iocAddr, [][]string{{v.name + ":a"}}, []netip.AddrPort{pvansUDP}
+		o.Clock = clock.NewFake(time.Now())
 		site := tp.sim(t, o)
 		g, ep := site.Server(0).GUID, site.Server(0).TCP
 		tp.waitHolder(t, g, v.name+":a")
@@ -109,14 +125,11 @@ func TestRestartsFollowedUnderForgedBeacons(t *testing.T) {
 			t.Fatal(err)
 		}
 		g2 := site.Server(0).GUID
-		testutil.WaitFor(t, 10*time.Second, v.name+" restart followed", func() bool { return tp.holder(t, v.name+":a") == g2.String() })
+		testutil.WaitFor(t, 60*time.Second, v.name+" restart followed", func() bool { return tp.holder(t, v.name+":a") == g2.String() })
 		took := time.Since(start)
 		close(stop)
 		<-done
 		t.Logf("%s: new GUID listed %v after the restart", v.name, took)
-		if took > 2*time.Second {
-			t.Fatalf("%s: restart followed after %v, want within 2 s", v.name, took)
-		}
 		site.Close()
 	}
 }
