@@ -8,16 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/sim"
+	"github.com/pvans-project/pvans/internal/testutil"
 )
 
 // Forged beacons cycling over more endpoints than the table holds (limit
 // 100), from 40 spoofed senders under the per-sender rate, at ports whose
 // SYNs are dropped: every new endpoint evicts an unproven one. The
 // evicted endpoints' probes end (goroutines stay flat), and a real server
-// starting in the middle of the churn is listed at once, not evicted
-// before its probe runs (found by the attack on the eviction: 33,000
+// starting in the middle of the churn is listed from its first beacon,
+// not evicted before its probe runs (its clock never moves, so it sends
+// no other: evicted, it would never be listed) (found by the attack on the eviction: 33,000
 // goroutines after 90 s, and the real server never listed).
 func TestEvictionChurnBounded(t *testing.T) {
 	t.Parallel()
@@ -46,7 +49,8 @@ func TestEvictionChurnBounded(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // 10 beacons a second per sender
 		if round == realAt {
-			site := tp.sim(t, sim.Options{Host: iocAddr, Names: [][]string{{"real:a"}}, BeaconDests: []netip.AddrPort{pvansUDP}, BeaconInterval: 15 * time.Second})
+			site := tp.sim(t, sim.Options{Host: iocAddr, Names: [][]string{{"real:a"}}, BeaconDests: []netip.AddrPort{pvansUDP},
+				Clock: clock.NewFake(time.Now())})
 			realG, realStart = site.Server(0).GUID, time.Now()
 		}
 		if round > realAt && listed < 0 && tp.holder(t, "real:a") == realG.String() {
@@ -67,7 +71,7 @@ func TestEvictionChurnBounded(t *testing.T) {
 	if peak > 4*limit {
 		t.Errorf("goroutines reached %v with a table of %d: probes of evicted endpoints were left running", peak, limit)
 	}
-	if listed < 0 || listed > 5*time.Second {
-		t.Errorf("the real server was listed after %v, want within 5 s of its start during the churn", listed)
+	if listed < 0 { // the probe may still run on a loaded machine: a hang guard
+		testutil.WaitFor(t, 60*time.Second, "the real server listed from its one beacon", func() bool { return tp.holder(t, "real:a") == realG.String() })
 	}
 }
