@@ -162,14 +162,15 @@ func cutScript(addr netip.Addr) string {
 `, addr)
 }
 
-// An IOC killed with SIGKILL (its TCP connections close) leaves the
-// registry in well under a second; one cut off silently (nft drops its
-// traffic) leaves it when the probe's echoes go unanswered.
+// An IOC killed with SIGKILL leaves the registry because its TCP
+// connection closed; one cut off silently (nft drops its traffic) leaves
+// it because the probe's echoes went unanswered. The reason pvans logs
+// says which: asserted, not how long each took (logged).
 func TestIOCDeath(t *testing.T) {
 	requireNetns(t)
 	requireNft(t)
 	tp := newTopo(t)
-	tp.startPvans(t, echoArgs()...)
+	pv := tp.startPvans(t, echoArgs()...)
 	killed := tp.startSim(t, "ioc killed", beaconingIOCs(iocA, "killed", 1, 20))
 	silent := tp.startSim(t, "ioc silent", beaconingIOCs(iocB, "silent", 1, 20))
 	tp.allHeld(t, 15*time.Second, killed)
@@ -187,11 +188,11 @@ func TestIOCDeath(t *testing.T) {
 	}
 	start := time.Now()
 	killed.Kill()
-	testutil.WaitFor(t, 5*time.Second, "names of the SIGKILLed IOC gone", allGone(killed))
+	testutil.WaitFor(t, 60*time.Second, "names of the SIGKILLed IOC gone", allGone(killed))
 	took := time.Since(start)
 	t.Logf("SIGKILL → all 20 names gone after %s (poll granularity ~20 ms plus 20 API calls)", took)
-	if took > time.Second {
-		t.Errorf("clean close took %s to remove the names, want under 1 s", took)
+	if r := lostReason(pv.Output(), killed.guids[0]); !strings.HasSuffix(r, "by server") {
+		t.Errorf("SIGKILLed IOC lost for %q, want its connection closed or reset by server", r)
 	}
 	if ans, _ := tp.query(killed.spec.names(0)[:3], 300*time.Millisecond); len(ans) != 0 {
 		t.Errorf("killed IOC's names still answered over TCP: %+v", ans)
@@ -199,19 +200,27 @@ func TestIOCDeath(t *testing.T) {
 
 	start = time.Now()
 	tp.p.nft(t, cutScript(iocB))
-	testutil.WaitFor(t, 40*time.Second, "names of the silent IOC gone", allGone(silent))
+	testutil.WaitFor(t, 20*echoInterval()+60*time.Second, "names of the silent IOC gone", allGone(silent))
 	took = time.Since(start)
-	iv := echoInterval()
-	t.Logf("silent cut → all names gone after %s (probe echo interval %s)", took, iv)
-	if took > 30*time.Second {
-		t.Errorf("silent death took %s, want under 30 s", took)
-	}
-	if took > 3*iv+2*time.Second {
-		t.Errorf("silent death took %s, want within about 2 echo intervals (%s)", took, 2*iv)
+	t.Logf("silent cut → all names gone after %s (probe echo interval %s)", took, echoInterval())
+	if r := lostReason(pv.Output(), silent.guids[0]); r != "server stopped answering (no reply to echo)" {
+		t.Errorf("silently cut IOC lost for %q, want its echoes unanswered", r)
 	}
 	if ans, _ := tp.query(silent.spec.names(0)[:3], 300*time.Millisecond); len(ans) != 0 {
 		t.Errorf("silent IOC's names still answered over TCP: %+v", ans)
 	}
+}
+
+// lostReason is the reason of pvans' first "server lost" line for GUID g
+// in its log output ("" if none).
+func lostReason(out, g string) string {
+	for _, line := range strings.Split(out, "\n") {
+		var l struct{ Msg, GUID, Reason string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "server lost" && l.GUID == g {
+			return l.Reason
+		}
+	}
+	return ""
 }
 
 // lossScript drops pct % of the packets in each direction on iface.
@@ -293,7 +302,9 @@ func TestPvansKillRestartSnapshot(t *testing.T) {
 	requireNetns(t)
 	requireNft(t)
 	tp := newTopo(t)
-	const window = 3 * time.Second
+	// The window must outlast pvans' start on a loaded machine: the dead
+	// IOC's name can be answered only from the snapshot, before it ends.
+	const window = 10 * time.Second
 	snap := filepath.Join(tp.dir, "registry.snapshot")
 	args := append(echoArgs(), "--snapshot-path", snap, "--snapshot-interval", "1s", "--snapshot-unverified-window", window.String())
 	p1 := tp.startPvans(t, args...)
@@ -322,16 +333,21 @@ func TestPvansKillRestartSnapshot(t *testing.T) {
 			}
 			break
 		}
-		if time.Since(started) > window {
-			t.Fatalf("snapshot did not answer within the confirmation window (%s): %+v %v", window, ans, err)
+		// Only the snapshot names the dead IOC, and only until the window
+		// ends: answered at all, it was answered from the snapshot. The
+		// deadline is a hang guard (pvans' window starts once it loaded).
+		if time.Since(started) > window+60*time.Second {
+			t.Fatalf("snapshot did not answer both names (confirmation window %s): %+v %v", window, ans, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("restart → snapshot answers (alive and dead IOC) %s after the process started", first)
 
-	testutil.WaitFor(t, window+5*time.Second, "dead IOC's names gone", func() bool { return tp.holder(dName) == "" })
+	testutil.WaitFor(t, window+60*time.Second, "dead IOC's names gone", func() bool { return tp.holder(dName) == "" })
 	t.Logf("dead IOC's names dropped %s after the restart (window %s)", time.Since(started), window)
-	time.Sleep(time.Until(started.Add(window + 2*time.Second)))
+	// The dead IOC's names went when pvans' window ended (nothing else
+	// drops them: it is cut off); what is left now must be verified.
+	time.Sleep(2 * time.Second)
 	for _, s := range tp.servers(t) {
 		if !s.Verified {
 			t.Errorf("unverified server survived the %s window: %+v", window, s)
