@@ -196,7 +196,7 @@ func (tg *target) row(name string, rssBound int64, d time.Duration, attack func(
 	t.Helper()
 	base := tg.rss()
 	g := startGoodClient(t, tg.UDP, 50*time.Millisecond)
-	stop := make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{})
 	var peak atomic.Int64
 	peak.Store(base)
 	mon := make(chan struct{})
@@ -207,13 +207,12 @@ func (tg *target) row(name string, rssBound int64, d time.Duration, attack func(
 				peak.Store(r)
 			}
 			select {
-			case <-stop:
+			case <-done: // the attack's end, which may come after stop
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}()
-	done := make(chan struct{})
 	go func() { defer close(done); attack(stop) }()
 	time.Sleep(d)
 	close(stop)
