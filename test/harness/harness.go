@@ -167,7 +167,9 @@ func httpClient(n *testutil.Netns) *http.Client {
 			return
 		}
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: tr}
+	// A hang guard: at load 30, GET /v1/servers of 20,000 rows took over
+	// 5 s (TestBeaconStorm).
+	return &http.Client{Timeout: 60 * time.Second, Transport: tr}
 }
 
 // Stop ends the daemon with SIGTERM (a clean shutdown), then SIGKILL
