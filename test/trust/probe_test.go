@@ -71,7 +71,7 @@ func TestRestartsFollowedUnderForgedBeacons(t *testing.T) {
 	t.Parallel()
 	tp := newTopo(t)
 	tp.start(t)
-	for _, v := range []struct {
+	for i, v := range []struct {
 		name      string
 		o         sim.Options
 		forged    bool
@@ -85,6 +85,10 @@ func TestRestartsFollowedUnderForgedBeacons(t *testing.T) {
 		o := v.o
 		o.Host, o.Names, o.BeaconDests = iocAddr, [][]string{{v.name + ":a"}}, []netip.AddrPort{pvansUDP}
 		o.Clock = clock.NewFake(time.Now())
+		// A restart rebinds the listener's port. An ephemeral one (43631)
+		// once failed to bind at load 30 ("address already in use"): a
+		// fixed port outside the ephemeral range, as an IOC's 5075.
+		o.TCPPort = uint16(5075 + 10*i)
 		site := tp.sim(t, o)
 		g, ep := site.Server(0).GUID, site.Server(0).TCP
 		tp.waitHolder(t, g, v.name+":a")
