@@ -194,7 +194,9 @@ func TestBounds(t *testing.T) {
 	start := time.Now()
 	h.clk.Advance(time.Minute)
 	h.settle(t)
-	if took := time.Since(start); took < 100*time.Millisecond || took > 3*time.Second {
+	// At least both timeouts, one after the other; the upper bound is a
+	// hang guard (a loaded machine adds any delay to it).
+	if took := time.Since(start); took < 100*time.Millisecond || took > 60*time.Second {
 		t.Errorf("two hanging lookups, one at a time, took %s (timeout 50ms each)", took)
 	}
 	if got, _ := h.w.Addrs("b"); !slices.Equal(got, addrs("10.0.1.1")) {
