@@ -37,9 +37,12 @@ func names38(b *testing.B, prefix string, i int) msg {
 // "storm" is "distinct" beyond the digest's budget, at a 1 % sampling rate:
 // most searches are staged light (their counts, not their names).
 //
+// "half" is "distinct" with the first 19 names unclaimed and the other 19
+// found: the stretch staged ends before the found names.
+//
 // "off" is insight turned off (a nil *Insight, as the daemon passes).
 func BenchmarkSearched38Missing(b *testing.B) {
-	for _, mode := range []string{"off", "repeat", "distinct", "storm"} {
+	for _, mode := range []string{"off", "repeat", "distinct", "storm", "half"} {
 		b.Run(mode, func(b *testing.B) {
 			in := New(withProduction(Options{}))
 			if mode == "off" {
@@ -56,13 +59,16 @@ func BenchmarkSearched38Missing(b *testing.B) {
 					qs[i] = names38(b, fmt.Sprintf("M%d", i), i*38)
 				}
 			}
-			miss := all(38)
+			miss, found := all(38), 0
+			if mode == "half" {
+				miss, found = all(19), 19
+			}
 			client := netip.MustParseAddr("10.0.0.9")
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				m := &qs[i%len(qs)]
-				in.Searched(client, false, m.payload, m.names, miss, 0)
+				in.Searched(client, false, m.payload, m.names, miss, found)
 				i++
 				if i%64 == 0 && in != nil { // a few stores per 64 searches: not worth stopping the timer
 					for j := range in.stages {

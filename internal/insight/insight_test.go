@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -560,5 +561,43 @@ func TestPayloadWithTrailingBytes(t *testing.T) {
 	r, _ := in.Unresolved("1m", 0)
 	if got := fmt.Sprint(names(r.Names)); got != "[t:first t:last]" {
 		t.Fatalf("names %s", got)
+	}
+}
+
+// The payload's stretch is staged where Decode noted the names
+// (pva.SearchName.Off), bytes after the last name or not; names built by
+// hand (no offset), even views into the payload, and offsets the names
+// do not fill are copied instead, and the digest reads the same names.
+func TestWireSpanAtDecodedOffsets(t *testing.T) {
+	p, qs := encoded(t, "w:first", "w:found", "w:last")
+	long := append(p[:len(p):len(p)], 0, 0, 0, 0, 0) // trailing bytes
+	var ls pva.Search
+	if err := ls.Decode(long, true); err != nil {
+		t.Fatal(err)
+	}
+	byHand := []pva.SearchName{{CID: 0, Name: qs[0].Name}, {CID: 1, Name: qs[1].Name}, {CID: 2, Name: qs[2].Name}}
+	lying := slices.Clone(qs)
+	lying[1].Name = lying[1].Name[:2] // the ends are right, the middle does not fill the stretch
+	for _, c := range []struct {
+		name    string
+		payload []byte
+		names   []pva.SearchName
+		wire    bool
+	}{
+		{"decoded", p, qs, true},
+		{"trailing bytes", long, ls.Names, true},
+		{"by hand", p, byHand, false},
+		{"lying", p, lying, false},
+	} {
+		in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+		in.Searched(cA, false, c.payload, c.names, []int{0, 2}, 1)
+		s := &in.stages[int(cA.As16()[15])%shards]
+		if got := s.buf[offFlags]&flagWire != 0; got != c.wire {
+			t.Errorf("%s: staged from the payload %v, want %v", c.name, got, c.wire)
+		}
+		r, _ := in.Unresolved("1m", 0)
+		if got := fmt.Sprint(names(r.Names)); got != "[w:first w:last]" {
+			t.Errorf("%s: names %s", c.name, got)
+		}
 	}
 }

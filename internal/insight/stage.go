@@ -29,9 +29,10 @@ import (
 // the names are views into it, so it is copied in one go, with the
 // found names between and each name's CID and size, which the digest
 // skips knowing each name's length. That is the answer path's case; it
-// is located by the name lengths back from the payload's end and taken
-// only if both ends are the names' own bytes (&payload[i] == &name[0]),
-// else the unclaimed names are copied one by one.
+// is sliced at the names' offsets in the payload (pva.SearchName.Off) and
+// taken only if both ends are the names' own bytes (&payload[i] ==
+// &name[0]) and the names fill it, else the unclaimed names are copied
+// one by one.
 //
 // Beyond the digest's budget (see sampler) the answer path itself samples:
 // a search with unclaimed names is staged in full with probability p (the
@@ -149,42 +150,49 @@ func staged(n []byte) []byte { return n[:min(len(n), maxName)] }
 
 // wireSpan is the stretch of payload from names[first]'s first byte to
 // names[last]'s last (first and last: missing's ends), if the names are
-// views into it as Decode leaves them (the last name at the payload's
-// end, each after its CID and size): located by their lengths, walking
-// back from the end, and checked at both ends by address. On the way it
-// writes each name's length in it, marked if unclaimed, to lens.
+// views into it as Decode leaves them: sliced at the offsets Decode noted
+// (pva.SearchName.Off), taken only if both ends are the names' own bytes
+// by address and the names in it, each after its CID and size, fill it
+// exactly (a name built by hand has no such offset: nil, and the names
+// are copied). On the way it writes each name's length in it, marked if
+// unclaimed, to lens.
 func wireSpan(payload []byte, names []pva.SearchName, missing []int, lens []byte) []byte {
 	first, last := missing[0], missing[len(missing)-1]
-	end := len(payload)
-	for _, n := range names[last+1:] {
-		end -= len(n.Name) + 4 + sizeLen(len(n.Name))
-	}
-	hi := end
 	span := names[first : last+1]
-	lens = lens[:2*len(span)]
-	dense, mi := len(missing) == len(span), len(missing)-1
-	for i := len(span) - 1; i >= 0; i-- {
-		l := len(span[i].Name)
-		if l >= unclaimed {
-			return nil
-		}
-		v := uint16(l)
-		if dense {
-			v |= unclaimed
-		} else if missing[mi] == first+i {
-			v |= unclaimed
-			mi = max(mi-1, 0)
-		}
-		binary.NativeEndian.PutUint16(lens[2*i:], v)
-		end -= l + 4 + sizeLen(l)
-	}
 	f, l := span[0].Name, span[len(span)-1].Name
-	lo := end + 4 + sizeLen(len(f))
-	if len(f) == 0 || len(l) == 0 || lo < 0 || hi > len(payload) || hi-lo > 0xffff ||
+	lo, hi := int(span[0].Off), int(span[len(span)-1].Off)+len(l)
+	if len(f) == 0 || len(l) == 0 || lo < 0 || lo >= hi || hi > len(payload) || hi-lo > 0xffff ||
 		&payload[lo] != &f[0] || &payload[hi-1] != &l[len(l)-1] {
 		return nil
 	}
+	lens = lens[:2*len(span)]
+	mark := uint16(0)
+	if len(missing) == len(span) {
+		mark = unclaimed // dense: every name in the stretch
+	}
+	if size, all := putLens(span, lens, mark); all >= unclaimed || size+4*(len(span)-1)-sizeLen(len(f)) != hi-lo {
+		return nil
+	}
+	if mark == 0 {
+		for _, m := range missing {
+			j := lens[2*(m-first):]
+			binary.NativeEndian.PutUint16(j, binary.NativeEndian.Uint16(j)|unclaimed)
+		}
+	}
 	return payload[lo:hi]
+}
+
+// putLens writes each name's length, or'd with mark, to lens, and
+// returns the bytes of the names and their sizes and their lengths or'd.
+func putLens(span []pva.SearchName, lens []byte, mark uint16) (size, all int) {
+	for _, sn := range span {
+		n := len(sn.Name)
+		all |= n
+		size += n + sizeLen(n)
+		binary.NativeEndian.PutUint16(lens, uint16(n)|mark)
+		lens = lens[2:]
+	}
+	return size, all
 }
 
 // sizeLen is the bytes of a PVA size n before its string.

@@ -90,6 +90,11 @@ func FuzzSearch(f *testing.F) {
 		if err != nil {
 			return
 		}
+		for _, n := range s.Names { // Off is where Name is in payload
+			if o := int(n.Off); o+len(n.Name) > len(payload) || (len(n.Name) > 0 && &payload[o] != &n.Name[0]) {
+				t.Fatalf("name %q at offset %d of %d bytes", n.Name, o, len(payload))
+			}
+		}
 		stable(t, AppendSearch(nil, flagsFor(be), &s), func(p []byte, be bool) ([]byte, error) {
 			var s2 Search
 			err := s2.Decode(p, be)

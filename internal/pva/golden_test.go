@@ -260,8 +260,8 @@ func TestCaptureSearchAndForward(t *testing.T) {
 	}
 	// the client side: what a PVXS client (and pvans searching through) sends
 	sent := AppendSearch(nil, FlagBigEndian, &Search{Seq: SearchSeqFind, Flags: SearchUnicast, ReplyPort: 43027,
-		Protocols: [][]byte{[]byte("tcp")}, Names: []SearchName{{0x12345678, []byte("cap:b:mbox3")},
-			{0x12345679, []byte("cap:a:mbox1")}}})
+		Protocols: [][]byte{[]byte("tcp")}, Names: []SearchName{{CID: 0x12345678, Name: []byte("cap:b:mbox3")},
+			{CID: 0x12345679, Name: []byte("cap:a:mbox1")}}})
 	if !bytes.Equal(sent, m3.Raw) {
 		t.Fatalf("search\n got %x\nwant %x", sent, m3.Raw)
 	}

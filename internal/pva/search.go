@@ -5,8 +5,15 @@ import "errors"
 // SearchName is one (CID, name) pair of a CMD_SEARCH. Name is a view into
 // the receive buffer when decoded: valid only as long as that buffer is, so
 // a caller that keeps it must copy it (the choice, and its cost, is theirs).
+//
+// Off is where Name starts in the payload Decode read it from, so a caller
+// can slice a stretch of names from the payload without walking it
+// (insight stages them so). It means nothing in a SearchName built by hand
+// (0: a decoded name never starts there); a caller checks it against the
+// payload before trusting it. It sits in CID's padding: no bigger value.
 type SearchName struct {
 	CID  uint32
+	Off  uint32
 	Name []byte
 }
 
@@ -104,7 +111,7 @@ func (s *Search) Decode(payload []byte, bigEndian bool) error {
 	for i := 0; i < n && !r.Failed(); i++ {
 		cid := r.U32("names.cid")
 		name := r.StringBytes("names.name")
-		s.Names = append(s.Names, SearchName{CID: cid, Name: name})
+		s.Names = append(s.Names, SearchName{CID: cid, Off: uint32(r.Off - len(name)), Name: name})
 	}
 	return r.Err()
 }
