@@ -1,8 +1,10 @@
-// Package metrics exposes the daemon's counters to Prometheus. Parts of
-// the daemon keep plain atomic counters (their Stats methods) so the hot
-// paths never touch a Prometheus object; this package reads them at scrape
-// time through CounterFunc/GaugeFunc collectors. Names follow Prometheus
-// conventions: pvans_<subsystem>_<name>_<unit>, _total for counters.
+// Package metrics exposes the daemon's counters to Prometheus. Each part
+// declares its counters once, as Counter fields of one struct whose tags
+// give the metric name, labels and help (Register); counting is a plain
+// atomic add, so the hot paths never touch a Prometheus object, and this
+// package reads the counts at scrape time. Gauges are read from funcs.
+// Names follow Prometheus conventions: pvans_<subsystem>_<name>_<unit>,
+// _total for counters.
 package metrics
 
 import (

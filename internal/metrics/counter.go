@@ -1,0 +1,229 @@
+package metrics
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Counter is one monotonic count. It is a plain atomic: counting is one
+// add on the hot path, and the registry reads it only at scrape time.
+// A Counter is declared once, as a field of a part's counters struct
+// whose tag names its series (see Register).
+type Counter struct{ n atomic.Uint64 }
+
+// Add counts d.
+func (c *Counter) Add(d uint64) { c.n.Add(d) }
+
+// Load reads the count.
+func (c *Counter) Load() uint64 { return c.n.Load() }
+
+// shared are the families several parts count into, each its own
+// series: their help is written here, once, so the parts cannot disagree.
+var shared = map[string]string{
+	"pvans_access_denied_total": "Requests refused by the access lists, by what was refused: tcp_client, tls_client, udp_client, name, server.",
+	"pvans_hints_dropped_total": "Beacons, discovery replies and search responses not believed, by reason (docs/operations.md).",
+}
+
+var (
+	nameRE  = regexp.MustCompile(`^pvans_[a-z][a-z0-9_]*_total$`)
+	labelRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	valueRE = regexp.MustCompile(`^[a-z0-9_.:-]+$`)
+)
+
+// series is one declared Counter: its family name, help and labels.
+type series struct {
+	name, help string
+	labels     prometheus.Labels
+	c          *Counter
+}
+
+// key is the series as the exposition format prints it, labels sorted:
+// pvans_udp_drops_total{reason="truncated"}.
+func (s series) key() string {
+	if len(s.labels) == 0 {
+		return s.name
+	}
+	ks := make([]string, 0, len(s.labels))
+	for k := range s.labels {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	for i, k := range ks {
+		ks[i] = fmt.Sprintf("%s=%q", k, s.labels[k])
+	}
+	return s.name + "{" + strings.Join(ks, ",") + "}"
+}
+
+// Declared walks the struct counters points to and returns its Counter
+// fields' series. Each Counter field carries its declaration in tags:
+//
+//	claims  metrics.Counter `metric:"pvans_udp_claims_total" help:"Names answered found to UDP searches."`
+//	dropTag metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=tag_foreign"`
+//
+// help is written on the first series of a family in the struct (the
+// families in shared take theirs from this package); label is k=v pairs
+// separated by commas. Struct fields without a tag are walked too (an
+// embedded group of counters); other fields are ignored. A Counter
+// without a metric tag, a bad name or label, a family without help or with
+// two, and a series declared twice are errors.
+func Declared(counters any) ([]series, error) {
+	v := reflect.ValueOf(counters)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("metrics: %T is not a pointer to a struct of counters", counters)
+	}
+	var out []series
+	help := map[string]string{}
+	seen := map[string]bool{}
+	if err := walk(v.Elem(), "", &out, help, seen); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].help = help[out[i].name]
+	}
+	return out, nil
+}
+
+var counterType = reflect.TypeFor[Counter]()
+
+func walk(v reflect.Value, path string, out *[]series, help map[string]string, seen map[string]bool) error {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		fv := v.Field(i)
+		name := path + f.Name
+		tag, tagged := f.Tag.Lookup("metric")
+		if f.Type != counterType {
+			if f.Type.Kind() == reflect.Struct && !tagged {
+				if err := walk(fv, name+".", out, help, seen); err != nil {
+					return err
+				}
+			} else if tagged {
+				return fmt.Errorf("metrics: field %s has a metric tag but is not a metrics.Counter", name)
+			}
+			continue
+		}
+		if !nameRE.MatchString(tag) {
+			return fmt.Errorf("metrics: field %s: metric %q is not pvans_<name>_total", name, tag)
+		}
+		s := series{name: tag, labels: prometheus.Labels{}}
+		if l := f.Tag.Get("label"); l != "" {
+			for _, kv := range strings.Split(l, ",") {
+				k, val, ok := strings.Cut(kv, "=")
+				if !ok || !labelRE.MatchString(k) || !valueRE.MatchString(val) {
+					return fmt.Errorf("metrics: field %s: bad label %q (want name=value)", name, kv)
+				}
+				if _, dup := s.labels[k]; dup {
+					return fmt.Errorf("metrics: field %s: label %q given twice", name, k)
+				}
+				s.labels[k] = val
+			}
+		}
+		h := f.Tag.Get("help")
+		switch have, declared := help[tag]; {
+		case shared[tag] != "" && h != "":
+			return fmt.Errorf("metrics: field %s: %s takes its help from package metrics", name, tag)
+		case shared[tag] != "":
+			help[tag] = shared[tag]
+		case declared && h != "":
+			return fmt.Errorf("metrics: field %s: %s has its help already (%q); write it once", name, tag, have)
+		case !declared && h == "":
+			return fmt.Errorf("metrics: field %s: %s has no help (tag help on its first series)", name, tag)
+		case !declared:
+			help[tag] = h
+		}
+		if seen[s.key()] {
+			return fmt.Errorf("metrics: field %s: series %s declared twice", name, s.key())
+		}
+		seen[s.key()] = true
+		// The field may be unexported (the parts count into their own
+		// private structs); its address is taken without exporting it.
+		s.c = (*Counter)(fv.Addr().UnsafePointer())
+		*out = append(*out, s)
+	}
+	return nil
+}
+
+// Register exposes every Counter declared in the struct counters points
+// to (see Declared), read at scrape time. A slip in the declarations
+// panics, as MustRegister does: each part's test registers its counters
+// into a fresh registry (Check) so a slip fails there first.
+func (m *Metrics) Register(counters any) {
+	if err := m.register(counters); err != nil {
+		panic(err)
+	}
+}
+
+func (m *Metrics) register(counters any) error {
+	ss, err := Declared(counters)
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		c := s.c
+		if err := m.Reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: s.name, Help: s.help, ConstLabels: s.labels},
+			func() float64 { return float64(c.Load()) })); err != nil {
+			return fmt.Errorf("metrics: %s: %w", s.key(), err)
+		}
+	}
+	return nil
+}
+
+// Check registers the declarations of counters into a fresh registry:
+// the test a part writes for its counters struct.
+func Check(counters ...any) error {
+	m := &Metrics{Reg: prometheus.NewRegistry()}
+	for _, c := range counters {
+		if err := m.register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Value reads one series from the registry, named as the exposition
+// format prints it (labels sorted by name), e.g.
+// pvans_udp_drops_total{reason="truncated"}: how tests in other packages
+// read a part's counters, as an operator would.
+func (m *Metrics) Value(series string) (float64, error) {
+	fams, err := m.Reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	name, _, _ := strings.Cut(series, "{")
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, x := range f.GetMetric() {
+			s := seriesKey(name, x.GetLabel())
+			if s != series {
+				continue
+			}
+			switch {
+			case x.Counter != nil:
+				return x.GetCounter().GetValue(), nil
+			case x.Gauge != nil:
+				return x.GetGauge().GetValue(), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("metrics: no series %s", series)
+}
+
+func seriesKey(name string, labels []*dto.LabelPair) string {
+	if len(labels) == 0 {
+		return name
+	}
+	ks := make([]string, len(labels))
+	for i, l := range labels { // Gather sorts them by name
+		ks[i] = fmt.Sprintf("%s=%q", l.GetName(), l.GetValue())
+	}
+	return name + "{" + strings.Join(ks, ",") + "}"
+}

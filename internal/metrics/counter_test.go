@@ -1,0 +1,127 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+)
+
+type fwd struct {
+	forwards Counter `metric:"pvans_t_forwards_total" help:"Forwards."`
+}
+
+type good struct {
+	claims    Counter `metric:"pvans_t_claims_total" help:"Claims."`
+	truncated Counter `metric:"pvans_t_drops_total" label:"reason=truncated" help:"Drops, by reason."`
+	malformed Counter `metric:"pvans_t_drops_total" label:"reason=malformed"`
+	mismatch  Counter `metric:"pvans_hints_dropped_total" label:"reason=t_mismatch"`
+	pair      Counter `metric:"pvans_t_pairs_total" label:"via=udp,result=ok" help:"Pairs."`
+	fwd
+	internal uint64 // not a Counter: not declared, not exported
+}
+
+func TestRegisterExposesEachDeclaredSeries(t *testing.T) {
+	var c good
+	m := New("test")
+	m.Register(&c)
+	c.claims.Add(3)
+	c.malformed.Add(2)
+	c.mismatch.Add(1)
+	c.pair.Add(4)
+	c.forwards.Add(5)
+	for series, want := range map[string]float64{
+		`pvans_t_claims_total`:                           3,
+		`pvans_t_drops_total{reason="truncated"}`:        0,
+		`pvans_t_drops_total{reason="malformed"}`:        2,
+		`pvans_hints_dropped_total{reason="t_mismatch"}`: 1,
+		`pvans_t_pairs_total{result="ok",via="udp"}`:     4,
+		`pvans_t_forwards_total`:                         5,
+	} {
+		got, err := m.Value(series)
+		if err != nil || got != want {
+			t.Errorf("%s = %v, %v; want %v", series, got, err, want)
+		}
+	}
+	if _, err := m.Value(`pvans_t_drops_total{reason="other"}`); err == nil {
+		t.Error("an undeclared series was read")
+	}
+}
+
+// Each slip a declaration can make is refused by Check, the test every
+// part runs on its counters struct.
+func TestCheckRefusesSlips(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		counters any
+		want     string
+	}{
+		{"no tag", &struct {
+			a Counter
+		}{}, "not pvans_"},
+		{"no _total", &struct {
+			a Counter `metric:"pvans_t_a" help:"A."`
+		}{}, "not pvans_"},
+		{"no prefix", &struct {
+			a Counter `metric:"t_a_total" help:"A."`
+		}{}, "not pvans_"},
+		{"no help", &struct {
+			a Counter `metric:"pvans_t_a_total"`
+		}{}, "no help"},
+		{"help twice", &struct {
+			a Counter `metric:"pvans_t_a_total" label:"k=x" help:"A."`
+			b Counter `metric:"pvans_t_a_total" label:"k=y" help:"A again."`
+		}{}, "write it once"},
+		{"shared help", &struct {
+			a Counter `metric:"pvans_hints_dropped_total" label:"reason=x" help:"Mine."`
+		}{}, "from package metrics"},
+		{"bad label", &struct {
+			a Counter `metric:"pvans_t_a_total" label:"reason" help:"A."`
+		}{}, "bad label"},
+		{"bad label name", &struct {
+			a Counter `metric:"pvans_t_a_total" label:"Reason=x" help:"A."`
+		}{}, "bad label"},
+		{"label twice", &struct {
+			a Counter `metric:"pvans_t_a_total" label:"k=x,k=y" help:"A."`
+		}{}, "twice"},
+		{"same series", &struct {
+			a Counter `metric:"pvans_t_a_total" label:"k=x" help:"A."`
+			b Counter `metric:"pvans_t_a_total" label:"k=x"`
+		}{}, "declared twice"},
+		{"labels differ in a family", &struct {
+			a Counter `metric:"pvans_t_a_total" label:"k=x" help:"A."`
+			b Counter `metric:"pvans_t_a_total" label:"j=x"`
+		}{}, "pvans_t_a_total"},
+		{"tag on another type", &struct {
+			a uint64 `metric:"pvans_t_a_total" help:"A."`
+		}{}, "not a metrics.Counter"},
+		{"slip in a nested group", &struct {
+			g struct{ a Counter }
+		}{}, "g.a"},
+		{"not a pointer", good{}, "not a pointer"},
+	} {
+		err := Check(tc.counters)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	if err := Check(&good{}); err != nil {
+		t.Errorf("good declarations refused: %v", err)
+	}
+	// The same family from two parts (two structs) must agree on labels.
+	a := &struct {
+		a Counter `metric:"pvans_t_a_total" label:"k=x" help:"A."`
+	}{}
+	b := &struct {
+		b Counter `metric:"pvans_t_a_total" help:"A."`
+	}{}
+	if err := Check(a, b); err == nil {
+		t.Error("one family with different labels in two parts accepted")
+	}
+}
+
+// The hot path is one atomic add, as with a bare atomic.Uint64.
+func BenchmarkCounterAdd(b *testing.B) {
+	var c good
+	for b.Loop() {
+		c.claims.Add(1)
+	}
+}
