@@ -56,3 +56,14 @@ func TestMetricsMatchOperationsDoc(t *testing.T) {
 		t.Error("probe results not pre-populated")
 	}
 }
+
+// count reads one series of the daemon's metrics, named as the scrape
+// prints it: how these tests read the parts' counters.
+func count(t testing.TB, d *Daemon, series string) uint64 {
+	t.Helper()
+	v, err := d.Metrics.Value(series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(v)
+}

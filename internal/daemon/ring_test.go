@@ -226,8 +226,8 @@ func TestOperatorHurryUpWithHoldOff(t *testing.T) {
 	if took := stepUntilSearched(t, clk, rx, "nobody:has:it"); took != time.Duration(k)*searchring.FastTick {
 		t.Fatalf("searched %s after POST /v1/discover, want its fast tick %s (offset %d)", took, time.Duration(k)*searchring.FastTick, k)
 	}
-	if s := d.Ring.Stats(); s.Pokes != 1 || s.PokesIgnored != 0 {
-		t.Fatalf("ring stats %+v", s)
+	if count(t, d, pokes) != 1 || count(t, d, pokesIgnored) != 0 {
+		t.Fatalf("pokes %d, ignored %d", count(t, d, pokes), count(t, d, pokesIgnored))
 	}
 
 	// 10 s later (the fast revolution is over): held off, the ordinary
@@ -238,8 +238,8 @@ func TestOperatorHurryUpWithHoldOff(t *testing.T) {
 	if took := stepUntilSearched(t, clk, rx, "nobody:has:it"); took < time.Duration(k)*time.Second-searchring.Tick {
 		t.Fatalf("searched %s after a held-off POST /v1/discover; offset %d means about %d s", took, k, k)
 	}
-	if s := d.Ring.Stats(); s.Pokes != 1 || s.PokesIgnored != 1 {
-		t.Fatalf("ring stats %+v, want the second hurry-up ignored", s)
+	if count(t, d, pokes) != 1 || count(t, d, pokesIgnored) != 1 {
+		t.Fatalf("pokes %d, ignored %d; want the second hurry-up ignored", count(t, d, pokes), count(t, d, pokesIgnored))
 	}
 
 	// 30 s after the first: accepted again.
@@ -249,8 +249,8 @@ func TestOperatorHurryUpWithHoldOff(t *testing.T) {
 	if took := stepUntilSearched(t, clk, rx, "nobody:has:it"); took != time.Duration(k)*searchring.FastTick {
 		t.Fatalf("searched %s after the hold-off ended, want %s", took, time.Duration(k)*searchring.FastTick)
 	}
-	if s := d.Ring.Stats(); s.Pokes != 2 {
-		t.Fatalf("ring stats %+v", s)
+	if count(t, d, pokes) != 2 {
+		t.Fatalf("pokes %d", count(t, d, pokes))
 	}
 }
 
@@ -309,7 +309,7 @@ func askRestarted(t *testing.T, cpp bool) {
 	old.stop(t)
 	testutil.WaitFor(t, 60*time.Second, "the name searched again", func() bool {
 		_, held := d.Registry.LookupName(name)
-		return !held && d.Ring.Stats().Reentered == 1
+		return !held && count(t, d, "pvans_searchring_reentered_total") == 1
 	})
 	waiting := d.Resolver.Stats().Waiting
 	again := query(t, d)
@@ -395,7 +395,7 @@ func TestRingHurryUpOnFirstBeacon(t *testing.T) {
 	if err := srv.beacon(u.conn, d.udpAddr(), 0); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 5*time.Second, "hurry-up", func() bool { return d.Ring.Stats().Pokes == 1 })
+	testutil.WaitFor(t, 5*time.Second, "hurry-up", func() bool { return count(t, d, pokes) == 1 })
 	var ans []nsclient.Answer
 	for len(ans) == 0 {
 		before := searched.Load()
@@ -461,8 +461,8 @@ func TestReenteredWhenPushedServerIsLost(t *testing.T) {
 		return ok && h.Addr == moved.Endpoint()
 	})
 	t.Logf("name found at its new server %s after the old one stopped", took)
-	if s := d.Ring.Stats(); s.Reentered != 1 {
-		t.Fatalf("ring stats %+v, want one re-entry", s)
+	if count(t, d, "pvans_searchring_reentered_total") != 1 {
+		t.Fatalf("re-entered %d, want 1", count(t, d, "pvans_searchring_reentered_total"))
 	}
 	// The client searches again (its pushed endpoint failed it): answered
 	// with the new endpoint.
@@ -521,3 +521,8 @@ func TestOwnBeaconChangeCountFollowsAnswers(t *testing.T) {
 		t.Fatalf("change counts %d, %d, %d: want a move when the server was listed, then none", c0, c1, c2)
 	}
 }
+
+const (
+	pokes        = `pvans_searchring_pokes_total{result="accepted"}`
+	pokesIgnored = `pvans_searchring_pokes_total{result="ignored"}`
+)

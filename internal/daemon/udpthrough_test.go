@@ -229,8 +229,8 @@ func TestUDPPushWithinReflectionBudget(t *testing.T) {
 
 	u := newUDPOnly(t, d.udpAddr())
 	u.search(t, 1, 7, netip.Addr{}, srv.Names[5])
-	testutil.WaitFor(t, 10*time.Second, "the search through to find the name", func() bool { return d.Ring.Stats().Resolved > 0 })
-	testutil.WaitFor(t, 5*time.Second, "the push refused by the reflection cap", func() bool { return d.UDP.Stats().ReflectionCapped > 0 })
+	// The search through finds the name, then the push is refused.
+	testutil.WaitFor(t, 15*time.Second, "the push refused by the reflection cap", func() bool { return d.UDP.Stats().ReflectionCapped > 0 })
 	if _, ok := u.claim(7, 200*time.Millisecond); ok {
 		t.Fatal("a push beyond the reflection budget was sent")
 	}

@@ -20,8 +20,8 @@ func TestBoundedChannelsAndDatagramRate(t *testing.T) {
 		r.Want(fmt.Sprintf("attack:missing:%06d", i))
 	}
 	st := r.Stats()
-	if st.Channels != maxCh || st.ChannelsRefused != 20000-maxCh {
-		t.Fatalf("channels %d refused %d; want %d and %d", st.Channels, st.ChannelsRefused, maxCh, 20000-maxCh)
+	if st.Channels != maxCh || r.ctr.refused.Load() != 20000-maxCh {
+		t.Fatalf("channels %d refused %d; want %d and %d", st.Channels, r.ctr.refused.Load(), maxCh, 20000-maxCh)
 	}
 	// 40 s of ticks (a hurry-up included, the fastest schedule).
 	r.Poke(PokeOperator)
@@ -39,14 +39,14 @@ func TestBoundedChannelsAndDatagramRate(t *testing.T) {
 	if worst > 2*rate {
 		t.Fatalf("peak %d datagrams in one second; want at most the burst %d", worst, 2*rate)
 	}
-	if r.Stats().DatagramsLimited == 0 {
+	if r.ctr.limited.Load() == 0 {
 		t.Fatal("datagrams held back by the rate limit not counted")
 	}
 	// A dropped name frees its room (after the sweep): a new one is taken.
 	r.Drop("attack:missing:000000")
 	clk.Advance(2 * DefaultSweepDelay)
 	r.Want("good:name")
-	if st := r.Stats(); st.ChannelsRefused != 20000-maxCh {
+	if st := r.Stats(); r.ctr.refused.Load() != 20000-maxCh {
 		t.Fatalf("room freed by the sweep not reused: %+v", st)
 	}
 }

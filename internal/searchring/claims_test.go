@@ -42,8 +42,8 @@ func TestTCPServerMayNameOnlyItself(t *testing.T) {
 			t.Errorf("%s resolved to %v, want %v", n, got[n], ep)
 		}
 	}
-	if s := r.Stats(); s.ThirdParty != 2 || s.Searching != 2 {
-		t.Fatalf("stats %+v: want 2 third-party replies dropped and their names still searched", s)
+	if s := r.Stats(); r.ctr.thirdParty.Load() != 2 || s.Searching != 2 {
+		t.Fatalf("stats %+v: want 2 third-party replies dropped and their names still searched", &r.ctr)
 	}
 }
 
@@ -77,16 +77,16 @@ func TestSearchingAtOnlyClaimedNames(t *testing.T) {
 	m := claim(guid(3), "tcp", 0, names[0].CID)
 	m.Seq = seq
 	r.OnReply(a, ViaServer, m)
-	if s := r.Stats(); s.Resolved != 4 || s.Unmatched != 0 {
-		t.Fatalf("stats %+v: the ask's answer was not matched", s)
+	if r.ctr.resolved.Load() != 4 || r.ctr.unmatched.Load() != 0 {
+		t.Fatalf("resolved %d, unmatched %d: the ask's answer was not matched", r.ctr.resolved.Load(), r.ctr.unmatched.Load())
 	}
 	// A fourth claim forgets the oldest (a:1).
 	r.Drop("a:1")
 	r.Want("b:2")
 	clk.Advance(InitialDelay)
 	r.OnReply(b, ViaServer, rc.claim(guid(2), "tcp", 0, rc.cidOf(t, "b:2")))
-	if s := r.Stats(); s.ClaimsForgotten != 1 {
-		t.Fatalf("claims forgotten %d, want 1", s.ClaimsForgotten)
+	if r.ctr.claimsForgotten.Load() != 1 {
+		t.Fatalf("claims forgotten %d, want 1", r.ctr.claimsForgotten.Load())
 	}
 	r.ReenterServer(guid(3), ReenterLost)
 	r.ReenterServer(guid(2), ReenterLost)

@@ -9,7 +9,7 @@ import (
 	"github.com/pvans-project/pvans/internal/metrics"
 )
 
-// RegisterMetrics exposes the ring's Stats and bucket occupancy
+// RegisterMetrics exposes the ring's counters, gauges and bucket occupancy
 // (docs/operations.md).
 func (r *Ring) RegisterMetrics(m *metrics.Metrics) {
 	st := r.Stats
@@ -18,23 +18,7 @@ func (r *Ring) RegisterMetrics(m *metrics.Metrics) {
 		m.Gauge("searchring", "bucket_channels", "Channels per ring bucket (0 = due next tick).", metrics.Label("bucket", strconv.Itoa(i)),
 			func() float64 { return float64(r.Occupancy()[i]) })
 	}
-	m.Counter("searchring", "datagrams_total", "Search datagrams built by the ring (each goes to every destination).", nil, metrics.U64(func() uint64 { return st().Datagrams }))
-	m.Counter("searchring", "names_searched_total", "Names packed into search datagrams.", nil, metrics.U64(func() uint64 { return st().NamesSearched }))
-	m.Counter("searchring", "replies_total", "Search responses processed by the ring.", nil, metrics.U64(func() uint64 { return st().Replies }))
-	m.HintsDropped("unmatched", func() uint64 { s := st(); return s.Unmatched + s.UnknownCID })
-	m.HintsDropped("tcp_third_party", func() uint64 { return st().ThirdParty })
-	m.Counter("searchring", "duplicates_total", "Claims by a second server for a name already resolved.", nil, metrics.U64(func() uint64 { return st().Duplicates }))
-	m.Counter("searchring", "pokes_total", "Hurry-up requests (new server seen, name server validated, operator), by result: accepted, or ignored during the 30 s hold-off or a fast revolution.",
-		metrics.Label("result", "accepted"), metrics.U64(func() uint64 { return st().Pokes }))
-	m.Counter("searchring", "pokes_total", "Hurry-up requests (new server seen, name server validated, operator), by result: accepted, or ignored during the 30 s hold-off or a fast revolution.",
-		metrics.Label("result", "ignored"), metrics.U64(func() uint64 { return st().PokesIgnored }))
-	m.Counters("searchring", "limit_hits_total", "Search-through work refused at a bound, by limit: names (a name wanted beyond searchring.DefaultMaxChannels is not searched through), datagrams (a datagram over searchring.DefaultDatagramsPerSecond is not sent), claims (the oldest remembered claim of a server on a name forgotten beyond searchring.DefaultMaxChannels).", "limit", map[string]func() uint64{
-		"names":     func() uint64 { return st().ChannelsRefused },
-		"datagrams": func() uint64 { return st().DatagramsLimited },
-		"claims":    func() uint64 { return st().ClaimsForgotten },
-	})
-	m.Counter("searchring", "reentered_total", "Resolved names put back into search because the server they were resolved to was lost.",
-		nil, metrics.U64(func() uint64 { return st().Reentered }))
+	m.Register(&r.ctr)
 }
 
 // RegisterDestinationMetrics exports the per-destination counters.

@@ -106,8 +106,8 @@ func TestPokeRunsOneFastRevolutionWithoutCounting(t *testing.T) {
 	if a := attemptsOf(r, young); a <= before {
 		t.Fatalf("attempt count %d did not advance after the fast revolution (was %d)", a, before)
 	}
-	if s := r.Stats(); s.Pokes != 1 || s.PokesIgnored != 0 {
-		t.Fatalf("stats %+v", s)
+	if r.ctr.pokes.Load() != 1 || r.ctr.pokesIgnored.Load() != 0 {
+		t.Fatalf("stats %+v", &r.ctr)
 	}
 }
 
@@ -147,8 +147,8 @@ func TestPokeHoldoffForEveryCause(t *testing.T) {
 			if !r.Poke(causes[(slices.Index(causes, first)+1)%len(causes)]) {
 				t.Fatal("poke refused after the hold-off")
 			}
-			if s := r.Stats(); s.Pokes != 2 || s.PokesIgnored != 3*uint64(len(causes)) {
-				t.Fatalf("stats %+v", s)
+			if r.ctr.pokes.Load() != 2 || r.ctr.pokesIgnored.Load() != 3*uint64(len(causes)) {
+				t.Fatalf("stats %+v", &r.ctr)
 			}
 		})
 	}

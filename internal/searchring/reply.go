@@ -109,6 +109,7 @@ func (r *Ring) OnReply(from netip.AddrPort, via Via, m *pva.SearchResponse) {
 		switch {
 		case ch == nil:
 			r.ctr.unknownCID.Add(1)
+			r.ctr.unmatched.Add(1)
 		case !ch.tls && !r.acceptProtocol(overTLS):
 			r.ctr.badProtocol.Add(1)
 		case !ch.searchedWith(m.Seq):

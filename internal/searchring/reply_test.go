@@ -97,9 +97,8 @@ func TestReplyRules(t *testing.T) {
 	if !searchedAfter(clk, rc, "A", 3*time.Second) {
 		t.Fatal("A no longer searched after discarded replies")
 	}
-	s := r.Stats()
-	if s.IgnoredGUID != 1 || s.Negative != 1 || s.BadProtocol != 2 || s.Unusable != 1 || s.Resolved != 0 {
-		t.Fatalf("stats %+v", s)
+	if r.ctr.ignoredGUID.Load() != 1 || r.ctr.negative.Load() != 1 || r.ctr.badProtocol.Load() != 2 || r.ctr.unusable.Load() != 1 || r.ctr.resolved.Load() != 0 {
+		t.Fatalf("stats %+v", &r.ctr)
 	}
 
 	// First positive reply wins: zero address → datagram source.
@@ -128,9 +127,9 @@ func TestReplyRules(t *testing.T) {
 	if !slices.Equal(cb.dups, []dup{{"A", guid(1), guid(9)}}) {
 		t.Fatalf("duplicates %+v", cb.dups)
 	}
-	s = r.Stats()
-	if s.Resolved != 3 || s.Duplicates != 1 || s.UnknownCID != 1 || s.Searching != 1 || s.Channels != 4 {
-		t.Fatalf("stats %+v", s)
+	s := r.Stats()
+	if r.ctr.resolved.Load() != 3 || r.ctr.duplicates.Load() != 1 || r.ctr.unknownCID.Load() != 1 || s.Searching != 1 || s.Channels != 4 {
+		t.Fatalf("stats %+v %+v", s, &r.ctr)
 	}
 	// Resolved names leave the ring; the unresolved one stays.
 	rc.reset()
@@ -222,8 +221,8 @@ func TestUpstreamCopies(t *testing.T) {
 	if len(notReady.got()) != 0 || len(backlogged.got()) != 0 {
 		t.Fatal("sent to a not-ready or backlogged upstream")
 	}
-	if s := r.Stats(); s.UpstreamSent != 6 || s.UpstreamSkipped != 3 {
-		t.Fatalf("stats %+v", s)
+	if r.ctr.upstreamSent.Load() != 6 || r.ctr.upstreamSkipped.Load() != 3 {
+		t.Fatalf("stats %+v", &r.ctr)
 	}
 	// The same, per name server, and per UDP destination.
 	for _, c := range []struct {
@@ -272,7 +271,7 @@ func TestDropHonoursSweepDelay(t *testing.T) {
 				}
 				clk.Advance(time.Millisecond)
 			}
-			if s := r.Stats(); s.Channels != 1 || s.Searching != 1 || s.Swept != 1 || s.Dropped != 0 {
+			if s := r.Stats(); s.Channels != 1 || s.Searching != 1 || r.ctr.swept.Load() != 1 || s.Dropped != 0 {
 				t.Fatalf("not swept on time: %+v", s)
 			}
 			rc.reset()
@@ -284,7 +283,7 @@ func TestDropHonoursSweepDelay(t *testing.T) {
 				t.Fatalf("KEPT searched %v", rc.times("KEPT"))
 			}
 			r.OnReply(udpSrc, ViaUDP, rc.claim(guid(1), "tcp", 5075, cid))
-			if len(cb.resolved()) != 0 || r.Stats().UnknownCID != 1 {
+			if len(cb.resolved()) != 0 || r.ctr.unknownCID.Load() != 1 {
 				t.Fatal("a swept Channel's CID still resolves")
 			}
 			if o := r.Occupancy(); sum(o) != 1 {
@@ -305,7 +304,7 @@ func TestWantBeforeSweepKeepsChannel(t *testing.T) {
 	clk.Advance(5 * time.Second)
 	r.Want("X")
 	clk.Advance(time.Minute)
-	if s := r.Stats(); s.Swept != 0 || s.Channels != 1 || s.Initial != 0 {
+	if s := r.Stats(); r.ctr.swept.Load() != 0 || s.Channels != 1 || s.Initial != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 	d := rc.datagrams()
@@ -357,7 +356,7 @@ func TestReenterOffsets(t *testing.T) {
 			if got := cb.resolved(); len(got) != 2 || got[1].guid != guid(2) || len(cb.dups) != 0 {
 				t.Fatalf("after re-entry: %+v dups %+v", got, cb.dups)
 			}
-			if r.Stats().Reentered != 1 {
+			if r.ctr.reentered.Load() != 1 {
 				t.Fatal("re-entry not counted")
 			}
 		})
@@ -424,7 +423,7 @@ func TestReenterServer(t *testing.T) {
 	if n := r.ReenterServer(guid(1), ReenterLost); n != 2 {
 		t.Fatalf("re-entered %d names, want a1 and a2", n)
 	}
-	if s := r.Stats(); s.Searching != 3 || s.Reentered != 2 {
+	if s := r.Stats(); s.Searching != 3 || r.ctr.reentered.Load() != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 	rc.reset()
@@ -468,8 +467,10 @@ func TestReplyMustMatchASearch(t *testing.T) {
 	if got := cb.resolved(); len(got) != 0 {
 		t.Fatalf("unmatched reply resolved %v", got)
 	}
-	if st := r.Stats(); st.Unmatched != 1 {
-		t.Fatalf("stats %+v", st)
+	// The three guesses name no CID searched; all four are hints dropped
+	// as unmatched.
+	if r.ctr.unknownCID.Load() != 3 || r.ctr.unmatched.Load() != 4 {
+		t.Fatalf("stats %+v", &r.ctr)
 	}
 	// The reply to a later search of the same name still matches an
 	// earlier search (kept: the last few).

@@ -120,7 +120,7 @@ func TestInitialCoalescing(t *testing.T) {
 	if len(seen) != n {
 		t.Fatalf("%d distinct names searched, want %d", len(seen), n)
 	}
-	if s := r.Stats(); s.Datagrams != uint64(wantN) || s.NamesSearched != n || s.Searching != n || s.Initial != 0 {
+	if s := r.Stats(); r.ctr.datagrams.Load() != uint64(wantN) || r.ctr.namesSearched.Load() != n || s.Searching != n || s.Initial != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 

@@ -1,86 +1,55 @@
 package searchring
 
-import "sync/atomic"
+import (
+	"sync/atomic"
 
+	"github.com/pvans-project/pvans/internal/metrics"
+)
+
+// counters are the ring's counters, each declared once (metrics.Register).
+// The plain atomics are not exported: tests read them.
 type counters struct {
-	namesSearched, datagrams      atomic.Uint64
-	upstreamSent, upstreamSkipped atomic.Uint64
-	replies, resolved, duplicates atomic.Uint64
-	ignoredGUID, negative         atomic.Uint64
-	badProtocol, unusable         atomic.Uint64
-	unknownCID, unmatched         atomic.Uint64
-	pokes, pokesIgnored           atomic.Uint64
-	reentered, swept              atomic.Uint64
-	refused, limited              atomic.Uint64
-	thirdParty, claimsForgotten   atomic.Uint64
+	datagrams     metrics.Counter `metric:"pvans_searchring_datagrams_total" help:"Search datagrams built by the ring (each goes to every destination)."`
+	namesSearched metrics.Counter `metric:"pvans_searchring_names_searched_total" help:"Names packed into search datagrams."`
+	replies       metrics.Counter `metric:"pvans_searchring_replies_total" help:"Search responses processed by the ring."`
+	// unmatched also counts the claims of unknownCID.
+	unmatched    metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=unmatched"`
+	thirdParty   metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=tcp_third_party"`
+	duplicates   metrics.Counter `metric:"pvans_searchring_duplicates_total" help:"Claims by a second server for a name already resolved."`
+	pokes        metrics.Counter `metric:"pvans_searchring_pokes_total" label:"result=accepted" help:"Hurry-up requests (new server seen, name server validated, operator), by result: accepted, or ignored during the 30 s hold-off or a fast revolution."`
+	pokesIgnored metrics.Counter `metric:"pvans_searchring_pokes_total" label:"result=ignored"`
+	// refused: names not searched through, MaxChannels reached; limited:
+	// datagrams not sent, over DatagramsPerSecond; claimsForgotten: claims
+	// forgotten, oldest first, beyond the bound.
+	refused         metrics.Counter `metric:"pvans_searchring_limit_hits_total" label:"limit=names" help:"Search-through work refused at a bound, by limit: names (a name wanted beyond searchring.DefaultMaxChannels is not searched through), datagrams (a datagram over searchring.DefaultDatagramsPerSecond is not sent), claims (the oldest remembered claim of a server on a name forgotten beyond searchring.DefaultMaxChannels)."`
+	limited         metrics.Counter `metric:"pvans_searchring_limit_hits_total" label:"limit=datagrams"`
+	claimsForgotten metrics.Counter `metric:"pvans_searchring_limit_hits_total" label:"limit=claims"`
+	reentered       metrics.Counter `metric:"pvans_searchring_reentered_total" help:"Resolved names put back into search because the server they were resolved to was lost."`
+
+	upstreamSent    atomic.Uint64 // copies appended to ready name-server connections
+	upstreamSkipped atomic.Uint64 // copies skipped because the connection was backlogged
+	resolved        atomic.Uint64 // names resolved by a first positive claim
+	ignoredGUID     atomic.Uint64 // replies from an ignored server
+	negative        atomic.Uint64 // found=false replies (never stop a search)
+	badProtocol     atomic.Uint64 // replies for a protocol we did not search for
+	unusable        atomic.Uint64 // replies naming no usable endpoint (UDP port 0)
+	unknownCID      atomic.Uint64 // claimed CIDs of no current Channel
+	swept           atomic.Uint64 // abandoned Channels discarded
 }
 
-// Stats is a snapshot of the ring's counters (monotonic) and gauges.
+// Stats are the ring's gauges.
 type Stats struct {
-	// Gauges.
 	Channels  int // distinct names remembered: searching, or resolved and not yet swept
 	Searching int // distinct names being searched (in the ring or the initial list)
 	Initial   int // names waiting for the 10 ms coalesced first search
 	Dropped   int // Channels with no waiter, waiting for the sweep
-
-	// Counters.
-	NamesSearched   uint64 // (CID, name) entries packed; each goes to every destination
-	Datagrams       uint64 // search datagrams built; each goes to every destination
-	UpstreamSent    uint64 // copies appended to ready name-server connections
-	UpstreamSkipped uint64 // copies skipped because the connection was backlogged
-	Replies         uint64 // CMD_SEARCH_RESPONSE seen by OnReply
-	Resolved        uint64 // names resolved by a first positive claim
-	Duplicates      uint64 // claims from a second GUID for a resolved name
-	IgnoredGUID     uint64 // replies from an ignored server
-	Negative        uint64 // found=false replies (never stop a search)
-	BadProtocol     uint64 // replies for a protocol we did not search for
-	Unusable        uint64 // replies naming no usable endpoint (UDP port 0)
-	UnknownCID      uint64 // claimed CIDs of no current Channel
-	Unmatched       uint64 // claimed CIDs whose reply echoes no sequence ID they were searched with
-	Pokes           uint64 // accepted hurry-ups
-	PokesIgnored    uint64 // hurry-ups refused (hold-off or fast revolution running)
-	Reentered       uint64 // resolved names put back into search
-	Swept           uint64 // abandoned Channels discarded
-	// ChannelsRefused: names not searched through, MaxChannels reached.
-	ChannelsRefused uint64
-	// DatagramsLimited: datagrams not sent, over DatagramsPerSecond.
-	DatagramsLimited uint64
-	// ThirdParty: positive replies over TCP from a server (not a name
-	// server) naming another endpoint than its own.
-	ThirdParty uint64
-	// ClaimsForgotten: claims forgotten, oldest first, beyond the bound
-	// (searchring.DefaultMaxChannels pairs of endpoint and name).
-	ClaimsForgotten uint64
 }
 
-// Stats returns a snapshot.
+// Stats returns the gauges now.
 func (r *Ring) Stats() Stats {
 	r.mu.Lock()
-	s := Stats{Channels: len(r.byName), Searching: r.searching, Initial: r.nInitial, Dropped: len(r.dropped)}
-	r.mu.Unlock()
-	c := &r.ctr
-	s.NamesSearched = c.namesSearched.Load()
-	s.Datagrams = c.datagrams.Load()
-	s.UpstreamSent = c.upstreamSent.Load()
-	s.UpstreamSkipped = c.upstreamSkipped.Load()
-	s.Replies = c.replies.Load()
-	s.Resolved = c.resolved.Load()
-	s.Duplicates = c.duplicates.Load()
-	s.IgnoredGUID = c.ignoredGUID.Load()
-	s.Negative = c.negative.Load()
-	s.BadProtocol = c.badProtocol.Load()
-	s.Unusable = c.unusable.Load()
-	s.UnknownCID = c.unknownCID.Load()
-	s.Unmatched = c.unmatched.Load()
-	s.Pokes = c.pokes.Load()
-	s.PokesIgnored = c.pokesIgnored.Load()
-	s.Reentered = c.reentered.Load()
-	s.Swept = c.swept.Load()
-	s.ChannelsRefused = c.refused.Load()
-	s.DatagramsLimited = c.limited.Load()
-	s.ThirdParty = c.thirdParty.Load()
-	s.ClaimsForgotten = c.claimsForgotten.Load()
-	return s
+	defer r.mu.Unlock()
+	return Stats{Channels: len(r.byName), Searching: r.searching, Initial: r.nInitial, Dropped: len(r.dropped)}
 }
 
 // Occupancy is the number of searching Channels in each bucket, relative
