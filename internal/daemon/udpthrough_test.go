@@ -145,7 +145,7 @@ func TestSpoofedUDPSearchThroughBounded(t *testing.T) {
 	if len(got) != want {
 		t.Fatalf("UDP floods made pvans search through %d names; want the UDP searchers' share of names, %d (resolver %+v)", len(got), want, st)
 	}
-	if st.WaitingUDP != int64(want) || st.WaitDropsUDP == 0 {
+	if st.WaitingUDP != int64(want) || count(t, d, `pvans_resolver_limit_hits_total{limit="waiters_udp"}`) == 0 {
 		t.Fatalf("UDP waiters %+v", st)
 	}
 }

@@ -42,8 +42,8 @@ func TestDeniedNameNeverClaimedWaitedOrSearched(t *testing.T) {
 	if len(got) != 1 || len(got[0].CIDs) != 1 || got[0].CIDs[0] != q[3].CID {
 		t.Fatalf("pushed %+v: want only open:unheld", got)
 	}
-	if st := f.res.Stats(); st.Denied != 4 || st.Misses != 1 {
-		t.Errorf("stats %+v: want 2 denied per Lookup and Wait call", st)
+	if f.res.st.denied.Load() != 4 || f.res.st.misses.Load() != 1 {
+		t.Errorf("denied %d, misses %d: want 2 denied per Lookup and Wait call", f.res.st.denied.Load(), f.res.st.misses.Load())
 	}
 }
 
@@ -54,7 +54,7 @@ func TestNoNamePolicyAllowsAll(t *testing.T) {
 	f.reg.ReplaceNames(guid(1), []string{"secret:held"}, registry.SourceProbe)
 	var b Batch
 	f.res.Lookup(query("secret:held", "secret:unheld"), &b)
-	if len(b.Groups) != 1 || len(b.Missing) != 1 || f.res.Stats().Denied != 0 {
+	if len(b.Groups) != 1 || len(b.Missing) != 1 || f.res.st.denied.Load() != 0 {
 		t.Fatalf("groups %+v missing %v", b.Groups, b.Missing)
 	}
 }

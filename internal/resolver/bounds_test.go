@@ -45,7 +45,7 @@ func TestWaitersBoundedGloballyAndPerSource(t *testing.T) {
 	if st.Waiting != perSource {
 		t.Fatalf("one source holds %d waiters over 6 connections; want the per-source bound %d", st.Waiting, perSource)
 	}
-	if st.WaitDropsSource == 0 {
+	if f.res.st.dropsSource.Load() == 0 {
 		t.Fatalf("per-source drops not counted: %+v", st)
 	}
 	// Other sources fill up to the global bound.
@@ -55,8 +55,8 @@ func TestWaitersBoundedGloballyAndPerSource(t *testing.T) {
 		cl.Wait(q, miss, false)
 	}
 	st = f.res.Stats()
-	if st.Waiting != total || st.WaitDropsTotal == 0 {
-		t.Fatalf("waiters %d (drops at the global bound %d); want exactly %d", st.Waiting, st.WaitDropsTotal, total)
+	if st.Waiting != total || f.res.st.dropsTotal.Load() == 0 {
+		t.Fatalf("waiters %d (drops at the global bound %d); want exactly %d", st.Waiting, f.res.st.dropsTotal.Load(), total)
 	}
 	if s.want != total {
 		t.Fatalf("search-through asked for %d names; want one per waited name, %d", s.want, total)
@@ -75,7 +75,7 @@ func TestWaiterSlotsFreedOnClose(t *testing.T) {
 	cl2 := f.res.NewClientFrom(src, func(Group) {})
 	q, miss = missingNames("b", 10)
 	cl2.Wait(q, miss, false)
-	if st := f.res.Stats(); st.Waiting != 10 || st.WaitDropsSource != 0 {
+	if st := f.res.Stats(); st.Waiting != 10 || f.res.st.dropsSource.Load() != 0 {
 		t.Fatalf("after close and reconnect: %+v", st)
 	}
 }
@@ -98,7 +98,7 @@ func TestNameLengthBound(t *testing.T) {
 	}
 	cl := f.res.NewClientFrom(netip.MustParseAddr("10.0.0.1"), func(Group) {})
 	cl.Wait(q, []int{0, 1}, false)
-	if st := f.res.Stats(); st.NamesTooLong != 2 || st.Waiting != 1 || s.want != 1 {
+	if st := f.res.Stats(); f.res.st.tooLong.Load() != 2 || st.Waiting != 1 || s.want != 1 {
 		t.Fatalf("stats %+v, searched %d; want the long name refused twice and only the short one waited for", st, s.want)
 	}
 }

@@ -172,33 +172,13 @@ const UDPShare = 10
 // name a TCP client waits for is searched for it whoever waits too.
 const UDPNameShare = 2
 
-// Stats are counters for the metrics package.
+// Stats are the resolver's gauges (its counters are in metrics.go).
 type Stats struct {
-	Lookups   uint64 // batches
-	Names     uint64 // names looked up
-	Misses    uint64 // names nobody claimed
-	Denied    uint64 // names refused by Options.NameAllowed (not claimed, not waited for)
-	Waiting   int64  // current waiters (gauge)
-	WaitNames int64  // distinct names waited for, plain and TLS counted apart (gauge)
-	WaitDrops uint64 // waiters refused at MaxWaitsPerClient
-	// WaitDropsSource and WaitDropsTotal: waiters refused at
-	// MaxWaitsPerSource and MaxWaiters.
-	WaitDropsSource uint64
-	WaitDropsTotal  uint64
-	// WaitDropsUDP: UDP searchers' waiters refused at MaxUDPWaiters.
-	WaitDropsUDP uint64
+	Waiting   int64 // current waiters
+	WaitNames int64 // distinct names waited for, plain and TLS counted apart
 	// WaitingUDP: current waiters of UDP searchers (within Waiting).
-	WaitingUDP   int64
-	NamesTooLong uint64 // names longer than MaxNameBytes, refused
-	Expired      uint64 // waiters expired
-	Pushed       uint64 // waiters answered by push
-	// ReanswersTCP and ReanswersUDP are the CIDs answered again, over a
-	// TCP connection and to a UDP reply address, because the server they
-	// were told was gone when another server claimed their name (told.go).
-	ReanswersTCP, ReanswersUDP uint64
-	// ToldEvicted: remembered answers dropped at ToldPerServer/ToldTotal.
-	ToldEvicted uint64
-	Told        int // answers remembered for that (gauge)
+	WaitingUDP int64
+	Told       int // answers remembered for the restart fan-out (told.go)
 }
 
 // Policy is the part of the Options a running resolver can change (a
@@ -253,11 +233,8 @@ type Resolver struct {
 	told told
 
 	waiting atomic.Int64
-	st      struct {
-		lookups, names, misses, denied, drops, expired, pushed, dropsSource, dropsTotal, dropsUDP, tooLong atomic.Uint64
-		reTCP, reUDP, toldEvicted                                                                          atomic.Uint64
-	}
-	ll *limitlog.Log
+	st      counters
+	ll      *limitlog.Log
 }
 
 type waitKey struct {
@@ -426,19 +403,12 @@ func (r *Resolver) logDenied(name []byte) {
 	}
 }
 
-// Stats returns the counters.
+// Stats returns the gauges now.
 func (r *Resolver) Stats() Stats {
 	r.mu.Lock()
 	wn, wu := int64(len(r.byName)), int64(r.udpWaiting)
 	r.mu.Unlock()
-	return Stats{
-		Lookups: r.st.lookups.Load(), Names: r.st.names.Load(), Misses: r.st.misses.Load(), Denied: r.st.denied.Load(),
-		Waiting: r.waiting.Load(), WaitNames: wn, WaitDrops: r.st.drops.Load(),
-		WaitDropsSource: r.st.dropsSource.Load(), WaitDropsTotal: r.st.dropsTotal.Load(), NamesTooLong: r.st.tooLong.Load(),
-		WaitDropsUDP: r.st.dropsUDP.Load(), WaitingUDP: wu,
-		Expired: r.st.expired.Load(), Pushed: r.st.pushed.Load(),
-		ReanswersTCP: r.st.reTCP.Load(), ReanswersUDP: r.st.reUDP.Load(), Told: r.toldLen(), ToldEvicted: r.st.toldEvicted.Load(),
-	}
+	return Stats{Waiting: r.waiting.Load(), WaitNames: wn, WaitingUDP: wu, Told: r.toldLen()}
 }
 
 // Client is one TCP connection's waiters, or one UDP searcher's (its

@@ -102,7 +102,7 @@ func TestLookupGroupsPerServer(t *testing.T) {
 		t.Fatalf("Lookup allocates %v per batch in steady state", allocs)
 	}
 	st := f.res.Stats()
-	if st.Names < 7 || st.Misses < 2 {
+	if f.res.st.names.Load() < 7 || f.res.st.misses.Load() < 2 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -151,8 +151,8 @@ func TestWaitAndPush(t *testing.T) {
 	if g := p1.take(); len(g) != 0 {
 		t.Fatalf("push after Close: %+v", g)
 	}
-	if st := f.res.Stats(); st.Pushed != 2 {
-		t.Fatalf("stats %+v", st)
+	if f.res.st.pushed.Load() != 2 {
+		t.Fatalf("pushed %d, want 2", f.res.st.pushed.Load())
 	}
 }
 
@@ -187,7 +187,7 @@ func TestWaitExpiryAndRefresh(t *testing.T) {
 		t.Fatalf("after first TTL: waiting %d drop %v", c.Waiting(), s.drop)
 	}
 	f.fc.Advance(ttl / 2)
-	if c.Waiting() != 0 || !slices.Equal(s.drop, []string{"a", "b"}) || f.res.Stats().Expired != 2 {
+	if c.Waiting() != 0 || !slices.Equal(s.drop, []string{"a", "b"}) || f.res.st.expired.Load() != 2 {
 		t.Fatalf("after refresh TTL: waiting %d drop %v stats %+v", c.Waiting(), s.drop, f.res.Stats())
 	}
 	f.reg.AddNames(guid(1), []string{"b"}, registry.SourceStatic)
@@ -202,7 +202,7 @@ func TestWaitBoundAndCIDReuse(t *testing.T) {
 	c := f.res.NewClient(p.push)
 	q := query("a", "b", "c")
 	c.Wait(q, []int{0, 1, 2}, false)
-	if c.Waiting() != 2 || f.res.Stats().WaitDrops != 1 {
+	if c.Waiting() != 2 || f.res.st.drops.Load() != 1 {
 		t.Fatalf("bound: waiting %d stats %+v", c.Waiting(), f.res.Stats())
 	}
 	// The CID of "a" now means "z".

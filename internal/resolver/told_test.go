@@ -72,7 +72,7 @@ func TestReanswerAfterRestart(t *testing.T) {
 		if len(udp.got) != 1 || udp.got[0].d != to || udp.got[0].g.Server.GUID != guid(9) || !slices.Equal(udp.got[0].g.CIDs, want) {
 			t.Fatalf("lost first %v: UDP re-answers %+v", lostFirst, udp.got)
 		}
-		if st := f.res.Stats(); st.ReanswersTCP != 2 || st.ReanswersUDP != 2 || st.Told != 4 {
+		if st := f.res.Stats(); f.res.st.reTCP.Load() != 2 || f.res.st.reUDP.Load() != 2 || st.Told != 4 {
 			t.Fatalf("stats %+v: want 2 re-answers each way, ioc:b's two answers still remembered and the connection's two re-answers remembered anew", st)
 		}
 		// The next restart: the connection, which a Phoebus client does
@@ -136,8 +136,8 @@ func TestReanswerSkipsClientsAlreadyAnswered(t *testing.T) {
 	if gs := tcp.take(); len(gs) != 1 || gs[0].Server.GUID != guid(9) {
 		t.Fatalf("pushes %+v: want the waiter's one push, no re-answer beside it", gs)
 	}
-	if st := f.res.Stats(); st.ReanswersTCP != 0 {
-		t.Fatalf("stats %+v", st)
+	if f.res.st.reTCP.Load() != 0 {
+		t.Fatalf("stats %+v", &f.res.st)
 	}
 }
 
@@ -161,15 +161,15 @@ func TestToldBounded(t *testing.T) {
 		f.res.Lookup(sq, &b)
 		f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, false)
 		if s == 0 {
-			if st := f.res.Stats(); st.Told != ToldPerServer || st.ToldEvicted != 10 {
-				t.Fatalf("%d answers remembered for one server, %d evicted, want %d and 10", st.Told, st.ToldEvicted, ToldPerServer)
+			if st := f.res.Stats(); st.Told != ToldPerServer || f.res.st.toldEvicted.Load() != 10 {
+				t.Fatalf("%d answers remembered for one server, %d evicted, want %d and 10", st.Told, f.res.st.toldEvicted.Load(), ToldPerServer)
 			}
 			to.To = netip.MustParseAddrPort("10.0.0.9:2") // CIDs repeat per server
 		}
 		to.To = netip.AddrPortFrom(to.To.Addr(), to.To.Port()+1)
 	}
-	if st := f.res.Stats(); st.Told != ToldTotal || st.ToldEvicted == 10 {
-		t.Fatalf("%d answers remembered, %d evicted: want the bound %d and evictions at it counted", st.Told, st.ToldEvicted, ToldTotal)
+	if st := f.res.Stats(); st.Told != ToldTotal || f.res.st.toldEvicted.Load() == 10 {
+		t.Fatalf("%d answers remembered, %d evicted: want the bound %d and evictions at it counted", st.Told, f.res.st.toldEvicted.Load(), ToldTotal)
 	}
 }
 

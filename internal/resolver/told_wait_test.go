@@ -41,5 +41,5 @@ func TestRestartsWithWaitingClientOneEntry(t *testing.T) {
 	if total > 8*2 {
 		t.Errorf("%d answers pushed over 8 restarts", total)
 	}
-	t.Logf("%d answers pushed over 8 restarts, re-answers %d", total, f.res.Stats().ReanswersTCP)
+	t.Logf("%d answers pushed over 8 restarts, re-answers %d", total, f.res.st.reTCP.Load())
 }

@@ -112,8 +112,8 @@ func TestUDPFloodBounded(t *testing.T) {
 	if s.want != perSource {
 		t.Fatalf("one reply address made pvans search through %d names; bound %d", s.want, perSource)
 	}
-	if st := f.res.Stats(); st.WaitDropsSource == 0 || st.WaitDrops == 0 {
-		t.Fatalf("drops not counted: %+v", st)
+	if f.res.st.dropsSource.Load() == 0 || f.res.st.drops.Load() == 0 {
+		t.Fatalf("drops not counted: %+v", &f.res.st)
 	}
 	for i := range 64 { // spoofed sources
 		q, miss := missingNames(fmt.Sprintf("spoof%d", i), perConn)
@@ -123,8 +123,8 @@ func TestUDPFloodBounded(t *testing.T) {
 	// names' share (UDPNameShare) bounds them first.
 	udpMax := total / UDPShare / UDPNameShare
 	st := f.res.Stats()
-	if s.want != udpMax || st.WaitingUDP != int64(udpMax) || st.WaitDropsUDP == 0 {
-		t.Fatalf("UDP floods searched through %d names (%d waiters, %d refused); bound %d", s.want, st.WaitingUDP, st.WaitDropsUDP, udpMax)
+	if s.want != udpMax || st.WaitingUDP != int64(udpMax) || f.res.st.dropsUDP.Load() == 0 {
+		t.Fatalf("UDP floods searched through %d names (%d waiters, %d refused); bound %d", s.want, st.WaitingUDP, f.res.st.dropsUDP.Load(), udpMax)
 	}
 	// The TCP clients' room is whole: a client from the flooded address
 	// gets its per-source bound, others the rest of the total.
@@ -191,7 +191,7 @@ func TestUDPFloodLeavesTheRingToTCP(t *testing.T) {
 			t.Fatalf("a TCP client's name %s not searched through after a UDP flood (%d names in the ring, %d refused)", sn.Name, len(ring.names), ring.refused)
 		}
 	}
-	if st := f.res.Stats(); st.WaitDropsUDP == 0 {
-		t.Fatalf("the flood's refused names not counted: %+v", st)
+	if f.res.st.dropsUDP.Load() == 0 {
+		t.Fatalf("the flood's refused names not counted: %+v", &f.res.st)
 	}
 }

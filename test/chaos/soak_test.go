@@ -194,9 +194,12 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak %s: %d server restarts, %d client rounds, %d names resolved, %d unresolved, %d failed rounds",
 		dur, restarts.Load(), rounds.Load(), resolved.Load(), unresolved.Load(), failures.Load())
 	if unresolved.Load() != 0 || failures.Load() != 0 {
-		rs := d.Resolver.Stats()
-		t.Errorf("%d names unresolved in %d failed rounds; first: %v\n%v\nwaiters refused at a bound: per connection %d, per source %d, total %d",
-			unresolved.Load(), failures.Load(), firstErr.Load(), diag.Load(), rs.WaitDrops, rs.WaitDropsSource, rs.WaitDropsTotal)
+		hits := func(limit string) float64 {
+			v, _ := d.Metrics.Value(`pvans_resolver_limit_hits_total{limit="` + limit + `"}`)
+			return v
+		}
+		t.Errorf("%d names unresolved in %d failed rounds; first: %v\n%v\nwaiters refused at a bound: per connection %v, per source %v, total %v",
+			unresolved.Load(), failures.Load(), firstErr.Load(), diag.Load(), hits("waiters_per_connection"), hits("waiters_per_source"), hits("waiters_total"))
 	}
 	if rounds.Load() < clients {
 		t.Errorf("only %d rounds completed", rounds.Load())
