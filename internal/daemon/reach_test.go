@@ -182,8 +182,8 @@ func TestRelayOnly(t *testing.T) {
 	if _, ok := d.Tracker.Lookup(netip.MustParseAddrPort("10.9.0.5:5075"), "tcp"); ok {
 		t.Error("the relay profile tracked a sighting")
 	}
-	if st := d.Relay.Stats(); st.Relayed != 1 || st.Datagrams != 1 {
-		t.Errorf("relay stats %+v", st)
+	if n, dg := count(t, d, "pvans_relay_sightings_total"), count(t, d, "pvans_relay_datagrams_total"); n != 1 || dg != 1 {
+		t.Errorf("relayed %d sightings in %d datagrams, want 1 and 1", n, dg)
 	}
 }
 

@@ -2,23 +2,24 @@ package relay
 
 import "github.com/pvans-project/pvans/internal/metrics"
 
-// RegisterMetrics exposes the relay's Stats (docs/operations.md).
+// counters are the relay's counters, each declared once (metrics.Register).
+type counters struct {
+	sightings    metrics.Counter `metric:"pvans_relay_sightings_total" help:"Beacons and discovery replies relayed to relay.to."`
+	datagrams    metrics.Counter `metric:"pvans_relay_datagrams_total" help:"Datagrams sent to relay.to destinations (a sighting to each)."`
+	rate         metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=rate" help:"Sightings not relayed, by reason: rate (relay.max_per_second), not_relayable (a loopback, link-local, multicast, broadcast or unspecified server address), second_hand (sent by another relay: only what was heard first hand is relayed), send_error (per datagram)."`
+	notRelayable metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=not_relayable"`
+	secondHand   metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=second_hand"`
+	sendErrors   metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=send_error"`
+
+	knownEvictions  metrics.Counter `metric:"pvans_relay_known_evictions_total" help:"Servers pushed out of the full re-announce table (the one heard longest ago)."`
+	reannounces     metrics.Counter `metric:"pvans_relay_reannounces_total" help:"Re-announces started: a discovery ping from a relay.to destination got every kept server sent to it again."`
+	reannounced     metrics.Counter `metric:"pvans_relay_reannounced_total" help:"Sightings sent again in re-announces."`
+	pingsNotRelayTo metrics.Counter `metric:"pvans_relay_pings_ignored_total" label:"reason=not_relay_to" help:"Discovery pings that started no re-announce, by reason: not_relay_to (from an address not in relay.to), too_soon (one ran or started there within 10 s)."`
+	pingsTooSoon    metrics.Counter `metric:"pvans_relay_pings_ignored_total" label:"reason=too_soon"` // within ReannounceGap of the last re-announce, or during one
+}
+
+// RegisterMetrics exposes the relay's counters and gauge (docs/operations.md).
 func (r *Relay) RegisterMetrics(m *metrics.Metrics) {
-	st := r.Stats
-	m.Counter("relay", "sightings_total", "Beacons and discovery replies relayed to relay.to.", nil, metrics.U64(func() uint64 { return st().Relayed }))
-	m.Counter("relay", "datagrams_total", "Datagrams sent to relay.to destinations (a sighting to each).", nil, metrics.U64(func() uint64 { return st().Datagrams }))
-	m.Counters("relay", "dropped_total", "Sightings not relayed, by reason: rate (relay.max_per_second), not_relayable (a loopback, link-local, multicast, broadcast or unspecified server address), second_hand (sent by another relay: only what was heard first hand is relayed), send_error (per datagram).", "reason", map[string]func() uint64{
-		"rate":          func() uint64 { return st().Rate },
-		"not_relayable": func() uint64 { return st().NotRelayable },
-		"second_hand":   func() uint64 { return st().SecondHand },
-		"send_error":    func() uint64 { return st().SendErrors },
-	})
-	m.Gauge("relay", "known_servers", "Servers heard first hand and kept for a re-announce (at most registry.max_servers, each for beacon.expiry).", nil, func() float64 { return float64(st().Known) })
-	m.Counter("relay", "known_evictions_total", "Servers pushed out of the full re-announce table (the one heard longest ago).", nil, metrics.U64(func() uint64 { return st().KnownEvictions }))
-	m.Counter("relay", "reannounces_total", "Re-announces started: a discovery ping from a relay.to destination got every kept server sent to it again.", nil, metrics.U64(func() uint64 { return st().Reannounces }))
-	m.Counter("relay", "reannounced_total", "Sightings sent again in re-announces.", nil, metrics.U64(func() uint64 { return st().Reannounced }))
-	m.Counters("relay", "pings_ignored_total", "Discovery pings that started no re-announce, by reason: not_relay_to (from an address not in relay.to), too_soon (one ran or started there within 10 s).", "reason", map[string]func() uint64{
-		"not_relay_to": func() uint64 { return st().PingsIgnored },
-		"too_soon":     func() uint64 { return st().PingsTooSoon },
-	})
+	m.Register(&r.counters)
+	m.Gauge("relay", "known_servers", "Servers heard first hand and kept for a re-announce (at most registry.max_servers, each for beacon.expiry).", nil, func() float64 { return float64(r.Known()) })
 }

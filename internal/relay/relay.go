@@ -33,7 +33,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -82,23 +81,6 @@ type Limits struct {
 // destination's address) costs at most one table every ReannounceGap.
 const ReannounceGap = 10 * time.Second
 
-// Stats are counters for metrics.
-type Stats struct {
-	Relayed      uint64 // sightings relayed
-	Datagrams    uint64 // datagrams sent (a sighting to each destination)
-	Rate         uint64 // sightings dropped by the rate bound
-	NotRelayable uint64 // sightings naming an address a relay may not name
-	SecondHand   uint64 // sightings another relay sent (FirstHand false)
-	SendErrors   uint64 // datagrams the kernel refused
-
-	Known          int    // servers kept for a re-announce now
-	Reannounces    uint64 // re-announces started (a ping from a relay.to destination)
-	Reannounced    uint64 // sightings sent again in re-announces
-	PingsIgnored   uint64 // discovery pings from an address not in relay.to
-	PingsTooSoon   uint64 // pings within ReannounceGap of the last re-announce, or during one
-	KnownEvictions uint64 // servers pushed out of the full table
-}
-
 // heard is one server heard first hand, kept for a re-announce.
 type heard struct {
 	o  beacon.Observation
@@ -127,8 +109,7 @@ type Relay struct {
 	known map[netip.AddrPort]heard // by server endpoint
 	re    map[netip.AddrPort]*reannounce
 
-	relayed, datagrams, rate, notRelayable, secondHand, sendErrors  atomic.Uint64
-	reannounces, reannounced, pingsIgnored, pingsTooSoon, evictions atomic.Uint64
+	counters // metrics.go
 }
 
 // New returns a relay with no destinations and no sockets.
@@ -266,7 +247,7 @@ func (r *Relay) Relay(o beacon.Observation) {
 	for _, to := range r.to {
 		r.send(to)
 	}
-	r.relayed.Add(1)
+	r.sightings.Add(1)
 }
 
 // send sends r.buf to one destination. r.mu is held.
@@ -312,7 +293,7 @@ func (r *Relay) evictOldest() {
 		}
 	}
 	delete(r.known, oldest)
-	r.evictions.Add(1)
+	r.knownEvictions.Add(1)
 }
 
 // Pinged is told of a discovery ping (a search with no names) from
@@ -334,7 +315,7 @@ func (r *Relay) Pinged(from netip.AddrPort) {
 		return // not relaying: every ping is a client's
 	}
 	if len(dests) == 0 {
-		r.pingsIgnored.Add(1)
+		r.pingsNotRelayTo.Add(1)
 		return
 	}
 	now := r.o.Clock.Now()
@@ -417,13 +398,9 @@ func Encode(dst []byte, o beacon.Observation) []byte {
 		GUID: o.GUID, ChangeCount: o.ChangeCount, Addr: addr, Port: o.Endpoint.Port(), Protocol: o.Protocol})
 }
 
-// Stats returns the counters.
-func (r *Relay) Stats() Stats {
+// Known is the number of servers kept for a re-announce now.
+func (r *Relay) Known() int {
 	r.mu.Lock()
-	known := len(r.known)
-	r.mu.Unlock()
-	return Stats{Relayed: r.relayed.Load(), Datagrams: r.datagrams.Load(), Rate: r.rate.Load(),
-		NotRelayable: r.notRelayable.Load(), SecondHand: r.secondHand.Load(), SendErrors: r.sendErrors.Load(),
-		Known: known, Reannounces: r.reannounces.Load(), Reannounced: r.reannounced.Load(),
-		PingsIgnored: r.pingsIgnored.Load(), PingsTooSoon: r.pingsTooSoon.Load(), KnownEvictions: r.evictions.Load()}
+	defer r.mu.Unlock()
+	return len(r.known)
 }

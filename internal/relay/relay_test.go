@@ -69,15 +69,14 @@ func TestRelay(t *testing.T) {
 			}
 		}
 	}
-	st := r.Stats()
-	if st.Relayed != 2 || st.Datagrams != 4 || st.Rate != 1 || st.NotRelayable != 1 {
-		t.Errorf("stats %+v", st)
+	if r.sightings.Load() != 2 || r.datagrams.Load() != 4 || r.rate.Load() != 1 || r.notRelayable.Load() != 1 {
+		t.Errorf("stats %+v", &r.counters)
 	}
 	// The bound refills with time.
 	clk.Advance(time.Second)
 	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", From: from})
-	if r.Stats().Relayed != 3 {
-		t.Errorf("not relayed after a second: %+v", r.Stats())
+	if r.sightings.Load() != 3 {
+		t.Errorf("not relayed after a second: %+v", &r.counters)
 	}
 }
 
@@ -131,8 +130,8 @@ func TestRelaysOnlyFirstHand(t *testing.T) {
 	for _, via := range []beacon.Via{beacon.ViaBeacon, beacon.ViaDiscovery} {
 		r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: via, From: netip.MustParseAddrPort("10.6.0.2:51234")})
 	}
-	if st := r.Stats(); st.Relayed != 1 || st.SecondHand != 2 {
-		t.Errorf("stats %+v: want the first-hand sighting relayed, the two relayed ones not", st)
+	if r.sightings.Load() != 1 || r.secondHand.Load() != 2 {
+		t.Errorf("stats %+v: want the first-hand sighting relayed, the two relayed ones not", &r.counters)
 	}
 }
 
@@ -248,9 +247,8 @@ func TestReannounceOnPing(t *testing.T) {
 	clk.Advance(time.Minute)
 	r.Pinged(central)
 	nothing(t, c)
-	st := r.Stats()
-	if st.Reannounces != 3 || st.Reannounced != 4 || st.PingsTooSoon != 1 || st.Known != 0 {
-		t.Errorf("stats %+v", st)
+	if r.reannounces.Load() != 3 || r.reannounced.Load() != 4 || r.pingsTooSoon.Load() != 1 || r.Known() != 0 {
+		t.Errorf("stats %+v", &r.counters)
 	}
 }
 
@@ -269,8 +267,8 @@ func TestReannounceNotForOthers(t *testing.T) {
 	r.Pinged(netip.MustParseAddrPort("10.9.9.9:5076"))
 	nothing(t, c)
 	nothing(t, victim)
-	if st := r.Stats(); st.PingsIgnored != 2 || st.Reannounces != 0 || st.Reannounced != 0 {
-		t.Errorf("stats %+v", st)
+	if r.pingsNotRelayTo.Load() != 2 || r.reannounces.Load() != 0 || r.reannounced.Load() != 0 {
+		t.Errorf("stats %+v", &r.counters)
 	}
 }
 
@@ -291,8 +289,7 @@ func TestReannouncePacedAndBounded(t *testing.T) {
 	nothing(t, c) // the bound is spent: the second waits
 	clk.Advance(time.Second)
 	drain(t, c, 1)
-	st := r.Stats()
-	if st.Known != 2 || st.KnownEvictions != 1 || st.Reannounced != 2 {
-		t.Errorf("stats %+v", st)
+	if r.Known() != 2 || r.knownEvictions.Load() != 1 || r.reannounced.Load() != 2 {
+		t.Errorf("stats %+v", &r.counters)
 	}
 }
