@@ -69,10 +69,7 @@ type Registry struct {
 	// notifiedGen is the last value change subscribers were told about.
 	gen, notifiedGen atomic.Uint64
 
-	st struct {
-		serverLimit, nameLimit, dups, takeovers, expired, replaced, nameLength atomic.Uint64
-		hintsRefused, guidElsewhere, identityRefused                           atomic.Uint64
-	}
+	st counters // metrics.go
 }
 
 // New returns an empty registry.
@@ -147,22 +144,6 @@ func (r *Registry) Apply(l Limits) {
 	}
 	r.fieldNames.Store(l.FieldNames)
 	r.opts.MaxNameBytes = l.MaxNameBytes
-}
-
-// Stats returns the monotonic counters.
-func (r *Registry) Stats() Stats {
-	return Stats{
-		ServerLimitDrops:  r.st.serverLimit.Load(),
-		NameLimitDrops:    r.st.nameLimit.Load(),
-		NameLengthDrops:   r.st.nameLength.Load(),
-		DuplicateClaims:   r.st.dups.Load(),
-		Takeovers:         r.st.takeovers.Load(),
-		UnverifiedExpired: r.st.expired.Load(),
-		EndpointReplaced:  r.st.replaced.Load(),
-		HintsRefused:      r.st.hintsRefused.Load(),
-		GUIDElsewhere:     r.st.guidElsewhere.Load(),
-		IdentityRefused:   r.st.identityRefused.Load(),
-	}
 }
 
 // Close stops the unverified-expiry timer.

@@ -149,8 +149,8 @@ func TestHintNeverReplacesServer(t *testing.T) {
 	if g, ok := holderOf(t, r, "a"); !ok || g != guid(1) {
 		t.Fatalf("a held by %v after a hint", g)
 	}
-	if st := r.Stats(); st.EndpointReplaced != 0 || st.HintsRefused != 1 {
-		t.Fatalf("stats: %+v", st)
+	if r.st.replaced.Load() != 0 || r.st.hintsRefused.Load() != 1 {
+		t.Fatalf("stats: %+v", &r.st)
 	}
 }
 
@@ -212,8 +212,8 @@ func TestListedReplacesAtEndpoint(t *testing.T) {
 	if !slices.Equal(handed, []string{"a", "c"}) {
 		t.Fatalf("handed over %v, want the names passed in place (a, c)", handed)
 	}
-	if st := r.Stats(); st.EndpointReplaced != 1 || st.Takeovers != 1 {
-		t.Fatalf("stats %+v", st)
+	if r.st.replaced.Load() != 1 || r.st.takeovers.Load() != 1 {
+		t.Fatalf("stats %+v", &r.st)
 	}
 }
 
@@ -437,8 +437,8 @@ func TestDuplicatesAndTakeover(t *testing.T) {
 	if c := r.Counts(); c.DuplicateNames != 1 || c.Duplicates != 2 || c.Names != 3 || c.Claims != 5 {
 		t.Fatalf("counts %+v", c)
 	}
-	if r.Stats().DuplicateClaims != 2 {
-		t.Fatalf("stats %+v", r.Stats())
+	if r.st.dups.Load() != 2 {
+		t.Fatalf("stats %+v", &r.st)
 	}
 	notified = nil
 	// The holder stops listing it: the earliest other claimant takes over.
@@ -547,9 +547,8 @@ func TestBounds(t *testing.T) {
 	if err := r.ReplaceNames(guid(2), []string{"e", "f", "g", "h"}, SourceProbe); err != nil {
 		t.Fatal(err)
 	}
-	st := r.Stats()
-	if st.ServerLimitDrops != 1 || st.NameLimitDrops != 3 {
-		t.Fatalf("stats %+v", st)
+	if r.st.serverLimit.Load() != 1 || r.st.nameLimit.Load() != 3 {
+		t.Fatalf("stats %+v", &r.st)
 	}
 }
 
@@ -633,8 +632,8 @@ func TestSnapshotRoundTripAndExpiry(t *testing.T) {
 	if _, ok := r2.Server(guid(2)); !ok {
 		t.Fatal("confirmed server expired")
 	}
-	if r2.Stats().UnverifiedExpired != 1 {
-		t.Fatalf("stats %+v", r2.Stats())
+	if r2.st.expired.Load() != 1 {
+		t.Fatalf("stats %+v", &r2.st)
 	}
 }
 

@@ -28,8 +28,8 @@ func TestServerStringsBounded(t *testing.T) {
 	if c := r.Counts(); c.Names != 2 {
 		t.Fatalf("registry holds %d names, want the 2 within the bound", c.Names)
 	}
-	if st := r.Stats(); st.NameLengthDrops != 3 {
-		t.Fatalf("name-length drops %d, want 3", st.NameLengthDrops)
+	if r.st.nameLength.Load() != 3 {
+		t.Fatalf("name-length drops %d, want 3", r.st.nameLength.Load())
 	}
 	if err := r.SetProbeState(guid(1), ProbeFailed, errors.New("server said: "+long)); err != nil {
 		t.Fatal(err)

@@ -116,8 +116,8 @@ func TestTLSProvenNameNotTakenByPlaintext(t *testing.T) {
 			t.Fatalf("sec:a moved to %v", g)
 		}
 	}
-	if st := r.Stats(); st.IdentityRefused != 2 {
-		t.Fatalf("refused %d", st.IdentityRefused)
+	if r.st.identityRefused.Load() != 2 {
+		t.Fatalf("refused %d", r.st.identityRefused.Load())
 	}
 	// Elsewhere, a plaintext claim is only a duplicate, shown with identities.
 	if _, err := r.Listed(ServerInfo{GUID: guid(4), Addr: addr(4)}, []string{"sec:a"}, SourceProbe); err != nil {

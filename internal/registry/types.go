@@ -139,20 +139,6 @@ type Counts struct {
 	Duplicates     int // non-holding claims
 }
 
-// Stats are monotonic counters for the metrics package.
-type Stats struct {
-	ServerLimitDrops  uint64 // servers refused at MaxServers
-	NameLimitDrops    uint64 // claims refused at MaxNames
-	NameLengthDrops   uint64 // names longer than MaxNameBytes, dropped
-	DuplicateClaims   uint64 // claims recorded as duplicates
-	Takeovers         uint64 // names passed to another claimant when the holder let go
-	UnverifiedExpired uint64 // snapshot servers dropped unconfirmed
-	EndpointReplaced  uint64 // servers replaced by a new GUID a TCP listing proved at their endpoint
-	HintsRefused      uint64 // UpsertServer hints that named a held endpoint or moved a server
-	GUIDElsewhere     uint64 // listings refused: the GUID is registered at another endpoint
-	IdentityRefused   uint64 // listings refused: a TLS-proven server's endpoint, another identity
-}
-
 // Errors.
 var (
 	ErrUnknownServer = errors.New("registry: unknown server")
