@@ -21,7 +21,6 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,16 +61,6 @@ type Settings struct {
 	MaxAddresses int
 }
 
-// Stats are counters for metrics.
-type Stats struct {
-	Names          int    // names followed now
-	Lookups        uint64 // lookups finished
-	Failures       uint64 // of them failed (the last answer kept)
-	Changes        uint64 // answers that differed from the last one
-	NamesDropped   uint64 // names not followed, beyond MaxNames, per round
-	AddressDropped uint64 // addresses beyond MaxAddresses dropped
-}
-
 type entry struct {
 	addrs  []netip.Addr // the last good answer; nil before one
 	failed bool         // the last lookup failed (logged once)
@@ -90,7 +79,7 @@ type Watcher struct {
 	again   bool // a round was asked for while one ran
 	closed  bool
 
-	lookups, failures, changes, namesDropped, addrsDropped atomic.Uint64
+	counters // metrics.go
 }
 
 // New returns a watcher following nothing; Apply gives it
@@ -287,14 +276,12 @@ func normalize(in []netip.Addr) []netip.Addr {
 	return out
 }
 
-// Stats returns the counters.
-func (w *Watcher) Stats() Stats {
+// Names is the number of names followed now.
+func (w *Watcher) Names() int {
 	w.mu.Lock()
-	n := len(w.names)
+	defer w.mu.Unlock()
 	if w.lim.MaxNames > 0 {
-		n = min(n, w.lim.MaxNames)
+		return min(len(w.names), w.lim.MaxNames)
 	}
-	w.mu.Unlock()
-	return Stats{Names: n, Lookups: w.lookups.Load(), Failures: w.failures.Load(), Changes: w.changes.Load(),
-		NamesDropped: w.namesDropped.Load(), AddressDropped: w.addrsDropped.Load()}
+	return len(w.names)
 }

@@ -155,9 +155,8 @@ func TestFollowsAnswers(t *testing.T) {
 	h.dns.set("ioc.example")
 	h.clk.Advance(30 * time.Second)
 	h.settle(t)
-	st := h.w.Stats()
-	if st.Failures != 3 || st.Changes != 1 || st.Lookups != 5 || st.Names != 1 {
-		t.Errorf("stats %+v", st)
+	if h.w.failures.Load() != 3 || h.w.changes.Load() != 1 || h.w.lookups.Load() != 5 || h.w.Names() != 1 {
+		t.Errorf("stats %+v", &h.w.counters)
 	}
 	if got, _ := h.w.Addrs("ioc.example"); !slices.Equal(got, addrs("10.0.0.9")) {
 		t.Fatalf("an empty answer changed the answer: %v", got)
@@ -181,9 +180,8 @@ func TestBounds(t *testing.T) {
 	if _, ok := h.w.Addrs("c"); ok {
 		t.Error("a name beyond max_names was looked up")
 	}
-	st := h.w.Stats()
-	if st.NamesDropped != 1 || st.AddressDropped != 1 || st.Names != 2 {
-		t.Errorf("stats %+v", st)
+	if h.w.namesDropped.Load() != 1 || h.w.addrsDropped.Load() != 1 || h.w.Names() != 2 {
+		t.Errorf("stats %+v", &h.w.counters)
 	}
 
 	// A DNS server that never answers: the round ends at the timeout,
@@ -220,12 +218,12 @@ func TestApplyNames(t *testing.T) {
 	if _, ok := h.w.Addrs("b"); !ok {
 		t.Error("b lost its answer")
 	}
-	before := h.w.Stats().Lookups
+	before := h.w.lookups.Load()
 	h.w.Refresh()
 	h.w.Refresh()
 	h.settle(t)
 	h.settle(t)
-	if n := h.w.Stats().Lookups - before; n < 1 || n > 2 {
+	if n := h.w.lookups.Load() - before; n < 1 || n > 2 {
 		t.Errorf("%d lookups after two Refresh calls", n)
 	}
 }

@@ -10,7 +10,6 @@ package serverpv
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -50,11 +49,10 @@ const (
 	DefaultTypeBytesTotal   = 16 << 20
 )
 
-// Stats counts the provider's work and refusals.
+// Stats are the provider's gauges (its counter is in metrics.go).
 type Stats struct {
-	CachedTypes     int    // types cached now, over all connections
-	CachedTypeBytes int64  // their expanded size
-	TypesRefused    uint64 // definitions refused at a bound (the request is ignored)
+	CachedTypes     int   // types cached now, over all connections
+	CachedTypeBytes int64 // their expanded size
 }
 
 // Provider implements tcpsearch.ChannelProvider.
@@ -63,11 +61,11 @@ type Provider struct {
 	Version string
 	lim     Limits
 
-	mu      sync.Mutex
-	conns   map[*pvaconn.Conn]*connState
-	bytes   int64 // cached type bytes over all connections, under mu
-	refused atomic.Uint64
-	ll      *limitlog.Log
+	mu       sync.Mutex
+	conns    map[*pvaconn.Conn]*connState
+	bytes    int64 // cached type bytes over all connections, under mu
+	counters       // metrics.go
+	ll       *limitlog.Log
 }
 
 type connState struct {
@@ -81,11 +79,11 @@ func New(version string, l Limits) *Provider {
 	return &Provider{Version: version, lim: l, conns: map[*pvaconn.Conn]*connState{}, ll: limitlog.New(l.Logger, 0, nil)}
 }
 
-// Stats returns the counters.
+// Stats returns the gauges now.
 func (p *Provider) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{CachedTypeBytes: p.bytes, TypesRefused: p.refused.Load()}
+	s := Stats{CachedTypeBytes: p.bytes}
 	for _, st := range p.conns {
 		s.CachedTypes += st.types.Len()
 	}
