@@ -144,18 +144,6 @@ type Entry struct {
 	sender netip.Addr
 }
 
-// Stats are the tracker's counters since New.
-type Stats struct {
-	Observed       uint64 // beacons and discovery replies observed
-	New            uint64
-	Changed        uint64
-	SourcesChanged uint64
-	Lost           uint64
-	Dropped        uint64 // observations of new endpoints ignored at the limit
-	Evicted        uint64 // unproven entries dropped for a new endpoint at the limit
-	Tracked        int    // entries now
-}
-
 // Options configure a Tracker. The timings are the daemon's settings
 // (Apply); here a zero Expiry is no expiry, a zero CheckInterval no
 // check and a zero Limit no bound.
@@ -195,7 +183,7 @@ type Tracker struct {
 	// the host with the most: a host's one server is never what a flood
 	// of many endpoints from a few addresses pushes out.
 	perSender  map[netip.Addr]int
-	stats      Stats
+	stats      counters // metrics.go
 	timer      clock.Timer
 	started    bool
 	closed     bool
@@ -218,13 +206,13 @@ func New(opt Options) *Tracker {
 func (t *Tracker) Observe(o Observation) {
 	now := t.opt.Clock.Now()
 	t.mu.Lock()
-	t.stats.Observed++
+	t.stats.observed.Add(1)
 	k := key{o.Endpoint, o.Protocol}
 	e := t.table[k]
 	switch {
 	case e == nil:
 		if limit := t.opt.Limit; limit > 0 && len(t.table) >= limit && !t.evictLocked(now) {
-			t.stats.Dropped++
+			t.stats.dropped.Add(1)
 			warn := !t.warnedFull
 			t.warnedFull = true
 			t.mu.Unlock()
@@ -241,7 +229,7 @@ func (t *Tracker) Observe(o Observation) {
 		}
 		t.table[k] = e
 		t.perSender[e.sender]++
-		t.stats.New++
+		t.stats.new.Add(1)
 		t.events.Push(t.event(EventNew, e, pva.GUID{}, now))
 	case e.GUID != o.GUID || e.Version != o.Version:
 		old, counted := e.GUID, e.sender
@@ -250,7 +238,7 @@ func (t *Tracker) Observe(o Observation) {
 		if o.Via == ViaBeacon {
 			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
 		}
-		t.stats.Changed++
+		t.stats.changed.Add(1)
 		t.events.Push(t.event(EventChanged, e, old, now))
 	default:
 		e.LastSeen, e.Sender, e.Via = now, o.From, o.Via
@@ -259,7 +247,7 @@ func (t *Tracker) Observe(o Observation) {
 			e.ChangeCount, e.HasChangeCount = o.ChangeCount, true
 			if moved {
 				e.ChangeMoves++
-				t.stats.SourcesChanged++
+				t.stats.sourcesChanged.Add(1)
 				t.events.Push(t.event(EventSourcesChanged, e, pva.GUID{}, now))
 			}
 		}
@@ -311,7 +299,7 @@ func (t *Tracker) evictLocked(now time.Time) bool {
 		return false
 	}
 	t.drop(key{victim.Endpoint, victim.Protocol})
-	t.stats.Evicted++
+	t.stats.evicted.Add(1)
 	t.events.Push(t.event(EventEvicted, victim, pva.GUID{}, now))
 	return true
 }
@@ -362,13 +350,11 @@ func (t *Tracker) Lookup(endpoint netip.AddrPort, protocol string) (Entry, bool)
 	return Entry{}, false
 }
 
-// Stats returns the counters.
-func (t *Tracker) Stats() Stats {
+// Tracked is the number of entries now.
+func (t *Tracker) Tracked() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.stats
-	s.Tracked = len(t.table)
-	return s
+	return len(t.table)
 }
 
 // Start runs the expiry check every CheckInterval until Close.
@@ -443,7 +429,7 @@ func (t *Tracker) Expire() int {
 		age := now.Sub(e.LastSeen)
 		if (t.opt.Expiry > 0 && age >= t.opt.Expiry) || age < -FutureSlack {
 			t.drop(k)
-			t.stats.Lost++
+			t.stats.lost.Add(1)
 			t.events.Push(t.event(EventLost, e, pva.GUID{}, now))
 			n++
 		}

@@ -85,8 +85,8 @@ func TestExpiryExactlyAtConfiguredTime(t *testing.T) {
 	if !evs[0].At.Equal(t0.Add(460 * time.Second)) {
 		t.Fatalf("lost at %v, want t0+460s", evs[0].At.Sub(t0))
 	}
-	if s := tr.Stats(); s.Lost != 1 || s.Tracked != 0 {
-		t.Fatalf("stats %+v", s)
+	if tr.stats.lost.Load() != 1 || tr.Tracked() != 0 {
+		t.Fatalf("stats %+v", &tr.stats)
 	}
 }
 
@@ -148,9 +148,8 @@ func TestRestartDetectedOnNewGUIDOrVersion(t *testing.T) {
 	if evs[2].Version != 3 || evs[2].OldGUID != guid(2) {
 		t.Fatalf("version change event %+v", evs[2])
 	}
-	s := tr.Stats()
-	if s.New != 1 || s.Changed != 2 || s.Observed != 5 || s.Tracked != 1 {
-		t.Fatalf("stats %+v", s)
+	if tr.stats.new.Load() != 1 || tr.stats.changed.Load() != 2 || tr.stats.observed.Load() != 5 || tr.Tracked() != 1 {
+		t.Fatalf("stats %+v", &tr.stats)
 	}
 	e, ok := tr.Lookup(ep1, "tcp")
 	if !ok || e.GUID != guid(2) || e.ChangeMoves != 0 {
@@ -227,9 +226,8 @@ func TestTrackingLimit(t *testing.T) {
 	if k := kinds(r.take()); len(k) != 3 || k[2] != EventChanged {
 		t.Fatalf("events %v", k)
 	}
-	s := tr.Stats()
-	if s.Dropped != 2 || s.Tracked != 2 || s.New != 2 {
-		t.Fatalf("stats %+v", s)
+	if tr.stats.dropped.Load() != 2 || tr.Tracked() != 2 || tr.stats.new.Load() != 2 {
+		t.Fatalf("stats %+v", &tr.stats)
 	}
 	// Once an entry expires there is room again.
 	c.Advance(360 * time.Second)
@@ -332,8 +330,8 @@ func TestEvictionAtLimitSparesProven(t *testing.T) {
 	if k := kinds(r.take()); len(k) != 0 {
 		t.Fatalf("events %v, want none", k)
 	}
-	if s := tr.Stats(); s.Evicted != 1 || s.Dropped != 1 || s.Tracked != 2 {
-		t.Fatalf("stats %+v", s)
+	if tr.stats.evicted.Load() != 1 || tr.stats.dropped.Load() != 1 || tr.Tracked() != 2 {
+		t.Fatalf("stats %+v", &tr.stats)
 	}
 }
 
@@ -379,8 +377,8 @@ func TestEvictionTakesFromTheBusiestSender(t *testing.T) {
 					t.Fatalf("after %d forged endpoints the real server's entry was evicted", i+1)
 				}
 			}
-			if s := tr.Stats(); s.Evicted != 15 || s.Tracked != 6 {
-				t.Fatalf("stats %+v, want 15 evicted, 6 tracked", s)
+			if tr.stats.evicted.Load() != 15 || tr.Tracked() != 6 {
+				t.Fatalf("stats %+v, want 15 evicted, 6 tracked", &tr.stats)
 			}
 		})
 	}
@@ -399,8 +397,8 @@ func TestZeroOptionsAreOff(t *testing.T) {
 		t.Fatalf("%d timers pending without a check interval", c.Pending())
 	}
 	c.Advance(24 * time.Hour)
-	if n := tr.Expire(); n != 0 || tr.Stats().Tracked != 3 || tr.Stats().Dropped != 0 {
-		t.Fatalf("expired %d, stats %+v: want every server kept", n, tr.Stats())
+	if n := tr.Expire(); n != 0 || tr.Tracked() != 3 || tr.stats.dropped.Load() != 0 {
+		t.Fatalf("expired %d, stats %+v: want every server kept", n, &tr.stats)
 	}
 	r.take()
 	tr.Apply(Timings{Expiry: time.Hour, CheckInterval: time.Minute})

@@ -176,8 +176,8 @@ func TestBeaconlessServerKeptPastExpiry(t *testing.T) {
 		h, ok := d.Registry.LookupName(srv.Names[1])
 		return ok && h.GUID == srv.GUID
 	})
-	lost := d.Tracker.Stats().Lost
-	testutil.WaitFor(t, 10*time.Second, "the discovery sighting to expire", func() bool { return d.Tracker.Stats().Lost > lost })
+	lost := count(t, d, beaconsLost)
+	testutil.WaitFor(t, 10*time.Second, "the discovery sighting to expire", func() bool { return count(t, d, beaconsLost) > lost })
 	time.Sleep(200 * time.Millisecond) // the event's delivery
 	for _, n := range srv.Names[:2] {
 		if h, ok := d.Registry.LookupName(n); !ok || h.GUID != srv.GUID {
@@ -292,3 +292,5 @@ func TestReplicaSearchNotSearchedThroughAgain(t *testing.T) {
 		t.Fatalf("searched through %v; want the client's name only", names)
 	}
 }
+
+const beaconsLost = `pvans_beacon_events_total{kind="lost"}`
