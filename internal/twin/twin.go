@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 const (
@@ -92,7 +93,11 @@ type Table struct {
 }
 
 type counters struct {
-	Paired, Unpaired, Contested, Ambiguous, RecentFull atomic.Uint64
+	Paired     metrics.Counter `metric:"pvans_twin_pairs_made_total" help:"Pairs made: a UDP search and the same search over a TCP connection from the same host."`
+	Unpaired   metrics.Counter `metric:"pvans_twin_pairs_ended_total" help:"Pairs ended: the connection closed, or the socket's searches showed up on another connection."`
+	Contested  metrics.Counter `metric:"pvans_twin_refused_total" label:"reason=contested" help:"Pairs not made, by reason."`
+	Ambiguous  metrics.Counter `metric:"pvans_twin_refused_total" label:"reason=ambiguous"`
+	RecentFull metrics.Counter `metric:"pvans_twin_refused_total" label:"reason=recent_full"`
 }
 
 // pair is the connection a socket is paired with, and the fingerprint
@@ -529,8 +534,7 @@ func (r *recent[T]) drop(match func(T) bool, total *int) {
 
 // Stats are the table's counts and sizes.
 type Stats struct {
-	Conns, Paired                                           int
-	PairsMade, PairsEnded, Contested, Ambiguous, RecentFull uint64
+	Conns, Paired int
 }
 
 // Stats returns the counts now.
@@ -538,7 +542,5 @@ func (t *Table) Stats() Stats {
 	t.mu.Lock()
 	paired := len(t.bound)
 	t.mu.Unlock()
-	return Stats{Conns: int(t.conns.Load()), Paired: paired,
-		PairsMade: t.cnt.Paired.Load(), PairsEnded: t.cnt.Unpaired.Load(), Contested: t.cnt.Contested.Load(),
-		Ambiguous: t.cnt.Ambiguous.Load(), RecentFull: t.cnt.RecentFull.Load()}
+	return Stats{Conns: int(t.conns.Load()), Paired: paired}
 }

@@ -131,7 +131,7 @@ func TestNoPairAcrossHosts(t *testing.T) {
 	tb.Join(hostA, (&sink{}).offer)
 	tb.UDPSearch(portA, f)
 	c.TCPSearch(f)
-	if tb.Stats().PairsMade != 0 {
+	if tb.cnt.Paired.Load() != 0 {
 		t.Fatal("paired across hosts")
 	}
 }
@@ -159,8 +159,8 @@ func TestSameBytesFromTwoSocketsPairNothing(t *testing.T) {
 	tb.UDPSearch(portA, f)
 	tb.UDPSearch(netip.AddrPortFrom(hostA, 40002), f)
 	c.TCPSearch(f)
-	if st := tb.Stats(); st.PairsMade != 0 || st.Ambiguous != 1 {
-		t.Fatalf("%+v", st)
+	if tb.cnt.Paired.Load() != 0 || tb.cnt.Ambiguous.Load() != 1 {
+		t.Fatalf("%+v", &tb.cnt)
 	}
 }
 
@@ -230,7 +230,7 @@ func TestFingerprintsExpire(t *testing.T) {
 	tb.UDPSearch(portA, f)
 	clk.Advance(recentFor + time.Millisecond)
 	c.TCPSearch(f)
-	if tb.Stats().PairsMade != 0 {
+	if tb.cnt.Paired.Load() != 0 {
 		t.Fatal("paired with a fingerprint older than recentFor")
 	}
 }
@@ -248,7 +248,7 @@ func TestRecentIsBounded(t *testing.T) {
 	if n := len(tb.hosts[hostA].udp.order); n != maxRecent || tb.total != maxRecent {
 		t.Fatalf("kept %d (total %d), want %d", n, tb.total, maxRecent)
 	}
-	if tb.Stats().RecentFull == 0 {
+	if tb.cnt.RecentFull.Load() == 0 {
 		t.Fatal("refusals not counted")
 	}
 	c.TCPSearch(first)
@@ -334,7 +334,7 @@ func TestIdleHostsDoNotHoldTheTotal(t *testing.T) {
 	tb.UDPSearch(portA, f)
 	c.TCPSearch(f)
 	if got, _ := tb.UDPSearch(portA, 5); got != c {
-		t.Fatalf("a new host not paired while idle hosts' expired fingerprints fill the total: %+v", tb.Stats())
+		t.Fatalf("a new host not paired while idle hosts' expired fingerprints fill the total: %+v", &tb.cnt)
 	}
 }
 
@@ -407,8 +407,8 @@ func TestSearchesThatCannotPairTakeNoMemory(t *testing.T) {
 			}
 		}
 	}
-	if st := tb.Stats(); tb.total != 0 || st.RecentFull != 0 {
-		t.Fatalf("a client that cannot pair holds %d fingerprints (%d refused)", tb.total, st.RecentFull)
+	if tb.total != 0 || tb.cnt.RecentFull.Load() != 0 {
+		t.Fatalf("a client that cannot pair holds %d fingerprints (%d refused)", tb.total, tb.cnt.RecentFull.Load())
 	}
 	pvxs := tb.Join(hostA, s.offer)
 	f := fp(t, tb, search(0, portA.Port(), 1, 2, 3))
