@@ -330,8 +330,8 @@ func askRestarted(t *testing.T, cpp bool) {
 		s, ok := d.Registry.Server(stranger.GUID())
 		return ok && s.ProbeState != 0
 	})
-	if a := d.Upstream.AskStats(); a.Asked != 0 {
-		t.Fatalf("asks %+v: a server that never claimed the name was asked", a)
+	if a := count(t, d, asked); a != 0 {
+		t.Fatalf("%d asks: a server that never claimed the name was asked", a)
 	}
 
 	// The old server comes back at its endpoint with a new GUID.
@@ -345,8 +345,8 @@ func askRestarted(t *testing.T, cpp bool) {
 	if len(ans) != 1 || ans[0].Endpoint != back.Endpoint() || ans[0].GUID != back.GUID() {
 		t.Fatalf("answers %+v, want %s at %v", ans, back.GUID(), back.Endpoint())
 	}
-	if a := d.Upstream.AskStats(); a.Asked != 1 {
-		t.Fatalf("asks %+v: want the restarted server asked once", a)
+	if a := count(t, d, asked); a != 1 {
+		t.Fatalf("%d asks: want the restarted server asked once", a)
 	}
 }
 
@@ -525,4 +525,5 @@ func TestOwnBeaconChangeCountFollowsAnswers(t *testing.T) {
 const (
 	pokes        = `pvans_searchring_pokes_total{result="accepted"}`
 	pokesIgnored = `pvans_searchring_pokes_total{result="ignored"}`
+	asked        = `pvans_upstream_asks_total{result="asked"}`
 )

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 )
@@ -34,8 +35,8 @@ const (
 type asks struct {
 	mu      sync.Mutex
 	running int
-	sent    uint64 // servers asked
-	refused uint64 // not asked: MaxAsks were running
+	asked   metrics.Counter `metric:"pvans_upstream_asks_total" label:"result=asked" help:"Servers that refused to list their names asked directly over TCP for the names clients wait for, by result: asked, or refused because 16 asks were running."`
+	refused metrics.Counter `metric:"pvans_upstream_asks_total" label:"result=refused"` // not asked: MaxAsks were running
 }
 
 // Ask puts names to server over a connection of its own, in searches with
@@ -59,12 +60,12 @@ func (p *Pool) Ask(server netip.AddrPort, seq uint32, names, namesTLS []pva.Sear
 	}
 	p.asks.mu.Lock()
 	if p.asks.running >= MaxAsks {
-		p.asks.refused++
+		p.asks.refused.Add(1)
 		p.asks.mu.Unlock()
 		return false
 	}
 	p.asks.running++
-	p.asks.sent++
+	p.asks.asked.Add(1)
 	p.asks.mu.Unlock()
 	p.wg.Add(1)
 	go func() {
@@ -124,16 +125,6 @@ func sendAsk(c *pvaconn.Conn, seq uint32, names []pva.SearchName, proto [][]byte
 		names = names[n:]
 	}
 	return true
-}
-
-// AskStats are the counts of Ask.
-type AskStats struct{ Asked, Refused uint64 }
-
-// AskStats returns the counts of Ask.
-func (p *Pool) AskStats() AskStats {
-	p.asks.mu.Lock()
-	defer p.asks.mu.Unlock()
-	return AskStats{Asked: p.asks.sent, Refused: p.asks.refused}
 }
 
 // askHandler hands an asked server's answers to OnAskReply.

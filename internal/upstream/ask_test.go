@@ -117,8 +117,8 @@ func TestAskOneServer(t *testing.T) {
 		}
 		srv.mu.Unlock()
 		p.Close()
-		if a := p.AskStats(); a.Asked != 1 || a.Refused != 0 {
-			t.Fatalf("stats %+v", a)
+		if p.asks.asked.Load() != 1 || p.asks.refused.Load() != 0 {
+			t.Fatalf("asked %d, refused %d; want 1 and 0", p.asks.asked.Load(), p.asks.refused.Load())
 		}
 	}
 }
@@ -213,7 +213,7 @@ func TestAskBounds(t *testing.T) {
 	if first && second {
 		t.Fatal("more than MaxAsks asks at once")
 	}
-	if p.AskStats().Refused == 0 {
+	if p.asks.refused.Load() == 0 {
 		t.Fatal("refusal not counted")
 	}
 }
