@@ -165,7 +165,7 @@ type Holder struct {
 	spec   string
 	cur    atomic.Pointer[Keychain]
 
-	reloadErrors atomic.Uint64
+	counters // metrics.go
 }
 
 // NewHolder loads spec; it fails as Load does.

@@ -2,6 +2,12 @@ package keychain
 
 import "github.com/pvans-project/pvans/internal/metrics"
 
+// counters are the holder's counters, each declared once
+// (metrics.Register).
+type counters struct {
+	reloadErrors metrics.Counter `metric:"pvans_tls_keychain_reload_errors_total" help:"Keychain re-reads (reload, SIGHUP) refused; the keychain in force stays."`
+}
+
 // RegisterMetrics exposes the keychain in force (docs/operations.md):
 // when its certificate expires (0 without a keychain: h nil), and the
 // re-reads that were refused.
@@ -14,12 +20,9 @@ func (h *Holder) RegisterMetrics(m *metrics.Metrics) {
 			}
 			return float64(h.Current().NotAfter().Unix())
 		})
-	m.Counter("tls", "keychain_reload_errors_total",
-		"Keychain re-reads (reload, SIGHUP) refused; the keychain in force stays.",
-		nil, metrics.U64(func() uint64 {
-			if h == nil {
-				return 0
-			}
-			return h.reloadErrors.Load()
-		}))
+	if h == nil {
+		m.Register(&counters{}) // the series read 0
+		return
+	}
+	m.Register(&h.counters)
 }
