@@ -61,28 +61,31 @@ func (s series) key() string {
 	return s.name + "{" + strings.Join(ks, ",") + "}"
 }
 
-// Declared walks the struct counters points to and returns its Counter
-// fields' series. Each Counter field carries its declaration in tags:
+// Declared walks the structs the arguments point to and returns their
+// Counter fields' series. Each Counter field carries its declaration in
+// tags:
 //
 //	claims  metrics.Counter `metric:"pvans_udp_claims_total" help:"Names answered found to UDP searches."`
 //	dropTag metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=tag_foreign"`
 //
-// help is written on the first series of a family in the struct (the
-// families in shared take theirs from this package); label is k=v pairs
-// separated by commas. Struct fields without a tag are walked too (an
-// embedded group of counters); other fields are ignored. A Counter
+// help is written on the first series of a family in the structs given
+// together (the families in shared take theirs from this package); label
+// is k=v pairs separated by commas. Struct fields without a tag are walked
+// too (an embedded group of counters); other fields are ignored. A Counter
 // without a metric tag, a bad name or label, a family without help or with
 // two, and a series declared twice are errors.
-func Declared(counters any) ([]series, error) {
-	v := reflect.ValueOf(counters)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("metrics: %T is not a pointer to a struct of counters", counters)
-	}
+func Declared(counters ...any) ([]series, error) {
 	var out []series
 	help := map[string]string{}
 	seen := map[string]bool{}
-	if err := walk(v.Elem(), "", &out, help, seen); err != nil {
-		return nil, err
+	for _, c := range counters {
+		v := reflect.ValueOf(c)
+		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+			return nil, fmt.Errorf("metrics: %T is not a pointer to a struct of counters", c)
+		}
+		if err := walk(v.Elem(), "", &out, help, seen); err != nil {
+			return nil, err
+		}
 	}
 	for i := range out {
 		out[i].help = help[out[i].name]
@@ -150,18 +153,18 @@ func walk(v reflect.Value, path string, out *[]series, help map[string]string, s
 	return nil
 }
 
-// Register exposes every Counter declared in the struct counters points
-// to (see Declared), read at scrape time. A slip in the declarations
-// panics, as MustRegister does: each part's test registers its counters
-// into a fresh registry (Check) so a slip fails there first.
-func (m *Metrics) Register(counters any) {
-	if err := m.register(counters); err != nil {
+// Register exposes every Counter declared in the structs the arguments
+// point to (see Declared), read at scrape time. A slip in the
+// declarations panics, as MustRegister does: each part's test registers
+// its counters into a fresh registry so a slip fails there first.
+func (m *Metrics) Register(counters ...any) {
+	if err := m.register(counters...); err != nil {
 		panic(err)
 	}
 }
 
-func (m *Metrics) register(counters any) error {
-	ss, err := Declared(counters)
+func (m *Metrics) register(counters ...any) error {
+	ss, err := Declared(counters...)
 	if err != nil {
 		return err
 	}
@@ -175,8 +178,8 @@ func (m *Metrics) register(counters any) error {
 	return nil
 }
 
-// Check registers the declarations of counters into a fresh registry:
-// the test a part writes for its counters struct.
+// Check registers each argument's declarations, in turn, into one fresh
+// registry: what a test of declarations runs.
 func Check(counters ...any) error {
 	m := &Metrics{Reg: prometheus.NewRegistry()}
 	for _, c := range counters {

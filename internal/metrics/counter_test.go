@@ -116,6 +116,18 @@ func TestCheckRefusesSlips(t *testing.T) {
 	if err := Check(a, b); err == nil {
 		t.Error("one family with different labels in two parts accepted")
 	}
+	// Structs registered together share a family's help, written once.
+	c := &struct {
+		c Counter `metric:"pvans_t_a_total" label:"k=y"`
+	}{}
+	m := New("test")
+	m.Register(a, c)
+	if _, err := m.Value(`pvans_t_a_total{k="y"}`); err != nil {
+		t.Error(err)
+	}
+	if err := Check(c); err == nil {
+		t.Error("a family's series without its help accepted alone")
+	}
 }
 
 // The hot path is one atomic add, as with a bare atomic.Uint64.
