@@ -170,12 +170,11 @@ func TestConnectionLimits(t *testing.T) {
 	s, addr := startService(t, Options{Registry: &fakeReg{}, Limits: Limits{MaxConns: 10, MaxConnsPerSource: 4}})
 	// waitAccounted waits until the listener has decided on n connections
 	// (kept or refused): a loaded machine may take a while to accept.
-	waitAccounted := func(n uint64) Stats {
+	waitAccounted := func(n uint64) *counters {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			st := s.Stats()
-			if uint64(st.Open)+st.PerSourceRejected+st.Rejected >= n || time.Now().After(deadline) {
-				return st
+			if uint64(s.cnt.open.Load())+s.cnt.perSource.Load()+s.cnt.rejected.Load() >= n || time.Now().After(deadline) {
+				return s.cnt
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -183,7 +182,7 @@ func TestConnectionLimits(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		dialFrom(t, "127.0.0.1", addr)
 	}
-	if st := waitAccounted(30); st.Open != 4 || st.PerSourceRejected != 26 {
+	if st := waitAccounted(30); s.cnt.open.Load() != 4 || s.cnt.perSource.Load() != 26 {
 		t.Fatalf("30 idle connections from one address: %+v; want 4 open, 26 refused", st)
 	}
 	for i := 2; i <= 3; i++ {
@@ -192,12 +191,12 @@ func TestConnectionLimits(t *testing.T) {
 		}
 	}
 	// 4 + 4 + 4 from three addresses: the total bound refuses the last 2.
-	if st := waitAccounted(38); st.Open != 10 || st.Rejected != 2 || st.PerSourceRejected != 26 {
+	if st := waitAccounted(38); s.cnt.open.Load() != 10 || s.cnt.rejected.Load() != 2 || s.cnt.perSource.Load() != 26 {
 		t.Fatalf("stats %+v; want 10 open (the total bound), 2 refused by it", st)
 	}
 	// Full: another address is refused until a slot frees.
-	if c := dialFrom(t, "127.0.0.9", addr); !closedSoon(c, 5*time.Second) || s.Stats().Rejected != 3 {
-		t.Fatalf("connection beyond max accepted; %+v", s.Stats())
+	if c := dialFrom(t, "127.0.0.9", addr); !closedSoon(c, 5*time.Second) || s.cnt.rejected.Load() != 3 {
+		t.Fatalf("connection beyond max accepted; %+v", s.cnt)
 	}
 }
 
@@ -258,7 +257,7 @@ func TestHTTPAcceptBacksOff(t *testing.T) {
 	if n := fl.calls.Load(); n > 10 {
 		t.Fatalf("%d accepts in 500 ms while failing; want a back-off", n)
 	}
-	if logs.Len() != 1 || s.Stats().AcceptErrors == 0 {
-		t.Fatalf("%d log lines, %+v", logs.Len(), s.Stats())
+	if logs.Len() != 1 || s.cnt.acceptErrors.Load() == 0 {
+		t.Fatalf("%d log lines, %+v", logs.Len(), s.cnt)
 	}
 }

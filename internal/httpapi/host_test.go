@@ -72,8 +72,8 @@ func TestHostNamesAllowed(t *testing.T) {
 			t.Errorf("Host %q: %d, want %d", host, code, want)
 		}
 	}
-	if s.Stats().HostRefused != 4 {
-		t.Errorf("%d refusals counted, want 4", s.Stats().HostRefused)
+	if s.cnt.hostRefused.Load() != 4 {
+		t.Errorf("%d refusals counted, want 4", s.cnt.hostRefused.Load())
 	}
 	s.Apply(Limits{AllowedHosts: []string{"*"}})
 	if code := request(h, "GET", "/v1/servers", "anything.example"); code != 200 {

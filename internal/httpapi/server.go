@@ -97,29 +97,6 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Stats count what the HTTP listener refused.
-type Stats struct {
-	Open              int64  // connections open now
-	Rejected          uint64 // closed at accept: MaxConns reached
-	PerSourceRejected uint64 // closed at accept: MaxConnsPerSource reached
-	AcceptErrors      uint64 // accept(2) failures, each followed by a back-off
-	DiscoverLimited   uint64 // POST /v1/discover answered 429
-	DiscoverRefused   uint64 // POST /v1/discover without a JSON content type, or cross-site
-	MatchRefused      uint64 // /v1/names match pattern over the bounds
-	BodyTooLarge      uint64 // request bodies over MaxBodyBytes
-	ListingsBusy      uint64 // listings answered 503: MaxListings already scanning
-	ListingsTimedOut  uint64 // listings answered 503: ListTimeout passed
-	WaitersBusy       uint64 // GET /v1/changes answered 503: MaxConns/2 already waiting
-	HostRefused       uint64 // answered 421: a Host pvans is not known by (DNS rebinding)
-	RendersBusy       uint64 // status page, /v1/servers, /v1/duplicates answered 503: MaxRenders already running
-}
-
-type counters struct {
-	rejected, perSource, acceptErrors, discoverLimited, discoverRefused,
-	matchRefused, bodyTooLarge, listingsBusy, listingsTimedOut, waitersBusy, hostRefused, rendersBusy atomic.Uint64
-	open atomic.Int64
-}
-
 // Service is the hardened HTTP listener serving Handler.
 type Service struct {
 	srv    *http.Server
@@ -210,16 +187,6 @@ func (s *Service) Shutdown(ctx context.Context) error {
 func (s *Service) Close() error {
 	s.once.Do(func() { close(s.closed) })
 	return s.srv.Close()
-}
-
-// Stats returns the counters.
-func (s *Service) Stats() Stats {
-	c := s.cnt
-	return Stats{Open: c.open.Load(), Rejected: c.rejected.Load(), PerSourceRejected: c.perSource.Load(),
-		AcceptErrors: c.acceptErrors.Load(), DiscoverLimited: c.discoverLimited.Load(),
-		DiscoverRefused: c.discoverRefused.Load(), MatchRefused: c.matchRefused.Load(),
-		BodyTooLarge: c.bodyTooLarge.Load(), ListingsBusy: c.listingsBusy.Load(), ListingsTimedOut: c.listingsTimedOut.Load(),
-		WaitersBusy: c.waitersBusy.Load(), HostRefused: c.hostRefused.Load(), RendersBusy: c.rendersBusy.Load()}
 }
 
 // limitListener closes connections beyond the limits at accept, and backs

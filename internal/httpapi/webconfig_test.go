@@ -169,8 +169,8 @@ func TestWebConfigKeepsBounds(t *testing.T) {
 		second.Close()
 		t.Fatal("a second connection from the same source completed its handshake")
 	}
-	if s.Stats().PerSourceRejected != 1 {
-		t.Fatalf("per-source rejections %d; want 1", s.Stats().PerSourceRejected)
+	if s.cnt.perSource.Load() != 1 {
+		t.Fatalf("per-source rejections %d; want 1", s.cnt.perSource.Load())
 	}
 }
 
