@@ -103,9 +103,9 @@ type Daemon struct {
 	// (refreshReplicas): their UDP searches are their own search-through.
 	replicas atomic.Pointer[map[netip.Addr]struct{}]
 
-	deniedServers atomic.Uint64 // sightings and answers refused by the server allow list
-	discoveries   discoveryRounds
-	relayOpen     atomic.Bool
+	counters                    // metrics.go
+	discoveries discoveryRounds // by trigger, into counters
+	relayOpen   atomic.Bool
 
 	ready        atomic.Bool
 	readyWhy     atomic.Value // string
@@ -146,7 +146,8 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	// Every part logs through one line budget: hosts on the network cause
 	// most lines (limitlog.Budget), and must not flood the journal.
 	log, logBudget := limitlog.Logger(o.Logger, 0, 0, o.Clock)
-	d := &Daemon{boot: cfg, log: log, logBudget: logBudget, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), Down: events.NewDown(), discoveries: newDiscoveryRounds()}
+	d := &Daemon{boot: cfg, log: log, logBudget: logBudget, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), Down: events.NewDown()}
+	d.discoveries = newDiscoveryRounds(&d.counters)
 	d.cur.Store(cfg)
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)

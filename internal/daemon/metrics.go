@@ -10,8 +10,20 @@ import (
 	"github.com/pvans-project/pvans/internal/metrics"
 )
 
+// counters are the daemon's own, each declared once (metrics.Register).
+type counters struct {
+	deniedServers metrics.Counter `metric:"pvans_access_denied_total" label:"what=server"` // sightings and answers refused by the server allow list
+	// Discovery rounds by trigger (discoveryRounds).
+	roundsStart    metrics.Counter `metric:"pvans_discovery_rounds_total" label:"trigger=start" help:"Discovery pings sent to every search destination, by trigger: start, periodic (discovery.interval), reload and dns (new destinations), operator (POST /v1/discover)."`
+	roundsPeriodic metrics.Counter `metric:"pvans_discovery_rounds_total" label:"trigger=periodic"`
+	roundsReload   metrics.Counter `metric:"pvans_discovery_rounds_total" label:"trigger=reload"`
+	roundsDNS      metrics.Counter `metric:"pvans_discovery_rounds_total" label:"trigger=dns"`
+	roundsOperator metrics.Counter `metric:"pvans_discovery_rounds_total" label:"trigger=operator"`
+}
+
 // registerMetrics has every part expose its own counters (each part's
-// metrics.go); the daemon owns only the server allow list's refusals.
+// metrics.go); the daemon owns only the server allow list's refusals and
+// the discovery rounds.
 func (d *Daemon) registerMetrics() {
 	m := d.Metrics
 	d.TCP.RegisterMetrics(m)
@@ -32,15 +44,10 @@ func (d *Daemon) registerMetrics() {
 	})
 	d.DNS.RegisterMetrics(m)
 	d.Relay.RegisterMetrics(m)
-	rounds := map[string]func() uint64{}
-	for t, n := range d.discoveries {
-		rounds[t] = n.Load
-	}
-	m.Counters("discovery", "rounds_total", "Discovery pings sent to every search destination, by trigger: start, periodic (discovery.interval), reload and dns (new destinations), operator (POST /v1/discover).", "trigger", rounds)
 	d.Upstream.RegisterMetrics(m)
 	d.Prober.RegisterMetrics(m)
 	d.Insight.RegisterMetrics(m)
-	m.AccessDenied("server", d.deniedServers.Load)
+	m.Register(&d.counters)
 	m.Counter("log", "lines_suppressed_total", fmt.Sprintf("Log lines not written: each message is written at most %d times per %s, then one summary line says how many were not (docs/operations.md, \"Logs\").", limitlog.LinesPerInterval, limitlog.Interval),
 		nil, metrics.U64(d.logBudget.Suppressed))
 	d.Keys.RegisterMetrics(m) // nil without a keychain: the metrics read 0

@@ -3,13 +3,13 @@ package daemon
 import (
 	"net/netip"
 	"slices"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/config"
 	"github.com/pvans-project/pvans/internal/events"
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 // Reaching servers on other networks (docs/operations.md, "Reaching IOCs
@@ -26,18 +26,13 @@ const (
 	discoverOperator = "operator"
 )
 
-var discoverTriggers = []string{discoverStart, discoverPeriodic, discoverReload, discoverDNS, discoverOperator}
-
 // discoveryRounds counts discovery pings sent to every destination, by
 // trigger.
-type discoveryRounds map[string]*atomic.Uint64
+type discoveryRounds map[string]*metrics.Counter
 
-func newDiscoveryRounds() discoveryRounds {
-	r := discoveryRounds{}
-	for _, t := range discoverTriggers {
-		r[t] = new(atomic.Uint64)
-	}
-	return r
+func newDiscoveryRounds(c *counters) discoveryRounds {
+	return discoveryRounds{discoverStart: &c.roundsStart, discoverPeriodic: &c.roundsPeriodic,
+		discoverReload: &c.roundsReload, discoverDNS: &c.roundsDNS, discoverOperator: &c.roundsOperator}
 }
 
 // discover sends one discovery ping to every search destination and
