@@ -72,6 +72,8 @@ func (s series) key() string {
 // together (the families in shared take theirs from this package); label
 // is k=v pairs separated by commas. Struct fields without a tag are walked
 // too (an embedded group of counters); other fields are ignored. A Counter
+// tagged metric:"-" is counted and deliberately not exported (a count
+// another part's code takes a pointer to, read by tests). A Counter
 // without a metric tag, a bad name or label, a family without help or with
 // two, and a series declared twice are errors.
 func Declared(counters ...any) ([]series, error) {
@@ -111,6 +113,9 @@ func walk(v reflect.Value, path string, out *[]series, help map[string]string, s
 				return fmt.Errorf("metrics: field %s has a metric tag but is not a metrics.Counter", name)
 			}
 			continue
+		}
+		if tag == "-" {
+			continue // counted, deliberately not exported
 		}
 		if !nameRE.MatchString(tag) {
 			return fmt.Errorf("metrics: field %s: metric %q is not pvans_<name>_total", name, tag)

@@ -16,7 +16,8 @@ type good struct {
 	mismatch  Counter `metric:"pvans_hints_dropped_total" label:"reason=t_mismatch"`
 	pair      Counter `metric:"pvans_t_pairs_total" label:"via=udp,result=ok" help:"Pairs."`
 	fwd
-	internal uint64 // not a Counter: not declared, not exported
+	internal uint64  // not a Counter: not declared, not exported
+	private  Counter `metric:"-"`
 }
 
 func TestRegisterExposesEachDeclaredSeries(t *testing.T) {
