@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -86,7 +87,7 @@ func TestExpiryExactlyAtConfiguredTime(t *testing.T) {
 		t.Fatalf("lost at %v, want t0+460s", evs[0].At.Sub(t0))
 	}
 	if tr.stats.lost.Load() != 1 || tr.Tracked() != 0 {
-		t.Fatalf("stats %+v", &tr.stats)
+		t.Fatalf("stats %+v", metrics.Sprint(&tr.stats))
 	}
 }
 
@@ -149,7 +150,7 @@ func TestRestartDetectedOnNewGUIDOrVersion(t *testing.T) {
 		t.Fatalf("version change event %+v", evs[2])
 	}
 	if tr.stats.new.Load() != 1 || tr.stats.changed.Load() != 2 || tr.stats.observed.Load() != 5 || tr.Tracked() != 1 {
-		t.Fatalf("stats %+v", &tr.stats)
+		t.Fatalf("stats %+v", metrics.Sprint(&tr.stats))
 	}
 	e, ok := tr.Lookup(ep1, "tcp")
 	if !ok || e.GUID != guid(2) || e.ChangeMoves != 0 {
@@ -227,7 +228,7 @@ func TestTrackingLimit(t *testing.T) {
 		t.Fatalf("events %v", k)
 	}
 	if tr.stats.dropped.Load() != 2 || tr.Tracked() != 2 || tr.stats.new.Load() != 2 {
-		t.Fatalf("stats %+v", &tr.stats)
+		t.Fatalf("stats %+v", metrics.Sprint(&tr.stats))
 	}
 	// Once an entry expires there is room again.
 	c.Advance(360 * time.Second)
@@ -331,7 +332,7 @@ func TestEvictionAtLimitSparesProven(t *testing.T) {
 		t.Fatalf("events %v, want none", k)
 	}
 	if tr.stats.evicted.Load() != 1 || tr.stats.dropped.Load() != 1 || tr.Tracked() != 2 {
-		t.Fatalf("stats %+v", &tr.stats)
+		t.Fatalf("stats %+v", metrics.Sprint(&tr.stats))
 	}
 }
 
@@ -378,7 +379,7 @@ func TestEvictionTakesFromTheBusiestSender(t *testing.T) {
 				}
 			}
 			if tr.stats.evicted.Load() != 15 || tr.Tracked() != 6 {
-				t.Fatalf("stats %+v, want 15 evicted, 6 tracked", &tr.stats)
+				t.Fatalf("stats %+v, want 15 evicted, 6 tracked", metrics.Sprint(&tr.stats))
 			}
 		})
 	}
@@ -398,7 +399,7 @@ func TestZeroOptionsAreOff(t *testing.T) {
 	}
 	c.Advance(24 * time.Hour)
 	if n := tr.Expire(); n != 0 || tr.Tracked() != 3 || tr.stats.dropped.Load() != 0 {
-		t.Fatalf("expired %d, stats %+v: want every server kept", n, &tr.stats)
+		t.Fatalf("expired %d, stats %+v: want every server kept", n, metrics.Sprint(&tr.stats))
 	}
 	r.take()
 	tr.Apply(Timings{Expiry: time.Hour, CheckInterval: time.Minute})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 // fakeDNS answers from a table the test edits.
@@ -156,7 +157,7 @@ func TestFollowsAnswers(t *testing.T) {
 	h.clk.Advance(30 * time.Second)
 	h.settle(t)
 	if h.w.failures.Load() != 3 || h.w.changes.Load() != 1 || h.w.lookups.Load() != 5 || h.w.Names() != 1 {
-		t.Errorf("stats %+v", &h.w.counters)
+		t.Errorf("stats %+v", metrics.Sprint(&h.w.counters))
 	}
 	if got, _ := h.w.Addrs("ioc.example"); !slices.Equal(got, addrs("10.0.0.9")) {
 		t.Fatalf("an empty answer changed the answer: %v", got)
@@ -181,7 +182,7 @@ func TestBounds(t *testing.T) {
 		t.Error("a name beyond max_names was looked up")
 	}
 	if h.w.namesDropped.Load() != 1 || h.w.addrsDropped.Load() != 1 || h.w.Names() != 2 {
-		t.Errorf("stats %+v", &h.w.counters)
+		t.Errorf("stats %+v", metrics.Sprint(&h.w.counters))
 	}
 
 	// A DNS server that never answers: the round ends at the timeout,

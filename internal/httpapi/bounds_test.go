@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/registry"
 )
 
@@ -183,7 +184,7 @@ func TestConnectionLimits(t *testing.T) {
 		dialFrom(t, "127.0.0.1", addr)
 	}
 	if st := waitAccounted(30); s.cnt.open.Load() != 4 || s.cnt.perSource.Load() != 26 {
-		t.Fatalf("30 idle connections from one address: %+v; want 4 open, 26 refused", st)
+		t.Fatalf("30 idle connections from one address: %+v; want 4 open, 26 refused", metrics.Sprint(st))
 	}
 	for i := 2; i <= 3; i++ {
 		for j := 0; j < 4; j++ {
@@ -192,11 +193,11 @@ func TestConnectionLimits(t *testing.T) {
 	}
 	// 4 + 4 + 4 from three addresses: the total bound refuses the last 2.
 	if st := waitAccounted(38); s.cnt.open.Load() != 10 || s.cnt.rejected.Load() != 2 || s.cnt.perSource.Load() != 26 {
-		t.Fatalf("stats %+v; want 10 open (the total bound), 2 refused by it", st)
+		t.Fatalf("stats %+v; want 10 open (the total bound), 2 refused by it", metrics.Sprint(st))
 	}
 	// Full: another address is refused until a slot frees.
 	if c := dialFrom(t, "127.0.0.9", addr); !closedSoon(c, 5*time.Second) || s.cnt.rejected.Load() != 3 {
-		t.Fatalf("connection beyond max accepted; %+v", s.cnt)
+		t.Fatalf("connection beyond max accepted; %+v", metrics.Sprint(s.cnt))
 	}
 }
 
@@ -258,6 +259,6 @@ func TestHTTPAcceptBacksOff(t *testing.T) {
 		t.Fatalf("%d accepts in 500 ms while failing; want a back-off", n)
 	}
 	if logs.Len() != 1 || s.cnt.acceptErrors.Load() == 0 {
-		t.Fatalf("%d log lines, %+v", logs.Len(), s.cnt)
+		t.Fatalf("%d log lines, %+v", logs.Len(), metrics.Sprint(s.cnt))
 	}
 }

@@ -235,3 +235,35 @@ func seriesKey(name string, labels []*dto.LabelPair) string {
 	}
 	return name + "{" + strings.Join(ks, ",") + "}"
 }
+
+// Sprint lists the counts of the struct counters points to, its Counter
+// and atomic integer fields alike, each read atomically: for test
+// failure messages (fmt's %+v would read them racily).
+func Sprint(counters any) string {
+	var b strings.Builder
+	v := reflect.ValueOf(counters)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Sprintf("%T", counters)
+	}
+	sprint(&b, v.Elem(), "")
+	return "{" + strings.TrimSpace(b.String()) + "}"
+}
+
+func sprint(b *strings.Builder, v reflect.Value, path string) {
+	for i := 0; i < v.NumField(); i++ {
+		f, fv := v.Type().Field(i), v.Field(i)
+		p := fv.Addr().UnsafePointer()
+		switch f.Type {
+		case counterType:
+			fmt.Fprintf(b, " %s%s:%d", path, f.Name, (*Counter)(p).Load())
+		case reflect.TypeFor[atomic.Uint64]():
+			fmt.Fprintf(b, " %s%s:%d", path, f.Name, (*atomic.Uint64)(p).Load())
+		case reflect.TypeFor[atomic.Int64]():
+			fmt.Fprintf(b, " %s%s:%d", path, f.Name, (*atomic.Int64)(p).Load())
+		default:
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() != "sync" {
+				sprint(b, fv, path+f.Name+".")
+			}
+		}
+	}
+}

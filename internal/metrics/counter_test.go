@@ -138,3 +138,15 @@ func BenchmarkCounterAdd(b *testing.B) {
 		c.claims.Add(1)
 	}
 }
+
+func TestSprintReadsEachCount(t *testing.T) {
+	var c good
+	c.claims.Add(3)
+	c.forwards.Add(5)
+	s := Sprint(&c)
+	for _, want := range []string{"claims:3", "fwd.forwards:5", "private:0"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("%s lacks %s", s, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -150,7 +151,7 @@ func TestHintNeverReplacesServer(t *testing.T) {
 		t.Fatalf("a held by %v after a hint", g)
 	}
 	if r.st.replaced.Load() != 0 || r.st.hintsRefused.Load() != 1 {
-		t.Fatalf("stats: %+v", &r.st)
+		t.Fatalf("stats: %+v", metrics.Sprint(&r.st))
 	}
 }
 
@@ -213,7 +214,7 @@ func TestListedReplacesAtEndpoint(t *testing.T) {
 		t.Fatalf("handed over %v, want the names passed in place (a, c)", handed)
 	}
 	if r.st.replaced.Load() != 1 || r.st.takeovers.Load() != 1 {
-		t.Fatalf("stats %+v", &r.st)
+		t.Fatalf("stats %+v", metrics.Sprint(&r.st))
 	}
 }
 
@@ -438,7 +439,7 @@ func TestDuplicatesAndTakeover(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 	if r.st.dups.Load() != 2 {
-		t.Fatalf("stats %+v", &r.st)
+		t.Fatalf("stats %+v", metrics.Sprint(&r.st))
 	}
 	notified = nil
 	// The holder stops listing it: the earliest other claimant takes over.
@@ -548,7 +549,7 @@ func TestBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.st.serverLimit.Load() != 1 || r.st.nameLimit.Load() != 3 {
-		t.Fatalf("stats %+v", &r.st)
+		t.Fatalf("stats %+v", metrics.Sprint(&r.st))
 	}
 }
 
@@ -633,7 +634,7 @@ func TestSnapshotRoundTripAndExpiry(t *testing.T) {
 		t.Fatal("confirmed server expired")
 	}
 	if r2.st.expired.Load() != 1 {
-		t.Fatalf("stats %+v", &r2.st)
+		t.Fatalf("stats %+v", metrics.Sprint(&r2.st))
 	}
 }
 

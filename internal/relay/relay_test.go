@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -70,13 +71,13 @@ func TestRelay(t *testing.T) {
 		}
 	}
 	if r.sightings.Load() != 2 || r.datagrams.Load() != 4 || r.rate.Load() != 1 || r.notRelayable.Load() != 1 {
-		t.Errorf("stats %+v", &r.counters)
+		t.Errorf("stats %+v", metrics.Sprint(&r.counters))
 	}
 	// The bound refills with time.
 	clk.Advance(time.Second)
 	r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", From: from})
 	if r.sightings.Load() != 3 {
-		t.Errorf("not relayed after a second: %+v", &r.counters)
+		t.Errorf("not relayed after a second: %+v", metrics.Sprint(&r.counters))
 	}
 }
 
@@ -131,7 +132,7 @@ func TestRelaysOnlyFirstHand(t *testing.T) {
 		r.Relay(beacon.Observation{GUID: guid, Endpoint: ioc, Protocol: "tcp", Via: via, From: netip.MustParseAddrPort("10.6.0.2:51234")})
 	}
 	if r.sightings.Load() != 1 || r.secondHand.Load() != 2 {
-		t.Errorf("stats %+v: want the first-hand sighting relayed, the two relayed ones not", &r.counters)
+		t.Errorf("stats %+v: want the first-hand sighting relayed, the two relayed ones not", metrics.Sprint(&r.counters))
 	}
 }
 
@@ -248,7 +249,7 @@ func TestReannounceOnPing(t *testing.T) {
 	r.Pinged(central)
 	nothing(t, c)
 	if r.reannounces.Load() != 3 || r.reannounced.Load() != 4 || r.pingsTooSoon.Load() != 1 || r.Known() != 0 {
-		t.Errorf("stats %+v", &r.counters)
+		t.Errorf("stats %+v", metrics.Sprint(&r.counters))
 	}
 }
 
@@ -268,7 +269,7 @@ func TestReannounceNotForOthers(t *testing.T) {
 	nothing(t, c)
 	nothing(t, victim)
 	if r.pingsNotRelayTo.Load() != 2 || r.reannounces.Load() != 0 || r.reannounced.Load() != 0 {
-		t.Errorf("stats %+v", &r.counters)
+		t.Errorf("stats %+v", metrics.Sprint(&r.counters))
 	}
 }
 
@@ -290,6 +291,6 @@ func TestReannouncePacedAndBounded(t *testing.T) {
 	clk.Advance(time.Second)
 	drain(t, c, 1)
 	if r.Known() != 2 || r.knownEvictions.Load() != 1 || r.reannounced.Load() != 2 {
-		t.Errorf("stats %+v", &r.counters)
+		t.Errorf("stats %+v", metrics.Sprint(&r.counters))
 	}
 }

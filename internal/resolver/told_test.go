@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
 )
@@ -137,7 +138,7 @@ func TestReanswerSkipsClientsAlreadyAnswered(t *testing.T) {
 		t.Fatalf("pushes %+v: want the waiter's one push, no re-answer beside it", gs)
 	}
 	if f.res.st.reTCP.Load() != 0 {
-		t.Fatalf("stats %+v", &f.res.st)
+		t.Fatalf("stats %+v", metrics.Sprint(&f.res.st))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/registry"
 )
 
@@ -113,7 +114,7 @@ func TestUDPFloodBounded(t *testing.T) {
 		t.Fatalf("one reply address made pvans search through %d names; bound %d", s.want, perSource)
 	}
 	if f.res.st.dropsSource.Load() == 0 || f.res.st.drops.Load() == 0 {
-		t.Fatalf("drops not counted: %+v", &f.res.st)
+		t.Fatalf("drops not counted: %+v", metrics.Sprint(&f.res.st))
 	}
 	for i := range 64 { // spoofed sources
 		q, miss := missingNames(fmt.Sprintf("spoof%d", i), perConn)
@@ -192,6 +193,6 @@ func TestUDPFloodLeavesTheRingToTCP(t *testing.T) {
 		}
 	}
 	if f.res.st.dropsUDP.Load() == 0 {
-		t.Fatalf("the flood's refused names not counted: %+v", &f.res.st)
+		t.Fatalf("the flood's refused names not counted: %+v", metrics.Sprint(&f.res.st))
 	}
 }

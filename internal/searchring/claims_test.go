@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -43,7 +44,7 @@ func TestTCPServerMayNameOnlyItself(t *testing.T) {
 		}
 	}
 	if s := r.Stats(); r.ctr.thirdParty.Load() != 2 || s.Searching != 2 {
-		t.Fatalf("stats %+v: want 2 third-party replies dropped and their names still searched", &r.ctr)
+		t.Fatalf("stats %+v: want 2 third-party replies dropped and their names still searched", metrics.Sprint(&r.ctr))
 	}
 }
 

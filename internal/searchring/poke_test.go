@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 // tickTimes is the distinct times at which datagrams went out.
@@ -107,7 +109,7 @@ func TestPokeRunsOneFastRevolutionWithoutCounting(t *testing.T) {
 		t.Fatalf("attempt count %d did not advance after the fast revolution (was %d)", a, before)
 	}
 	if r.ctr.pokes.Load() != 1 || r.ctr.pokesIgnored.Load() != 0 {
-		t.Fatalf("stats %+v", &r.ctr)
+		t.Fatalf("stats %+v", metrics.Sprint(&r.ctr))
 	}
 }
 
@@ -148,7 +150,7 @@ func TestPokeHoldoffForEveryCause(t *testing.T) {
 				t.Fatal("poke refused after the hold-off")
 			}
 			if r.ctr.pokes.Load() != 2 || r.ctr.pokesIgnored.Load() != 3*uint64(len(causes)) {
-				t.Fatalf("stats %+v", &r.ctr)
+				t.Fatalf("stats %+v", metrics.Sprint(&r.ctr))
 			}
 		})
 	}

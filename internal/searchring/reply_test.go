@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -98,7 +99,7 @@ func TestReplyRules(t *testing.T) {
 		t.Fatal("A no longer searched after discarded replies")
 	}
 	if r.ctr.ignoredGUID.Load() != 1 || r.ctr.negative.Load() != 1 || r.ctr.badProtocol.Load() != 2 || r.ctr.unusable.Load() != 1 || r.ctr.resolved.Load() != 0 {
-		t.Fatalf("stats %+v", &r.ctr)
+		t.Fatalf("stats %+v", metrics.Sprint(&r.ctr))
 	}
 
 	// First positive reply wins: zero address → datagram source.
@@ -129,7 +130,7 @@ func TestReplyRules(t *testing.T) {
 	}
 	s := r.Stats()
 	if r.ctr.resolved.Load() != 3 || r.ctr.duplicates.Load() != 1 || r.ctr.unknownCID.Load() != 1 || s.Searching != 1 || s.Channels != 4 {
-		t.Fatalf("stats %+v %+v", s, &r.ctr)
+		t.Fatalf("stats %+v %+v", s, metrics.Sprint(&r.ctr))
 	}
 	// Resolved names leave the ring; the unresolved one stays.
 	rc.reset()
@@ -222,7 +223,7 @@ func TestUpstreamCopies(t *testing.T) {
 		t.Fatal("sent to a not-ready or backlogged upstream")
 	}
 	if r.ctr.upstreamSent.Load() != 6 || r.ctr.upstreamSkipped.Load() != 3 {
-		t.Fatalf("stats %+v", &r.ctr)
+		t.Fatalf("stats %+v", metrics.Sprint(&r.ctr))
 	}
 	// The same, per name server, and per UDP destination.
 	for _, c := range []struct {
@@ -470,7 +471,7 @@ func TestReplyMustMatchASearch(t *testing.T) {
 	// The three guesses name no CID searched; all four are hints dropped
 	// as unmatched.
 	if r.ctr.unknownCID.Load() != 3 || r.ctr.unmatched.Load() != 4 {
-		t.Fatalf("stats %+v", &r.ctr)
+		t.Fatalf("stats %+v", metrics.Sprint(&r.ctr))
 	}
 	// The reply to a later search of the same name still matches an
 	// earlier search (kept: the last few).

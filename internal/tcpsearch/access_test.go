@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -170,8 +171,10 @@ func TestDeniedNameNotAnsweredNorPushed(t *testing.T) {
 	if rs := readResponses(t, nc, 300*time.Millisecond); len(rs) != 0 {
 		t.Fatalf("denied names answered: %+v", rs)
 	}
-	if d := w.res.Stats().Denied; d != 4 {
-		t.Errorf("denied %d, want 4", d)
+	m := metrics.New("test")
+	w.res.RegisterMetrics(m)
+	if d, _ := m.Value(`pvans_access_denied_total{what="name"}`); d != 4 {
+		t.Errorf("denied %v, want 4", d)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/twin"
 )
@@ -52,7 +53,12 @@ func TestConnectionPairsWithItsClientsSocket(t *testing.T) {
 	for tw.Stats().Conns != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if st := tw.Stats(); st.Conns != 0 || st.Paired != 0 || st.PairsEnded != 1 {
+	m := metrics.New("test")
+	tw.RegisterMetrics(m)
+	if st := tw.Stats(); st.Conns != 0 || st.Paired != 0 {
 		t.Fatalf("the pair outlived its connection: %+v", st)
+	}
+	if ended, err := m.Value("pvans_twin_pairs_ended_total"); ended != 1 {
+		t.Fatalf("pairs ended %v, %v; want 1", ended, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 // search is a CMD_SEARCH payload as a PVXS client builds it: flags and
@@ -160,7 +161,7 @@ func TestSameBytesFromTwoSocketsPairNothing(t *testing.T) {
 	tb.UDPSearch(netip.AddrPortFrom(hostA, 40002), f)
 	c.TCPSearch(f)
 	if tb.cnt.Paired.Load() != 0 || tb.cnt.Ambiguous.Load() != 1 {
-		t.Fatalf("%+v", &tb.cnt)
+		t.Fatalf("%+v", metrics.Sprint(&tb.cnt))
 	}
 }
 
@@ -334,7 +335,7 @@ func TestIdleHostsDoNotHoldTheTotal(t *testing.T) {
 	tb.UDPSearch(portA, f)
 	c.TCPSearch(f)
 	if got, _ := tb.UDPSearch(portA, 5); got != c {
-		t.Fatalf("a new host not paired while idle hosts' expired fingerprints fill the total: %+v", &tb.cnt)
+		t.Fatalf("a new host not paired while idle hosts' expired fingerprints fill the total: %+v", metrics.Sprint(&tb.cnt))
 	}
 }
 

@@ -169,7 +169,7 @@ func TestPairOnlyFromTheClientsOwnAddress(t *testing.T) {
 	_, p, _, _ := pva.SplitMessage(msg)
 	fp, _ := tw.Fingerprint(p)
 	c.TCPSearch(fp)
-	if s := tw.Stats(); s.PairsMade != 0 {
+	if tw.Stats().Paired != 0 {
 		t.Fatal("paired from a search another host sent in the client's name")
 	}
 	if s := st.snapshot(); s.RepliesOverTCP != 0 {
@@ -243,7 +243,7 @@ func TestPairOnlyFromTheSocketItself(t *testing.T) {
 	other := netip.AddrPortFrom(lanC1.Addr(), lanC1.Port()+1)
 	h.handle(broadcastFrom(pvxs37(0), other)) // reply port: lanC1's
 	c.TCPSearch(tcpCopy(t, tw, 0))
-	if s := tw.Stats(); s.PairsMade != 0 {
+	if tw.Stats().Paired != 0 {
 		t.Fatal("the client's socket paired with a connection by a search from another socket")
 	}
 	h.handle(broadcastFrom(pvxs37(1), lanC1))
