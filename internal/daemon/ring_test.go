@@ -353,9 +353,9 @@ func askRestarted(t *testing.T, cpp bool) {
 // probesQuiet waits until no probe has started for quiet.
 func probesQuiet(t *testing.T, d *Daemon, quiet time.Duration) {
 	t.Helper()
-	n, since := d.Prober.Stats().Probes, time.Now()
+	n, since := d.Prober.Probes(), time.Now()
 	testutil.WaitFor(t, 30*time.Second, "the probes to settle", func() bool {
-		if m := d.Prober.Stats().Probes; m != n {
+		if m := d.Prober.Probes(); m != n {
 			n, since = m, time.Now()
 		}
 		return time.Since(since) >= quiet

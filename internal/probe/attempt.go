@@ -85,7 +85,7 @@ func (p *Prober) run(s *server, w *waiter) {
 // its own, so the old watch stays until the claim is confirmed.
 func (p *Prober) attempt(ctx context.Context, s *server) outcome {
 	p.mu.Lock()
-	p.stats.Probes++
+	p.stats.Probes.Add(1)
 	cl, guid, tlsEP := s.cl, s.life.id.guid, s.info.TLS
 	verify := !s.life.id.claim.IsZero() && cl != nil
 	if verify {
@@ -116,7 +116,7 @@ func (p *Prober) attempt(ctx context.Context, s *server) outcome {
 				cl = tcl
 			} else {
 				p.mu.Lock()
-				p.stats.TLSFallbacks++
+				p.stats.TLSFallbacks.Add(1)
 				p.mu.Unlock()
 				p.log.Debug("TLS connection failed: connecting over plain TCP", zap.Stringer("endpoint", s.ep), zap.Stringer("tls", tlsEP), zap.Error(err))
 			}

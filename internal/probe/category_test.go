@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/sim"
@@ -78,8 +79,8 @@ func TestConfirm(t *testing.T) {
 	if ok := confirm(srv.GUID(), closed, "c:a"); len(ok) != 0 {
 		t.Fatalf("nothing listening, confirmed %v", ok)
 	}
-	if st := p.Stats(); st.VerifyConfirmed != 1 || st.VerifyRefuted != 2 {
-		t.Fatalf("stats %+v", st)
+	if p.stats.VerifyConfirmed.Load() != 1 || p.stats.VerifyRefuted.Load() != 2 {
+		t.Fatalf("stats %+v", metrics.Sprint(&p.stats))
 	}
 }
 

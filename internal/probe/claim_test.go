@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/sim"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -43,7 +44,7 @@ func TestForgedClaimsSurviveNoPingReconnect(t *testing.T) {
 		forge()
 		testutil.WaitFor(t, 5*time.Second, "the prober to settle", idle)
 	}
-	if p.Stats().VerifyRefuted == 0 {
+	if p.stats.VerifyRefuted.Load() == 0 {
 		t.Fatal("no claim was checked")
 	}
 	forge() // a claim is pending when the blip comes
@@ -164,8 +165,8 @@ func TestPingAnsweredOverUDPProvesGUID(t *testing.T) {
 	if r := k.next(t, "listed", 5*time.Second); r.guid != srv.GUID() {
 		t.Fatalf("after the reconnect listed as %v, want %v", r.guid, srv.GUID())
 	}
-	if st := p.Stats(); st.PingsOverUDP < 2 {
-		t.Fatalf("stats %+v", st)
+	if p.stats.PingsOverUDP.Load() < 2 {
+		t.Fatalf("stats %+v", metrics.Sprint(&p.stats))
 	}
 	// A datagram that does not echo a ping is not taken.
 	if p.PingAnswer(srv.Addr(), &pva.SearchResponse{GUID: pva.GUID{1}, Seq: 12345}) {

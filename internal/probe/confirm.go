@@ -36,7 +36,7 @@ func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done 
 	if mt := p.tm.Load().maxThrough; mt > 0 && p.confirming >= mt {
 		// As many checks waiting or running as search-through endpoints
 		// may be known: a flood of replies is not a flood of goroutines.
-		p.stats.ThroughDropped++
+		p.stats.ThroughDropped.Add(1)
 		p.mu.Unlock()
 		p.full.Hit("confirm", "search-through checks at their bound (probe.DefaultMaxThrough): answer not checked")
 		done(nil)
@@ -57,9 +57,9 @@ func (p *Prober) Confirm(guid pva.GUID, ep netip.AddrPort, names []string, done 
 		release()
 		p.mu.Lock()
 		if len(ok) > 0 {
-			p.stats.VerifyConfirmed++
+			p.stats.VerifyConfirmed.Add(1)
 		} else {
-			p.stats.VerifyRefuted++
+			p.stats.VerifyRefuted.Add(1)
 		}
 		p.mu.Unlock()
 		if ce := p.log.Check(zap.DebugLevel, "search-through answer checked over TCP"); ce != nil {

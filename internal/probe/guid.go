@@ -63,7 +63,7 @@ func (p *Prober) PingAnswer(from netip.AddrPort, m *pva.SearchResponse) bool {
 		return false
 	}
 	delete(p.pings, m.Seq)
-	p.stats.PingsOverUDP++
+	p.stats.PingsOverUDP.Add(1)
 	p.mu.Unlock()
 	cl.answeredOverUDP(m.GUID)
 	return true

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/pvans-project/pvans/internal/metrics"
@@ -22,21 +23,49 @@ func MetricsObserver(m *metrics.Metrics) func(result string, took time.Duration)
 	}
 }
 
-// RegisterMetrics exposes the prober's verification counters
-// (docs/operations.md).
+// counters are the prober's, each declared once, beside its field
+// (metrics.Register); counted under p.mu. The plain atomics are not
+// exported: tests read them.
+type counters struct {
+	// Verifications are hints of a new GUID at an endpoint whose server
+	// is watched, checked over a fresh TCP connection: confirmed (the
+	// endpoint answers with another GUID, or the old watch died and the
+	// endpoint answers) or refuted (the old server still answers).
+	VerifyConfirmed metrics.Counter `metric:"pvans_probe_verifications_total" label:"result=confirmed" help:"Hints checked over TCP before anything changed, by result: confirmed (the endpoint proved the claimed server: a restart's new GUID, or a search-through answer), refuted (the endpoint answered otherwise, or could not be reached)."`
+	VerifyRefuted   metrics.Counter `metric:"pvans_probe_verifications_total" label:"result=refuted"`
+	// PingsOverUDP are discovery pings answered over UDP (pvAccessCPP),
+	// each proving the GUID of the server pinged.
+	PingsOverUDP metrics.Counter `metric:"pvans_probe_pings_over_udp_total" help:"Discovery pings sent over a probe connection and answered over UDP (pvAccessCPP), each proving the server's GUID."`
+	// TLSFallbacks are fresh connections to a server's known TLS
+	// endpoint that failed (refused, untrusted, another GUID there),
+	// the server then being connected to over plain TCP.
+	TLSFallbacks metrics.Counter `metric:"pvans_probe_tls_fallbacks_total" help:"Fresh connections to a server's known TLS endpoint that failed (refused, certificate not trusted, another GUID there), the server then connected to over plain TCP."`
+	// ThroughForgotten are endpoints known only from search replies
+	// forgotten after their retry budget; ThroughDropped, replies naming
+	// a new such endpoint not taken because MaxThrough were known.
+	ThroughForgotten metrics.Counter `metric:"pvans_probe_search_through_forgotten_total" help:"Endpoints known only from search replies forgotten after their retry budget (probe.DefaultThroughRetries)."`
+	ThroughDropped   metrics.Counter `metric:"pvans_probe_search_through_dropped_total" help:"Search replies naming a new endpoint, or asking for a check over TCP, not taken because probe.DefaultMaxThrough were known or being checked."`
+	// HintsDeferred are hint-triggered probe requests folded into the
+	// next backoff step instead of probing at once (for a watched server
+	// that would not list: into its next scheduled retry).
+	HintsDeferred metrics.Counter `metric:"pvans_probe_hints_deferred_total" help:"Probe requests from hints (beacons, discovery and search replies) folded into the next backoff step of their endpoint."`
+
+	Probes          atomic.Uint64 // connect-and-list attempts (including re-listings)
+	Listed          atomic.Uint64
+	Unlistable      atomic.Uint64
+	ConnectFailures atomic.Uint64
+	Lost            atomic.Uint64
+}
+
+// RegisterMetrics exposes the prober's counters (declared above and, for
+// the pool, in sched.go) and gauges (docs/operations.md).
 func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
-	m.Counters("probe", "verifications_total", "Hints checked over TCP before anything changed, by result: confirmed (the endpoint proved the claimed server: a restart's new GUID, or a search-through answer), refuted (the endpoint answered otherwise, or could not be reached).", "result", map[string]func() uint64{
-		"confirmed": func() uint64 { return p.Stats().VerifyConfirmed },
-		"refuted":   func() uint64 { return p.Stats().VerifyRefuted },
-	})
-	m.Counter("probe", "pings_over_udp_total", "Discovery pings sent over a probe connection and answered over UDP (pvAccessCPP), each proving the server's GUID.", nil, metrics.U64(func() uint64 { return p.Stats().PingsOverUDP }))
+	m.Register(&p.stats, p.sched)
 	m.Gauge("probe", "tls_watches", "Servers watched over TLS: their listing proved their TLS endpoint (pvans has a keychain), and the watch and the next listings run there.", nil, func() float64 { return float64(p.Stats().WatchingTLS) })
-	m.Counter("probe", "tls_fallbacks_total", "Fresh connections to a server's known TLS endpoint that failed (refused, certificate not trusted, another GUID there), the server then connected to over plain TCP.", nil, metrics.U64(func() uint64 { return p.Stats().TLSFallbacks }))
 	m.Gauge("probe", "endpoints", "Server endpoints the prober lists, watches or retries.", nil, func() float64 { return float64(p.Stats().Servers) })
 	m.Gauge("probe", "search_through_endpoints", "Of pvans_probe_endpoints, those known only from search replies (bounded by probe.DefaultMaxThrough).", nil, func() float64 { return float64(p.Stats().Through) })
 	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.concurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })
-	m.Counter("probe", "throttled_total", "Probes that waited for a slot while one was free: their server's host held its share (probe.DefaultPerHostConcurrency), or retries of failed probes held half the pool.", nil, metrics.U64(func() uint64 { return p.Stats().Throttled }))
-	m.Counter("probe", "search_through_forgotten_total", "Endpoints known only from search replies forgotten after their retry budget (probe.DefaultThroughRetries).", nil, metrics.U64(func() uint64 { return p.Stats().ThroughForgotten }))
-	m.Counter("probe", "search_through_dropped_total", "Search replies naming a new endpoint, or asking for a check over TCP, not taken because probe.DefaultMaxThrough were known or being checked.", nil, metrics.U64(func() uint64 { return p.Stats().ThroughDropped }))
-	m.Counter("probe", "hints_deferred_total", "Probe requests from hints (beacons, discovery and search replies) folded into the next backoff step of their endpoint.", nil, metrics.U64(func() uint64 { return p.Stats().HintsDeferred }))
 }
+
+// Probes is the connect-and-list attempts started (re-listings too).
+func (p *Prober) Probes() uint64 { return p.stats.Probes.Load() }

@@ -104,8 +104,8 @@ func TestUnlistableRetriesBackOffToHours(t *testing.T) {
 	if n := srv.site.Server(0).UnknownCreates; n != len(got) || srv.Accepted() != 1 {
 		t.Fatalf("%d CREATE_CHANNELs on %d connections, want %d on one", n, srv.Accepted(), len(got))
 	}
-	if st := p.Stats(); st.HintsDeferred < 6 {
-		t.Fatalf("hints deferred %d, want 6", st.HintsDeferred)
+	if p.stats.HintsDeferred.Load() < 6 {
+		t.Fatalf("hints deferred %d, want 6", p.stats.HintsDeferred.Load())
 	}
 }
 

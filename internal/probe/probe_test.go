@@ -18,6 +18,7 @@ import (
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/sim"
@@ -228,8 +229,8 @@ func TestBackoffScheduleFakeClock(t *testing.T) {
 	}
 	// One Unlistable for the episode, not one per retry.
 	k.none(t, 20*time.Millisecond)
-	if st := p.Stats(); st.ConnectFailures != 7 || st.Unlistable != 1 {
-		t.Fatalf("stats %+v", st)
+	if p.stats.ConnectFailures.Load() != 7 || p.stats.Unlistable.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(&p.stats))
 	}
 }
 
@@ -376,7 +377,7 @@ func TestRestartClaimRefutedWhileWatched(t *testing.T) {
 	k.next(t, "listed", 5*time.Second)
 	c.Advance(2 * time.Second) // past the first hint step
 	p.Probe(pva.GUID{0xBA, 0xD}, srv.Addr(), ReasonChanged)
-	testutil.WaitFor(t, 5*time.Second, "the claim to be checked", func() bool { return p.Stats().VerifyRefuted == 1 })
+	testutil.WaitFor(t, 5*time.Second, "the claim to be checked", func() bool { return p.stats.VerifyRefuted.Load() == 1 })
 	k.none(t, 200*time.Millisecond)
 	ss := p.Servers()
 	if len(ss) != 1 || ss[0].GUID != srv.GUID() || !ss[0].Connected || ss[0].State != StateListed || ss[0].NextAttempt.IsZero() {
@@ -411,8 +412,8 @@ func TestRestartClaimConfirmed(t *testing.T) {
 	if r := k.next(t, "listed", 5*time.Second); r.guid != b.GUID() || r.ep != ep || !slices.Equal(r.names, []string{"x"}) {
 		t.Fatalf("listed %+v", r)
 	}
-	if st := p.Stats(); st.VerifyConfirmed != 1 || st.Lost != 0 {
-		t.Fatalf("stats %+v", st)
+	if p.stats.VerifyConfirmed.Load() != 1 || p.stats.Lost.Load() != 0 {
+		t.Fatalf("stats %+v", metrics.Sprint(&p.stats))
 	}
 	b.CloseConns()
 	if r := k.next(t, "lost", 5*time.Second); r.guid != b.GUID() {
@@ -438,7 +439,7 @@ func TestRestartClaimWithoutPingNeedsOldWatchGone(t *testing.T) {
 	cur.Store(&b)
 	c.Advance(2 * time.Second)
 	p.Probe(b.GUID(), ep, ReasonChanged)
-	testutil.WaitFor(t, 5*time.Second, "the claim to be checked", func() bool { return p.Stats().VerifyRefuted == 1 })
+	testutil.WaitFor(t, 5*time.Second, "the claim to be checked", func() bool { return p.stats.VerifyRefuted.Load() == 1 })
 	a.CloseConns()
 	if r := k.next(t, "lost", 5*time.Second); r.guid != ga {
 		t.Fatalf("lost %+v", r)
@@ -471,16 +472,16 @@ func TestFlappingGUIDOneProbePerStep(t *testing.T) {
 		}
 	}
 	flap()
-	if st := p.Stats(); st.Probes != 1 || st.HintsDeferred != 200 {
-		t.Fatalf("within the first step: %+v", st)
+	if p.stats.Probes.Load() != 1 || p.stats.HintsDeferred.Load() != 200 {
+		t.Fatalf("within the first step: %+v", metrics.Sprint(&p.stats))
 	}
 	for step, want := range []uint64{2, 3, 4} {
 		c.Advance(time.Duration(1.25 * float64(time.Second<<step)))
-		testutil.WaitFor(t, 5*time.Second, "the step's probe", func() bool { return p.Stats().Probes == want && idle() })
+		testutil.WaitFor(t, 5*time.Second, "the step's probe", func() bool { return p.stats.Probes.Load() == want && idle() })
 		flap()
 		time.Sleep(20 * time.Millisecond)
-		if st := p.Stats(); st.Probes != want {
-			t.Fatalf("step %d: %d probes, want %d", step, st.Probes, want)
+		if p.stats.Probes.Load() != want {
+			t.Fatalf("step %d: %d probes, want %d", step, p.stats.Probes.Load(), want)
 		}
 	}
 }

@@ -186,7 +186,7 @@ type Prober struct {
 	pings      map[uint32]*client // discovery pings awaiting an answer, by sequence ID
 	confirming int                // Confirm calls waiting or running
 	rnd        *rand.Rand
-	stats      Stats
+	stats      counters // metrics.go
 	closed     bool
 	calls      outbox.Outbox[func()] // Sink and Observe calls, delivered in order outside mu
 	// delivering counts deliver calls running callbacks (they nest: a
@@ -294,16 +294,16 @@ func (p *Prober) apply(s *server, e event) bool {
 	guid, ep := s.reportGUID(), s.ep
 	switch {
 	case do&actListed != 0:
-		p.stats.Listed++
+		p.stats.Listed.Add(1)
 		names, info := e.names, e.info
 		p.report(func(k Sink) { k.Listed(guid, ep, names, info) })
 	case do&actUnlistable != 0:
-		p.stats.Unlistable++
+		p.stats.Unlistable.Add(1)
 		err := e.err
 		p.report(func(k Sink) { k.Unlistable(guid, ep, err) })
 	case do&actLost != 0:
 		s.names = 0
-		p.stats.Lost++
+		p.stats.Lost.Add(1)
 		reason := e.reason
 		p.log.Debug("server lost", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.String("reason", reason)) // the Sink logs it
 		p.report(func(k Sink) { k.Lost(guid, ep, reason) })

@@ -27,7 +27,7 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 	if s == nil {
 		through := why == ReasonSearchThrough
 		if mt := p.tm.Load().maxThrough; through && mt > 0 && p.through >= mt {
-			p.stats.ThroughDropped++
+			p.stats.ThroughDropped.Add(1)
 			p.mu.Unlock()
 			p.full.Hit("through", "search-through endpoints at their bound (probe.DefaultMaxThrough): new ones are not probed",
 				zap.Int("bound", p.tm.Load().maxThrough))
@@ -47,7 +47,7 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 		// It would not list, its watch is up and nothing new is claimed:
 		// the hint (a discovery reply, a search-through answer) waits for
 		// the unlistable schedule, not one attempt per backoff step.
-		p.stats.HintsDeferred++
+		p.stats.HintsDeferred.Add(1)
 	case why.hint():
 		p.hintLocked(s)
 	default:
@@ -62,12 +62,12 @@ func (p *Prober) Probe(guid pva.GUID, ep netip.AddrPort, why Reason) {
 // starts the steps over.
 func (p *Prober) hintLocked(s *server) {
 	if s.hintTimer != nil {
-		p.stats.HintsDeferred++
+		p.stats.HintsDeferred.Add(1)
 		return
 	}
 	now := p.opt.Clock.Now()
 	if now.Before(s.hintOK) {
-		p.stats.HintsDeferred++
+		p.stats.HintsDeferred.Add(1)
 		s.hintTimer = p.opt.Clock.AfterFunc(s.hintOK.Sub(now), func() {
 			p.mu.Lock()
 			if s.hintTimer != nil && s.life.phase != phaseForgotten && !p.closed {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/netip"
 	"sync"
+
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 // sched shares the probe pool (Concurrency slots) between server hosts,
@@ -33,7 +35,7 @@ type sched struct {
 	waiting int
 	// throttled counts probes that had to wait while a slot was free,
 	// because their host held its share (or retries held theirs).
-	throttled uint64
+	throttled metrics.Counter `metric:"pvans_probe_throttled_total" help:"Probes that waited for a slot while one was free: their server's host held its share (probe.DefaultPerHostConcurrency), or retries of failed probes held half the pool."`
 }
 
 const (
@@ -125,7 +127,7 @@ func (s *sched) enqueue(host netip.Addr, retry bool, grant func(*waiter)) *waite
 	s.enring(h, class)
 	s.dispatch()
 	if !w.granted && s.running < s.limit {
-		s.throttled++
+		s.throttled.Add(1)
 	}
 	return w
 }
@@ -228,14 +230,13 @@ func (s *sched) dispatch() {
 	}
 }
 
-// schedStats are the scheduler's gauges and counters.
+// schedStats are the scheduler's gauges.
 type schedStats struct {
-	waiting   int
-	throttled uint64
+	waiting int
 }
 
 func (s *sched) stats() schedStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return schedStats{waiting: s.waiting, throttled: s.throttled}
+	return schedStats{waiting: s.waiting}
 }

@@ -49,8 +49,8 @@ func TestSchedShares(t *testing.T) {
 	_ = schedStart(s, bg, "10.0.0.1", false).granted(t)
 	a3 := schedStart(s, bg, "10.0.0.1", false)
 	waitWaiting(t, s, 1)
-	if st := s.stats(); st.throttled != 1 {
-		t.Fatalf("throttled %d, want 1 (a at its share, slots free)", st.throttled)
+	if n := s.throttled.Load(); n != 1 {
+		t.Fatalf("throttled %d, want 1 (a at its share, slots free)", n)
 	}
 	b1 := schedStart(s, bg, "10.0.0.2", false).granted(t)
 	b2 := schedStart(s, bg, "10.0.0.2", true).granted(t) // pool now full

@@ -62,7 +62,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 	case o.connErr != nil:
 		s.failures++
 		s.lastErr = o.connErr.Error()
-		p.stats.ConnectFailures++
+		p.stats.ConnectFailures.Add(1)
 		p.apply(s, event{kind: evFails, err: o.connErr})
 		p.log.Debug("probe failed", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures), zap.Error(o.connErr))
 	case o.listErr != nil:
@@ -92,7 +92,7 @@ func (p *Prober) settle(s *server, o outcome) bool {
 		p.log.Debug("server listed", zap.Stringer("endpoint", ep), zap.Stringer("guid", guid), zap.Int("names", len(o.names)))
 	}
 	if budget := p.tm.Load().throughRetries; s.life.origin == originThrough && budget > 0 && s.failures >= budget {
-		p.stats.ThroughForgotten++
+		p.stats.ThroughForgotten.Add(1)
 		p.log.Debug("search-through endpoint forgotten after its retry budget", zap.Stringer("endpoint", ep), zap.Int("failures", s.failures))
 		p.apply(s, event{kind: evDrop, reason: "forgotten: known only from search replies, and failed its retry budget"})
 		return false
@@ -127,7 +127,7 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 	claim, old := s.life.id.claim, s.life.id.guid
 	proven := s.life.id.verdict(o.tcpGUID, o.connErr == nil)
 	if proven.IsZero() {
-		p.stats.VerifyRefuted++
+		p.stats.VerifyRefuted.Add(1)
 		if o.cl != nil && o.cl.conn != nil {
 			o.cl.conn.Close()
 		}
@@ -137,7 +137,7 @@ func (p *Prober) settleClaim(s *server, o *outcome) bool {
 		p.apply(s, event{kind: evRefuted})
 		return false
 	}
-	p.stats.VerifyConfirmed++
+	p.stats.VerifyConfirmed.Add(1)
 	p.log.Debug("restart confirmed over TCP", zap.Stringer("endpoint", s.ep), zap.Stringer("old_guid", old), zap.Stringer("guid", proven))
 	if s.cl != nil {
 		oldcl := s.cl

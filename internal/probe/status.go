@@ -45,43 +45,14 @@ type ServerStatus struct {
 	TLS         bool // the watch connection is over TLS
 }
 
-// Stats are counters since New.
+// Stats are the prober's gauges (its counters are in metrics.go).
 type Stats struct {
-	Probes          uint64 // connect-and-list attempts (including re-listings)
-	Listed          uint64
-	Unlistable      uint64
-	ConnectFailures uint64
-	Lost            uint64
-	// Verifications are hints of a new GUID at an endpoint whose server
-	// is watched, checked over a fresh TCP connection: confirmed (the
-	// endpoint answers with another GUID, or the old watch died and the
-	// endpoint answers) or refuted (the old server still answers).
-	VerifyConfirmed uint64
-	VerifyRefuted   uint64
-	// HintsDeferred are hint-triggered probe requests folded into the
-	// next backoff step instead of probing at once (for a watched server
-	// that would not list: into its next scheduled retry).
-	HintsDeferred uint64
-	// PingsOverUDP are discovery pings answered over UDP (pvAccessCPP),
-	// each proving the GUID of the server pinged.
-	PingsOverUDP uint64
-	// ThroughForgotten are endpoints known only from search replies
-	// forgotten after their retry budget; ThroughDropped, replies naming
-	// a new such endpoint not taken because MaxThrough were known.
-	ThroughForgotten uint64
-	ThroughDropped   uint64
-	// TLSFallbacks are fresh connections to a server's known TLS
-	// endpoint that failed (refused, untrusted, another GUID there),
-	// the server then being connected to over plain TCP.
-	TLSFallbacks uint64
 	// Waiting are probes (and confirmations) waiting for a slot of the
-	// pool; Throttled counts those that waited although a slot was free,
-	// because their host held its share or retries held theirs.
-	Waiting   int
-	Throttled uint64
-	Servers   int
-	Through   int // of Servers, known only from search replies
-	Watching  int
+	// pool.
+	Waiting  int
+	Servers  int
+	Through  int // of Servers, known only from search replies
+	Watching int
 	// WatchingTLS: of Watching, the watches over TLS.
 	WatchingTLS int
 }
@@ -147,14 +118,11 @@ func (p *Prober) Gone(ep netip.AddrPort) bool {
 	return s != nil && s.life.unanswered()
 }
 
-// Stats returns the counters.
+// Stats returns the gauges now.
 func (p *Prober) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := p.stats
-	ss := p.sched.stats()
-	st.Waiting, st.Throttled = ss.waiting, ss.throttled
-	st.Servers, st.Through = len(p.servers), p.through
+	st := Stats{Waiting: p.sched.stats().waiting, Servers: len(p.servers), Through: p.through}
 	for _, s := range p.servers {
 		if s.cl != nil {
 			st.Watching++

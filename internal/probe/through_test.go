@@ -65,7 +65,7 @@ func TestSearchThroughEndpointsForgottenAndBounded(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, "probes to settle", idle)
 	st := p.Stats()
-	t.Logf("peak %d servers in the table; after the rounds %d; forgotten %d, dropped %d", peak, st.Servers, st.ThroughForgotten, st.ThroughDropped)
+	t.Logf("peak %d servers in the table; after the rounds %d; forgotten %d, dropped %d", peak, st.Servers, p.stats.ThroughForgotten.Load(), p.stats.ThroughDropped.Load())
 	if peak > bound+1 {
 		t.Fatalf("table peaked at %d servers, want at most %d search-through endpoints plus the beaconed one", peak, bound)
 	}
@@ -73,7 +73,7 @@ func TestSearchThroughEndpointsForgottenAndBounded(t *testing.T) {
 	if len(ss) != 1 || ss[0].Endpoint != beaconed {
 		t.Fatalf("after the rounds the table holds %d servers, want only the beaconed one", len(ss))
 	}
-	if st.ThroughDropped == 0 || st.ThroughForgotten == 0 {
+	if p.stats.ThroughDropped.Load() == 0 || p.stats.ThroughForgotten.Load() == 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -76,7 +76,7 @@ func TestListsAndWatchesOverTLS(t *testing.T) {
 		t.Fatalf("dials %v, want the plain endpoint then the TLS one", got)
 	}
 	testutil.WaitFor(t, 5*time.Second, "the watch to move to TLS", func() bool { return watchTLS(p) })
-	if st := p.Stats(); st.WatchingTLS != 1 || st.Lost != 0 {
+	if st := p.Stats(); st.WatchingTLS != 1 || p.stats.Lost.Load() != 0 {
 		t.Fatalf("stats %+v: want one TLS watch and nothing lost", st)
 	}
 
@@ -134,7 +134,7 @@ func TestTLSFallsBackToPlain(t *testing.T) {
 	if len(ss) != 1 || !ss[0].Connected || ss[0].TLS {
 		t.Fatalf("status %+v: want a plain watch", ss)
 	}
-	if st := p.Stats(); st.TLSFallbacks != 1 || st.WatchingTLS != 0 {
+	if st := p.Stats(); p.stats.TLSFallbacks.Load() != 1 || st.WatchingTLS != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

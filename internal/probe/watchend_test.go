@@ -51,13 +51,13 @@ func TestWatchDeathSettledFirstIsLost(t *testing.T) {
 	// The periodic re-listing runs on the dead watch and settles while
 	// the watch's own connClosed waits.
 	c.Advance(p.Servers()[0].NextAttempt.Sub(c.Now()))
-	testutil.WaitFor(t, 5*time.Second, "the re-listing to settle", func() bool { return p.Stats().ConnectFailures == 1 })
+	testutil.WaitFor(t, 5*time.Second, "the re-listing to settle", func() bool { return p.stats.ConnectFailures.Load() == 1 })
 	free()
 	if r := k.next(t, "lost", 2*time.Second); r.guid != g || r.ep != ep || !closedReason[r.reason] {
 		t.Fatalf("lost %+v", r)
 	}
 	k.none(t, 200*time.Millisecond)
-	if st := p.Stats(); st.Lost != 1 || !p.Gone(ep) {
-		t.Fatalf("lost %d times, gone %v", st.Lost, p.Gone(ep))
+	if p.stats.Lost.Load() != 1 || !p.Gone(ep) {
+		t.Fatalf("lost %d times, gone %v", p.stats.Lost.Load(), p.Gone(ep))
 	}
 }

@@ -62,11 +62,11 @@ func TestZeroOptionsAreOff(t *testing.T) {
 	if d := deadlines.Load(); d != 0 {
 		t.Errorf("%d probes had a deadline without a ProbeTimeout", d)
 	}
-	if st.Servers != n || st.ThroughDropped != 0 || st.ThroughForgotten != 0 {
+	if st.Servers != n || p.stats.ThroughDropped.Load() != 0 || p.stats.ThroughForgotten.Load() != 0 {
 		t.Errorf("stats %+v: want every search-through endpoint kept", st)
 	}
-	if s := scheduled.Load(); s != 0 || st.Probes != n {
-		t.Errorf("%d retries scheduled, %d probes, without a backoff: want none beyond the first %d", s, st.Probes, n)
+	if s := scheduled.Load(); s != 0 || p.stats.Probes.Load() != n {
+		t.Errorf("%d retries scheduled, %d probes, without a backoff: want none beyond the first %d", s, p.stats.Probes.Load(), n)
 	}
 
 	p.Apply(Timings{Backoff: Backoff{Min: time.Second}})
