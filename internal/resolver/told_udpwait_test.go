@@ -57,8 +57,8 @@ func TestUDPWaiterThroughRestartsOneAnswerEach(t *testing.T) {
 		pu.m, udp.got = nil, nil
 		pu.mu.Unlock()
 		st := f.res.Stats()
-		answers, told, reTCP = append(answers, n), append(told, st.Told), append(reTCP, int(st.ReanswersTCP))
-		bad = bad || n != 1 || st.Told > 1 || st.ReanswersTCP != 0
+		answers, told, reTCP = append(answers, n), append(told, st.Told), append(reTCP, int(f.res.st.reTCP.Load()))
+		bad = bad || n != 1 || st.Told > 1 || f.res.st.reTCP.Load() != 0
 	}
 	if bad {
 		t.Fatalf("by restart: answers sent %v (want 1 each), answers remembered %v (want at most 1), TCP re-answers %v (want 0)",
