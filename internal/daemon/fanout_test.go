@@ -235,9 +235,9 @@ func TestRestartFanOutWithinReflectionCap(t *testing.T) {
 			attacker.WriteToUDPAddrPort(b, d.udpAddr())
 		})
 	}
-	testutil.WaitFor(t, 5*time.Second, "searches handled", func() bool { return d.UDP.Stats().Searches == uint64(len(names)) })
-	if st := d.UDP.Stats(); st.Responses != uint64(len(names)) {
-		t.Fatalf("%d of %d searches answered: the budget is not what the test assumes", st.Responses, len(names))
+	testutil.WaitFor(t, 5*time.Second, "searches handled", func() bool { return count(t, d, "pvans_udp_searches_total") == uint64(len(names)) })
+	if n := count(t, d, "pvans_udp_replies_total"); n != uint64(len(names)) {
+		t.Fatalf("%d of %d searches answered: the budget is not what the test assumes", n, len(names))
 	}
 	answered := quiet()
 	probeSink{d}.Lost(old, ep, "watch closed")

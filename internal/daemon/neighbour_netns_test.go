@@ -160,7 +160,10 @@ func TestPVAccessCPPNeighbour(t *testing.T) {
 			t.Errorf("%s answered %v, want %v", a.Name, a.Endpoint, want[a.Name])
 		}
 	}
-	st := d.UDP.Stats()
+	st := struct{ Beacons, DiscoveryPongs, Searches, DropTagForeign, DropMalformed uint64 }{
+		count(t, d, `pvans_beacons_total{via="beacon"}`), count(t, d, `pvans_beacons_total{via="discovery"}`),
+		count(t, d, "pvans_udp_searches_total"), count(t, d, `pvans_udp_drops_total{reason="tag_foreign"}`),
+		count(t, d, `pvans_udp_drops_total{reason="malformed"}`)}
 	t.Logf("pvAccessCPP neighbour forwarded %d, took %d beacons, answered %d unflagged unicasts; pvans heard %d beacons, %d discovery replies",
 		cpp.forwarded.Load(), cpp.beacons.Load(), cpp.unflagged.Load(), st.Beacons, st.DiscoveryPongs)
 	if st.Searches == 0 || st.DropTagForeign != 0 || st.DropMalformed != 0 {

@@ -274,7 +274,7 @@ func TestTrustedRelaysPinged(t *testing.T) {
 	if got := d.relayPings(c); !slices.Equal(got, []netip.AddrPort{relay}) {
 		t.Fatalf("relays pinged %v, want only %v (a prefix is no relay's address)", got, relay)
 	}
-	sent := func() uint64 { return d.UDP.Stats().ClientSearches }
+	sent := func() uint64 { return d.UDP.ClientSearches() }
 	if n := sent(); n != 2 || pings(300*time.Millisecond) != 1 {
 		t.Fatalf("%d pings sent at start, want 2 (addr_list and the relay)", n)
 	}
@@ -296,7 +296,7 @@ func TestTrustedRelaysPinged(t *testing.T) {
 	c.Search.DiscoveryAtStart = true
 	c.Access.TrustedRelays = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
 	d, _ = startFake(t, c, nil)
-	if n := d.UDP.Stats().ClientSearches; n != 1 || d.discoveries[discoverStart].Load() != 1 {
+	if n := d.UDP.ClientSearches(); n != 1 || d.discoveries[discoverStart].Load() != 1 {
 		t.Fatalf("%d pings at start with only a relay, want 1", n)
 	}
 }

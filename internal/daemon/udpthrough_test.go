@@ -207,12 +207,12 @@ func TestUDPSearcherAnswerPushed(t *testing.T) {
 	u.search(t, 1, cid, netip.Addr{}, srv.Names[3])
 	m, ok := u.claim(cid, 10*time.Second)
 	if !ok {
-		t.Fatalf("no answer pushed for %s to a client that searched once (udp %+v)", srv.Names[3], d.UDP.Stats())
+		t.Fatalf("no answer pushed for %s to a client that searched once", srv.Names[3])
 	}
 	if m.GUID != srv.GUID || m.Port != srv.TCP.Port() {
 		t.Fatalf("pushed %v port %d, want %v at %v", m.GUID, m.Port, srv.GUID, srv.TCP)
 	}
-	testutil.WaitFor(t, 5*time.Second, "the pushed reply counted", func() bool { return d.UDP.Stats().RepliesPushed == 1 })
+	testutil.WaitFor(t, 5*time.Second, "the pushed reply counted", func() bool { return count(t, d, repliesPushed) == 1 })
 }
 
 // The push goes to an address named in a datagram anyone can forge: it
@@ -230,11 +230,11 @@ func TestUDPPushWithinReflectionBudget(t *testing.T) {
 	u := newUDPOnly(t, d.udpAddr())
 	u.search(t, 1, 7, netip.Addr{}, srv.Names[5])
 	// The search through finds the name, then the push is refused.
-	testutil.WaitFor(t, 15*time.Second, "the push refused by the reflection cap", func() bool { return d.UDP.Stats().ReflectionCapped > 0 })
+	testutil.WaitFor(t, 15*time.Second, "the push refused by the reflection cap", func() bool { return count(t, d, `pvans_udp_drops_total{reason="reflection_capped"}`) > 0 })
 	if _, ok := u.claim(7, 200*time.Millisecond); ok {
 		t.Fatal("a push beyond the reflection budget was sent")
 	}
-	if n := d.UDP.Stats().RepliesPushed; n != 0 {
+	if n := count(t, d, repliesPushed); n != 0 {
 		t.Fatalf("%d pushes counted beyond the reflection budget", n)
 	}
 }
@@ -293,4 +293,7 @@ func TestReplicaSearchNotSearchedThroughAgain(t *testing.T) {
 	}
 }
 
-const beaconsLost = `pvans_beacon_events_total{kind="lost"}`
+const (
+	beaconsLost   = `pvans_beacon_events_total{kind="lost"}`
+	repliesPushed = "pvans_udp_replies_pushed_total"
+)

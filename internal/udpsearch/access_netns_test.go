@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
@@ -33,8 +34,8 @@ func TestDeniedUDPSourceOnTheWire(t *testing.T) {
 	if got := collect(bad, 200*time.Millisecond, 0); len(got) != 0 {
 		t.Fatalf("denied source got %d answers", len(got))
 	}
-	if st := s.Stats(); st.DropDenied != 1 {
-		t.Fatalf("stats %+v", st)
+	if s.st.dropDenied.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(&s.st))
 	}
 }
 
@@ -52,7 +53,7 @@ func TestUDPFloodIsRateLimitedPerSource(t *testing.T) {
 		flooder.WriteToUDPAddrPort(fmsg, lo5076)
 	}
 	other.WriteToUDPAddrPort(searchMsg(pva.SearchUnicast, netip.Addr{}, portOf(other), []string{"tcp"}, "b"), lo5076)
-	testutil.WaitFor(t, 5*time.Second, "the flood to be handled", func() bool { st := s.Stats(); return st.DropRateLimited >= flood-burst })
+	testutil.WaitFor(t, 5*time.Second, "the flood to be handled", func() bool { return s.st.dropRateLimited.Load() >= flood-burst })
 	if got := collect(other, 300*time.Millisecond, 1); len(got) != 1 {
 		t.Fatalf("other source: %d answers during the flood", len(got))
 	}
@@ -60,8 +61,8 @@ func TestUDPFloodIsRateLimitedPerSource(t *testing.T) {
 	if len(got) != burst {
 		t.Fatalf("flooder: %d answers to %d searches, want %d", len(got), flood, burst)
 	}
-	if st := s.Stats(); st.DropRateLimited != flood-burst || st.KernelDrops != 0 {
-		t.Fatalf("stats %+v", st)
+	if s.st.dropRateLimited.Load() != flood-burst || s.st.kernelDrops.Load() != 0 {
+		t.Fatalf("stats %+v", metrics.Sprint(&s.st))
 	}
 }
 
@@ -78,7 +79,7 @@ func TestUDPReflectionCapOnTheWire(t *testing.T) {
 	for range n {
 		c.WriteToUDPAddrPort(msg, lo5076)
 	}
-	testutil.WaitFor(t, 5*time.Second, "the searches to be handled", func() bool { st := s.Stats(); return st.Responses+st.ReflectionCapped == 3*n })
+	testutil.WaitFor(t, 5*time.Second, "the searches to be handled", func() bool { return s.st.responses.Load()+s.st.reflectionCapped.Load() == 3*n })
 	got, bytes := collect(c, 300*time.Millisecond, 0), 0
 	for _, m := range got {
 		bytes += len(m.b)
@@ -91,7 +92,7 @@ func TestUDPReflectionCapOnTheWire(t *testing.T) {
 	if len(got) == 0 || len(got) == 3*n {
 		t.Fatalf("%d replies: the cap should bind but not starve", len(got))
 	}
-	if st := s.Stats(); int(st.ReflectionCapped) != 3*n-len(got) {
-		t.Fatalf("capped %d, received %d of %d", st.ReflectionCapped, len(got), 3*n)
+	if int(s.st.reflectionCapped.Load()) != 3*n-len(got) {
+		t.Fatalf("capped %d, received %d of %d", s.st.reflectionCapped.Load(), len(got), 3*n)
 	}
 }

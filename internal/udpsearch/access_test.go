@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
@@ -57,8 +58,8 @@ func TestUDPClientAccess(t *testing.T) {
 	if n, _ := repliesTo(out, lanC2.Addr()); n != 1 || len(out.replies) != 1 {
 		t.Fatalf("allowed client: %d replies", len(out.replies))
 	}
-	if s := st.snapshot(); s.DropDenied != 2 || s.Responses != 1 {
-		t.Fatalf("stats %+v", s)
+	if st.dropDenied.Load() != 2 || st.responses.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(st))
 	}
 }
 
@@ -87,8 +88,8 @@ func TestUDPSearchRatePerClient(t *testing.T) {
 	if n, _ := repliesTo(out, lanC1.Addr()); n != 4 {
 		t.Fatalf("after 1/rate: %d answers, want 4", n)
 	}
-	if s := st.snapshot(); s.DropRateLimited != 17+4 {
-		t.Fatalf("rate-limited %d, want 21", s.DropRateLimited)
+	if st.dropRateLimited.Load() != 17+4 {
+		t.Fatalf("rate-limited %d, want 21", st.dropRateLimited.Load())
 	}
 }
 
@@ -116,8 +117,8 @@ func TestUDPReflectionCap(t *testing.T) {
 	if n == 0 || n == 30 || float64(got) < ratio*float64(sent)-float64(len(out.replies[0].b)) {
 		t.Fatalf("%d replies, %d bytes for %d received: the cap should bind but not starve", n, got, sent)
 	}
-	if s := st.snapshot(); s.ReflectionCapped != uint64(30-n) {
-		t.Fatalf("capped %d, want %d", s.ReflectionCapped, 30-n)
+	if st.reflectionCapped.Load() != uint64(30-n) {
+		t.Fatalf("capped %d, want %d", st.reflectionCapped.Load(), 30-n)
 	}
 	// A new window does not inherit the old credit.
 	clk.Advance(10 * time.Second)
@@ -167,8 +168,8 @@ func TestUDPNamesPerSearchBound(t *testing.T) {
 	out := &recSender{}
 	h, st := testHandler(t, Options{AnswerNames: true, Resolver: threeServers(), MaxNamesPerSearch: 2}, out)
 	h.handle(broadcastFrom(searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "a", "b", "c", "d"), lanC1))
-	if s := st.snapshot(); len(out.replies) != 2 || s.NamesDropped != 2 || s.SearchNames != 2 {
-		t.Fatalf("%d replies, stats %+v", len(out.replies), s)
+	if len(out.replies) != 2 || st.namesDropped.Load() != 2 || st.searchNames.Load() != 2 {
+		t.Fatalf("%d replies, stats %+v", len(out.replies), metrics.Sprint(st))
 	}
 }
 

@@ -70,11 +70,10 @@ func TestBeaconsNeverBlockSearches(t *testing.T) {
 	slices := append([]time.Duration(nil), lat...)
 	sortDurations(slices)
 	t.Logf("search answer p95 %v while the tracker is stuck", slices[len(slices)*95/100])
-	st := s.Stats()
-	if st.DropBeaconQueue == 0 || st.DropBeaconQueue > beacons || sink.got.Load() != 1 {
-		t.Fatalf("queue drops %d, delivered %d; want the overflow dropped and counted with one sighting stuck in delivery", st.DropBeaconQueue, sink.got.Load())
+	if s.st.dropBeaconQueue.Load() == 0 || s.st.dropBeaconQueue.Load() > beacons || sink.got.Load() != 1 {
+		t.Fatalf("queue drops %d, delivered %d; want the overflow dropped and counted with one sighting stuck in delivery", s.st.dropBeaconQueue.Load(), sink.got.Load())
 	}
-	if queued := int(st.Beacons) - int(st.DropBeaconQueue) - 1; queued > queue {
+	if queued := int(s.st.beacons.Load()) - int(s.st.dropBeaconQueue.Load()) - 1; queued > queue {
 		t.Fatalf("%d sightings queued, bound %d", queued, queue)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/ratelimit"
 	"github.com/pvans-project/pvans/internal/resolver"
@@ -98,10 +99,9 @@ func TestBigClientBurstAnsweredAtDefaults(t *testing.T) {
 		h.handle(broadcastFrom(b, lanC1))
 	}
 	n, _ := claimedCIDs(t, out, lanC1.Addr())
-	s := st.snapshot()
-	if n != bigNames || s.DropRateLimited != 0 || s.ReflectionCapped != 0 {
+	if n != bigNames || st.dropRateLimited.Load() != 0 || st.reflectionCapped.Load() != 0 {
 		t.Fatalf("%d of %d names answered from %d datagrams; rate-limited %d, reflection-capped %d",
-			n, bigNames, len(burst), s.DropRateLimited, s.ReflectionCapped)
+			n, bigNames, len(burst), st.dropRateLimited.Load(), st.reflectionCapped.Load())
 	}
 }
 
@@ -133,22 +133,21 @@ func TestBigFloodFromOneSourceBounded(t *testing.T) {
 			send(burst[(i*perStep+j)%len(burst)])
 		}
 	}
-	s := st.snapshot()
 	if float64(sentBytes) > o.ReflectionRatio*float64(recv) {
 		t.Fatalf("victim got %d bytes for %d sent by the attacker: above %v×", sentBytes, recv, o.ReflectionRatio)
 	}
 	secs := (step * steps).Seconds()
-	if maxDg := ratelimit.RepeatShare * (float64(o.SearchBurst) + o.SearchRate*secs + 1); float64(s.Searches-s.DropRateLimited) > maxDg {
-		t.Fatalf("%d datagrams handled in %v s, budget %v", s.Searches-s.DropRateLimited, secs, maxDg)
+	if maxDg := ratelimit.RepeatShare * (float64(o.SearchBurst) + o.SearchRate*secs + 1); float64(st.searches.Load()-st.dropRateLimited.Load()) > maxDg {
+		t.Fatalf("%d datagrams handled in %v s, budget %v", st.searches.Load()-st.dropRateLimited.Load(), secs, maxDg)
 	}
-	if maxNames := ratelimit.RepeatShare * (float64(o.NameBurst) + o.NameRate*secs + 1); float64(s.SearchNames) > maxNames {
-		t.Fatalf("%d names looked up in %v s, budget %v", s.SearchNames, secs, maxNames)
+	if maxNames := ratelimit.RepeatShare * (float64(o.NameBurst) + o.NameRate*secs + 1); float64(st.searchNames.Load()) > maxNames {
+		t.Fatalf("%d names looked up in %v s, budget %v", st.searchNames.Load(), secs, maxNames)
 	}
 	if out.replies == 0 {
-		t.Fatalf("the flood should be answered up to its budget: %+v", s)
+		t.Fatalf("the flood should be answered up to its budget: %+v", metrics.Sprint(st))
 	}
 	t.Logf("flood: %d datagrams, %d answered names, %d replies (%d bytes) for %d bytes received; rate-limited %d",
-		s.Searches, s.Claims, out.replies, sentBytes, recv, s.DropRateLimited)
+		st.searches.Load(), st.claims.Load(), out.replies, sentBytes, recv, st.dropRateLimited.Load())
 }
 
 // sizeSender counts the bytes of the replies.
@@ -200,7 +199,7 @@ func TestUDPNameBudget(t *testing.T) {
 	if n, _ := repliesTo(out, lanC1.Addr()); n != 4 {
 		t.Fatalf("after refilling: %d answered, want 4", n)
 	}
-	if s := st.snapshot(); s.DropRateLimited != 7+1 || s.SearchNames != 5*300 {
-		t.Fatalf("stats %+v", s)
+	if st.dropRateLimited.Load() != 7+1 || st.searchNames.Load() != 5*300 {
+		t.Fatalf("stats %+v", metrics.Sprint(st))
 	}
 }

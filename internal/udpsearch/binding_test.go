@@ -53,7 +53,7 @@ func TestUDPBindsWildcardAndFiltersByArrival(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { obs.Close() })
-	before := s.Stats()
+	fwd, notOurs := s.st.forwards.Load(), s.st.dropNotOurInterface.Load()
 	local := udpIn(t, ns, "127.0.0.1:0")
 	if _, err := local.WriteToUDPAddrPort(searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, port(local), nil),
 		netip.MustParseAddrPort("127.0.0.1:5076")); err != nil {
@@ -65,9 +65,8 @@ func TestUDPBindsWildcardAndFiltersByArrival(t *testing.T) {
 	if got := collect(obs, 300*time.Millisecond, 0); len(got) != 1 {
 		t.Fatalf("the other server on the port got %d forwards, want 1", len(got))
 	}
-	st := s.Stats()
-	if st.Forwards != before.Forwards+1 || st.DropNotOurInterface != before.DropNotOurInterface+1 {
+	if s.st.forwards.Load() != fwd+1 || s.st.dropNotOurInterface.Load() != notOurs+1 {
 		t.Fatalf("forwards %d→%d, not-our-interface drops %d→%d: want one each",
-			before.Forwards, st.Forwards, before.DropNotOurInterface, st.DropNotOurInterface)
+			fwd, s.st.forwards.Load(), notOurs, s.st.dropNotOurInterface.Load())
 	}
 }

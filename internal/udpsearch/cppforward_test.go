@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -65,7 +66,7 @@ func TestPVAccessCPPForwardedSearchAnswered(t *testing.T) {
 				t.Fatal("forwarded again")
 			}
 			if len(out.replies) != 2 {
-				t.Fatalf("%d replies, want one per server (2); stats %+v", len(out.replies), st.snapshot())
+				t.Fatalf("%d replies, want one per server (2); stats %+v", len(out.replies), metrics.Sprint(st))
 			}
 			for _, r := range out.replies {
 				if r.to != netip.AddrPortFrom(client, 40000) || r.from != tc.from || r.ifIndex != tc.ifIndex {

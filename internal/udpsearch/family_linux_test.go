@@ -4,9 +4,10 @@ package udpsearch
 
 import (
 	"net"
-	"sync/atomic"
+
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
 
@@ -24,15 +25,15 @@ func TestReceiversTable(t *testing.T) {
 	type want struct {
 		batch int
 		flush *sockSender
-		drops *atomic.Uint64
+		drops *metrics.Counter
 	}
 	wants := map[*net.UDPConn]want{
 		v4.search: {8, v4.batch, &s.st.kernelDrops},
 		v4.client: {clientBatch, nil, &s.st.clientKernelDrops},
 	}
 	if v6.search != nil {
-		wants[v6.search] = want{8, nil, &s.st.kernelDrops6}
-		wants[v6.client] = want{clientBatch, nil, &s.st.clientKernelDrops6}
+		wants[v6.search] = want{8, nil, &s.st.kernelDrops}
+		wants[v6.client] = want{clientBatch, nil, &s.st.clientKernelDrops}
 	} else {
 		t.Log("no IPv6 here: IPv4 rows only")
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -136,28 +137,18 @@ func (h *handler) noteForwarder() {
 	}
 }
 
-// ForwardStats are the counters of the forwarding decision.
-type ForwardStats struct {
-	// ForwardsSkipped are unicast searches not forwarded: no other socket
-	// on the host was bound to the search port.
-	ForwardsSkipped uint64
-	// OwnCopies are pvans's own forwards received back from the group and
-	// dropped unread (the search was answered from the original).
-	OwnCopies uint64
-	// PortPeers is the last count of other sockets bound to the search
-	// port; PeerChecks and PeerCheckErrors count the sock_diag queries.
-	PortPeers                   int64
-	PeerChecks, PeerCheckErrors uint64
-}
-
+// fwdCounters are the forwarding decision's.
 type fwdCounters struct {
-	forwardsSkipped, ownCopies, peerChecks, peerCheckErrors atomic.Uint64
-	portPeers                                               atomic.Int64
-}
-
-func (c *fwdCounters) snapshot() ForwardStats {
-	return ForwardStats{ForwardsSkipped: c.forwardsSkipped.Load(), OwnCopies: c.ownCopies.Load(),
-		PortPeers: c.portPeers.Load(), PeerChecks: c.peerChecks.Load(), PeerCheckErrors: c.peerCheckErrors.Load()}
+	// forwardsSkipped are unicast searches not forwarded: no other socket
+	// on the host was bound to the search port.
+	forwardsSkipped metrics.Counter `metric:"pvans_udp_forwards_skipped_total" help:"Unicast searches not forwarded: no other socket on the host was bound to the search port."`
+	// ownCopies are pvans's own forwards received back from the group and
+	// dropped unread (the search was answered from the original).
+	ownCopies atomic.Uint64
+	// portPeers is the last count of other sockets bound to the search
+	// port; peerChecks and peerCheckErrors count the sock_diag queries.
+	portPeers                   atomic.Int64
+	peerChecks, peerCheckErrors atomic.Uint64
 }
 
 // listenForward opens the forwarder socket, makes out forward through it,

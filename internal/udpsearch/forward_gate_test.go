@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -67,8 +68,7 @@ func TestForwardOnlyWhenThePortIsShared(t *testing.T) {
 	others, countErr = 0, errors.New("no sock_diag")
 	clk.Advance(time.Second)
 	step("count failed", 1, 6)
-	s := st.snapshot()
-	if s.ForwardsSkipped != 6 || s.Forwards != 4 || s.PeerChecks != 6 || s.PeerCheckErrors != 1 {
-		t.Fatalf("stats %+v", s.ForwardStats)
+	if st.forwardsSkipped.Load() != 6 || st.forwards.Load() != 4 || st.peerChecks.Load() != 6 || st.peerCheckErrors.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(&st.fwdCounters))
 	}
 }

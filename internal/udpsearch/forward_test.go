@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
@@ -79,8 +80,8 @@ func TestSecondSocketStartsReceivingForwards(t *testing.T) {
 	if n := search(); n != 1 {
 		t.Fatalf("alone: %d answers", n)
 	}
-	if st := s.Stats(); st.ForwardsSkipped != 1 || st.Forwards != 0 || st.PortPeers != 0 {
-		t.Fatalf("alone: %+v", st.ForwardStats)
+	if s.st.forwardsSkipped.Load() != 1 || s.st.forwards.Load() != 0 || s.st.portPeers.Load() != 0 {
+		t.Fatalf("alone: %+v", metrics.Sprint(&s.st.fwdCounters))
 	}
 
 	var obs *net.UDPConn
@@ -99,7 +100,7 @@ func TestSecondSocketStartsReceivingForwards(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the new socket got no forward in 10 s: %+v", s.Stats().ForwardStats)
+			t.Fatalf("the new socket got no forward in 10 s: %+v", metrics.Sprint(&s.st.fwdCounters))
 		}
 	}
 	for i := range 5 {
@@ -111,9 +112,8 @@ func TestSecondSocketStartsReceivingForwards(t *testing.T) {
 			t.Fatalf("search %d after the peer was seen: observer got %d datagrams", i, len(got))
 		}
 	}
-	st := s.Stats()
-	if st.Searches != uint64(sent) || st.Responses != uint64(sent) || st.OwnCopies != st.Forwards || st.Forwards < 6 || st.PortPeers != 1 {
-		t.Fatalf("%d searches: %+v", sent, st)
+	if s.st.searches.Load() != uint64(sent) || s.st.responses.Load() != uint64(sent) || s.st.ownCopies.Load() != s.st.forwards.Load() || s.st.forwards.Load() < 6 || s.st.portPeers.Load() != 1 {
+		t.Fatalf("%d searches: %+v", sent, metrics.Sprint(&s.st))
 	}
 }
 
@@ -154,7 +154,7 @@ func TestLocalBeaconRechecksThePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := forwarded(); n != 1 {
-		t.Fatalf("after a local beacon: the new socket got %d forwards, want 1 (%+v)", n, s.Stats().ForwardStats)
+		t.Fatalf("after a local beacon: the new socket got %d forwards, want 1 (%+v)", n, metrics.Sprint(&s.st.fwdCounters))
 	}
 }
 
@@ -176,8 +176,8 @@ func TestOwnIPv6SocketIsNoPortPeer(t *testing.T) {
 	if n := len(collect(client, 200*time.Millisecond, 0)); n != 1 {
 		t.Fatalf("%d answers", n)
 	}
-	if st := s.Stats(); st.ForwardsSkipped != 1 || st.Forwards != 0 || st.PortPeers != 0 {
-		t.Fatalf("%+v", st.ForwardStats)
+	if s.st.forwardsSkipped.Load() != 1 || s.st.forwards.Load() != 0 || s.st.portPeers.Load() != 0 {
+		t.Fatalf("%+v", metrics.Sprint(&s.st.fwdCounters))
 	}
 }
 
@@ -222,8 +222,7 @@ func TestRefusedSearchIsNotForwarded(t *testing.T) {
 			t.Errorf("client %s: %d answers, other socket saw %d datagrams; want none", from, a, n)
 		}
 	}
-	st := s.Stats()
-	if st.DropDenied != 1 || st.DropIgnored != 1 || st.DropRateLimited != 1 || st.Forwards != 1 {
-		t.Errorf("denied %d, ignored %d, rate limited %d, forwards %d; want 1 each", st.DropDenied, st.DropIgnored, st.DropRateLimited, st.Forwards)
+	if s.st.dropDenied.Load() != 1 || s.st.dropIgnored.Load() != 1 || s.st.dropRateLimited.Load() != 1 || s.st.forwards.Load() != 1 {
+		t.Errorf("denied %d, ignored %d, rate limited %d, forwards %d; want 1 each", s.st.dropDenied.Load(), s.st.dropIgnored.Load(), s.st.dropRateLimited.Load(), s.st.forwards.Load())
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -60,8 +61,8 @@ func TestUnicastSearchIsForwardedAsPVXSDoes(t *testing.T) {
 	if len(out.forwards) != 1 || !bytes.Equal(out.forwards[0], mustHex(t, capForward)) {
 		t.Fatalf("forward = %x\nwant      %x", out.forwards, mustHex(t, capForward))
 	}
-	if s := st.snapshot(); s.Forwards != 1 || s.Searches != 1 {
-		t.Fatalf("stats %+v", s)
+	if st.forwards.Load() != 1 || st.searches.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(st))
 	}
 }
 
@@ -79,8 +80,8 @@ func TestUnicastAnsweredFromOriginalAsFromCopy(t *testing.T) {
 	}) {
 		t.Fatalf("from the original %+v\nfrom the copy %+v", fromOrig.replies, fromCopy.replies)
 	}
-	if s := st.snapshot(); s.Responses != 2 || s.Searches != 1 || s.SearchNames != 2 {
-		t.Fatalf("one pass: %+v", s)
+	if st.responses.Load() != 2 || st.searches.Load() != 1 || st.searchNames.Load() != 2 {
+		t.Fatalf("one pass: %+v", metrics.Sprint(st))
 	}
 }
 
@@ -93,8 +94,8 @@ func TestOwnForwardedCopyDroppedUnread(t *testing.T) {
 	for _, b := range [][]byte{mustHex(t, capForward), {0xde, 0xad}} {
 		h.handle(&datagram{b: b, src: h.ownSrc, dst: ForwardGroup, ifIndex: 1})
 	}
-	if s := st.snapshot(); s.OwnCopies != 2 || s.Searches != 0 || s.DropMalformed != 0 || len(out.replies)+len(out.forwards) != 0 {
-		t.Fatalf("stats %+v, sent %+v", s, out)
+	if st.ownCopies.Load() != 2 || st.searches.Load() != 0 || st.dropMalformed.Load() != 0 || len(out.replies)+len(out.forwards) != 0 {
+		t.Fatalf("stats %+v, sent %+v", metrics.Sprint(st), out)
 	}
 	// Another forwarder's copy (another port) is answered.
 	h.handle(&datagram{b: mustHex(t, capForward), src: netip.MustParseAddrPort("127.0.0.1:5076"), dst: ForwardGroup, ifIndex: 1})
@@ -252,7 +253,7 @@ func TestAnswerRules(t *testing.T) {
 					t.Errorf("negative reply carries CIDs %v", m.CIDs)
 				}
 			}
-			if got := st.snapshot().DiscoveryPings == 1; got != c.wantPinged {
+			if got := st.discoveryPings.Load() == 1; got != c.wantPinged {
 				t.Errorf("discovery ping counted = %v", got)
 			}
 		})
@@ -271,24 +272,24 @@ func TestSafetyRules(t *testing.T) {
 	cases := []struct {
 		name string
 		d    datagram
-		drop func(Stats) uint64
+		drop func(*counters) uint64
 	}{
 		{"tag arriving by unicast on loopback", datagram{b: tagged(ipLo, search), src: loSrc, dst: ipLo, ifIndex: 1},
-			func(s Stats) uint64 { return s.DropTagNotForwarded }},
+			func(c *counters) uint64 { return c.dropTagNotForwarded.Load() }},
 		{"tag arriving on a LAN", datagram{b: tagged(ipLo, search), src: netip.MustParseAddrPort("10.0.0.9:5076"), dst: ipEthBc, ifIndex: 2},
-			func(s Stats) uint64 { return s.DropTagNotForwarded }},
+			func(c *counters) uint64 { return c.dropTagNotForwarded.Load() }},
 		{"tag to the group on a non-loopback interface", datagram{b: tagged(ipLo, search), src: netip.MustParseAddrPort("10.0.0.9:5076"), dst: ForwardGroup, ifIndex: 2},
-			func(s Stats) uint64 { return s.DropTagNotForwarded }},
+			func(c *counters) uint64 { return c.dropTagNotForwarded.Load() }},
 		{"two tags", datagram{b: tagged(ipLo, tagged(ipLo, search)), src: loSrc, dst: ForwardGroup, ifIndex: 1},
-			func(s Stats) uint64 { return s.DropSecondTag }},
+			func(c *counters) uint64 { return c.dropSecondTag.Load() }},
 		{"tag naming a foreign address", datagram{b: tagged(netip.MustParseAddr("192.0.2.1"), search), src: loSrc, dst: ForwardGroup, ifIndex: 1},
-			func(s Stats) uint64 { return s.DropTagForeign }},
+			func(c *counters) uint64 { return c.dropTagForeign.Load() }},
 		{"multicast source", datagram{b: search, src: netip.MustParseAddrPort("224.0.0.1:5076"), dst: ipLo, ifIndex: 1},
-			func(s Stats) uint64 { return s.DropMulticastSource }},
+			func(c *counters) uint64 { return c.dropMulticastSource.Load() }},
 		{"forwarded search with zero reply address", datagram{b: tagged(ipLo, searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")), src: loSrc, dst: ForwardGroup, ifIndex: 1},
-			func(s Stats) uint64 { return s.DropForwardedZero }},
+			func(c *counters) uint64 { return c.dropForwardedZero.Load() }},
 		{"untagged forwarded search with zero reply address", datagram{b: searchMsg(pva.SearchMustReply, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1"), src: loSrc, dst: ForwardGroup, ifIndex: 1},
-			func(s Stats) uint64 { return s.DropForwardedZero }},
+			func(c *counters) uint64 { return c.dropForwardedZero.Load() }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -298,8 +299,8 @@ func TestSafetyRules(t *testing.T) {
 			if len(out.forwards)+len(out.replies) != 0 {
 				t.Fatalf("sent %d forwards, %d replies", len(out.forwards), len(out.replies))
 			}
-			if c.drop(st.snapshot()) != 1 {
-				t.Fatalf("drop not counted: %+v", st.snapshot())
+			if c.drop(st) != 1 {
+				t.Fatalf("drop not counted: %+v", metrics.Sprint(st))
 			}
 		})
 	}
@@ -356,8 +357,8 @@ func TestBeaconsAndDiscoveryRepliesReachTracker(t *testing.T) {
 	if !slices.Equal(responses, []pva.GUID{guidA}) {
 		t.Fatalf("responses %v", responses)
 	}
-	if s := st.snapshot(); s.Beacons != 1 || s.SearchReplies != 3 || s.DiscoveryPongs != 1 {
-		t.Fatalf("stats %+v", s)
+	if st.beacons.Load() != 1 || st.searchReplies.Load() != 3 || st.discoveryPongs.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(st))
 	}
 }
 
@@ -373,9 +374,8 @@ func TestMalformedAndOddDatagramsAreCounted(t *testing.T) {
 		h.handle(&datagram{b: b, src: netip.MustParseAddrPort("10.0.0.9:1"), dst: ipEthBc, ifIndex: 2})
 	}
 	h.handle(&datagram{b: good, src: netip.MustParseAddrPort("10.0.0.9:1"), dst: ipEthBc, ifIndex: 99})
-	s := st.snapshot()
-	if s.DropMalformed != 3 || s.DropControl != 2 || s.DropCommand != 1 || s.DropUnknownInterface != 1 {
-		t.Fatalf("stats %+v", s)
+	if st.dropMalformed.Load() != 3 || st.dropControl.Load() != 2 || st.dropCommand.Load() != 1 || st.dropUnknownInterface.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(st))
 	}
 }
 
@@ -420,7 +420,7 @@ func TestWeakHostArrivalAtServedAddressFromUnservedLeg(t *testing.T) {
 	msg := searchMsg(pva.SearchUnicast, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")
 	h.handle(&datagram{b: msg, src: netip.MustParseAddrPort("10.1.0.9:5555"), dst: ipEth, ifIndex: 3})
 	if len(out.replies) != 1 || out.replies[0].from != ipEth || out.replies[0].ifIndex != 3 {
-		t.Fatalf("replies %+v (not_our_interface %d), want one from %v out of eth1", out.replies, st.snapshot().DropNotOurInterface, ipEth)
+		t.Fatalf("replies %+v (not_our_interface %d), want one from %v out of eth1", out.replies, st.dropNotOurInterface.Load(), ipEth)
 	}
 	out.reset()
 	bc := searchMsg(0, netip.Addr{}, 40000, []string{"tcp"}, "cap:a:mbox1")
@@ -489,9 +489,8 @@ func TestHintRules(t *testing.T) {
 	if !slices.Equal(responses, []netip.AddrPort{netip.AddrPortFrom(attacker, 5075), iocEP}) {
 		t.Fatalf("responses %v", responses)
 	}
-	s := st.snapshot()
-	if s.HintAddressMismatch != 2 || s.HintProtocol != 2 || s.HintNotAllowed != 2 || s.HintRate != 2 {
-		t.Fatalf("hint drops %+v", s)
+	if st.hintAddress.Load() != 2 || st.hintProtocol.Load() != 2 || st.hintNotAllowed.Load() != 2 || st.hintRate.Load() != 2 {
+		t.Fatalf("hint drops %+v", metrics.Sprint(st))
 	}
 }
 
@@ -508,8 +507,8 @@ func TestReplyFromSearchedHostOnly(t *testing.T) {
 			src: netip.AddrPortFrom(netip.MustParseAddr(a), 5076)})
 	}
 	want := []netip.Addr{netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.200")}
-	if !slices.Equal(from, want) || st.snapshot().HintUnsolicited != 1 {
-		t.Fatalf("delivered from %v (unsolicited %d), want %v", from, st.snapshot().HintUnsolicited, want)
+	if !slices.Equal(from, want) || st.hintUnsolicited.Load() != 1 {
+		t.Fatalf("delivered from %v (unsolicited %d), want %v", from, st.hintUnsolicited.Load(), want)
 	}
 }
 
@@ -530,8 +529,8 @@ func TestExpectedHostAnswers(t *testing.T) {
 	reply(5099) // another port of that host: not the server asked
 	clk.Advance(3 * time.Second)
 	reply(5075)
-	if n != 1 || s.Stats().HintUnsolicited != 3 {
-		t.Fatalf("%d delivered, %d unsolicited; want 1 and 3", n, s.Stats().HintUnsolicited)
+	if n != 1 || s.st.hintUnsolicited.Load() != 3 {
+		t.Fatalf("%d delivered, %d unsolicited; want 1 and 3", n, s.st.hintUnsolicited.Load())
 	}
 }
 
@@ -552,8 +551,8 @@ func TestIPv6ClientRepliesFollowDestinations(t *testing.T) {
 	asked := netip.MustParseAddrPort("[fd00::9]:5076")
 	s.Expect(netip.AddrPortFrom(asked.Addr(), 5075), time.Minute)
 	reply(asked)
-	if n != 2 || s.Stats().HintUnsolicited != 1 {
-		t.Fatalf("%d delivered, %d unsolicited; want 2 and 1", n, s.Stats().HintUnsolicited)
+	if n != 2 || s.st.hintUnsolicited.Load() != 1 {
+		t.Fatalf("%d delivered, %d unsolicited; want 2 and 1", n, s.st.hintUnsolicited.Load())
 	}
 }
 
@@ -600,7 +599,7 @@ func TestRelayMayNotNameLoopback(t *testing.T) {
 	if want := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.7:5075")}; !slices.Equal(got, want) {
 		t.Fatalf("relay hints taken %v, want %v", got, want)
 	}
-	if n := st.snapshot().HintAddressMismatch; n != uint64(len(named)-1) {
+	if n := st.hintAddress.Load(); n != uint64(len(named)-1) {
 		t.Fatalf("address_mismatch %d, want %d", n, len(named)-1)
 	}
 }
@@ -628,13 +627,13 @@ func TestRelayedBeaconsSpendTheNamedServersBudget(t *testing.T) {
 	ioc := netip.MustParseAddr("10.0.0.11")
 	b := pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AddressFrom(ioc), Port: 5075, Protocol: "tcp"})
 	h.handle(&datagram{b: b, src: netip.AddrPortFrom(relay, 5076), dst: ipEthBc, ifIndex: 2})
-	if n := len(sink.all()); n != 30 || st.snapshot().HintRate != 1 {
-		t.Fatalf("%d sightings taken, %d rate limited; want 30 and the relay's 31st", n, st.snapshot().HintRate)
+	if n := len(sink.all()); n != 30 || st.hintRate.Load() != 1 {
+		t.Fatalf("%d sightings taken, %d rate limited; want 30 and the relay's 31st", n, st.hintRate.Load())
 	}
 	b = pva.AppendBeacon(nil, pva.FlagBigEndian|pva.FlagServer, &pva.Beacon{GUID: guidA, Addr: pva.AnyIPv4, Port: 5075, Protocol: "tcp"})
 	h.handle(&datagram{b: b, src: netip.AddrPortFrom(ioc, 5076), dst: ipEthBc, ifIndex: 2})
-	if n := len(sink.all()); n != 31 || st.snapshot().HintRate != 1 {
-		t.Fatalf("the IOC's own beacon after the relay's: %d sightings taken, %d rate limited; want 31 and 1", n, st.snapshot().HintRate)
+	if n := len(sink.all()); n != 31 || st.hintRate.Load() != 1 {
+		t.Fatalf("the IOC's own beacon after the relay's: %d sightings taken, %d rate limited; want 31 and 1", n, st.hintRate.Load())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
@@ -117,7 +118,7 @@ func TestHintsOnlyFromServedInterface(t *testing.T) {
 
 	round()
 	testutil.WaitFor(t, 5*time.Second, "the datagrams to be handled", func() bool {
-		return s.Stats().HintInterface >= 6 && len(l.observed()) >= 3 && len(l.hitGUIDs()) >= 1
+		return s.st.hintInterface.Load() >= 6 && len(l.observed()) >= 3 && len(l.hitGUIDs()) >= 1
 	})
 	time.Sleep(100 * time.Millisecond) // anything else in flight
 	if g := l.observed(); !slices.Equal(g, []pva.GUID{legGUID(1), legGUID(4), legGUID(7)}) {
@@ -126,8 +127,8 @@ func TestHintsOnlyFromServedInterface(t *testing.T) {
 	if g := l.hitGUIDs(); !slices.Equal(g, []pva.GUID{legGUID(9)}) {
 		t.Errorf("search replies handed on %v, want only the IOC leg's", g)
 	}
-	if st := s.Stats(); st.HintInterface != 6 {
-		t.Errorf("HintInterface = %d, want 6 (stats %+v)", st.HintInterface, st)
+	if s.st.hintInterface.Load() != 6 {
+		t.Errorf("HintInterface = %d, want 6 (stats %+v)", s.st.hintInterface.Load(), metrics.Sprint(&s.st))
 	}
 
 	// Without LearnFrom (udp.learn_interfaces: all) every leg is taken.
@@ -136,8 +137,8 @@ func TestHintsOnlyFromServedInterface(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, "every hint taken", func() bool {
 		return len(l.observed()) == 8 && len(l.hitGUIDs()) == 3
 	})
-	if st := s.Stats(); st.HintInterface != 6 {
-		t.Errorf("HintInterface = %d after the wider policy, want still 6", st.HintInterface)
+	if s.st.hintInterface.Load() != 6 {
+		t.Errorf("HintInterface = %d after the wider policy, want still 6", s.st.hintInterface.Load())
 	}
 }
 
@@ -164,13 +165,13 @@ func TestAnswersToOwnQuestionsFromAnyInterface(t *testing.T) {
 	l.send(t, l.fromCli, legPong(21), other, client)      // not the prober's: interface
 	l.send(t, l.fromCli, legHit(22, 5075), other, client) // searched, not asked: interface
 	testutil.WaitFor(t, 5*time.Second, "the first answers to be handled", func() bool {
-		return l.s.Stats().SearchReplies >= 3
+		return l.s.st.searchReplies.Load() >= 3
 	})
 	l.s.Expect(netip.AddrPortFrom(cliSrv.Addr(), 5075), time.Minute)
 	l.send(t, l.fromCli, legHit(23, 5075), other, client) // asked, names the port asked
 	l.send(t, l.fromCli, legHit(24, 5085), other, client) // asked, another port: unsolicited
 	testutil.WaitFor(t, 5*time.Second, "the answers to be handled", func() bool {
-		return l.s.Stats().SearchReplies >= 5
+		return l.s.st.searchReplies.Load() >= 5
 	})
 	time.Sleep(100 * time.Millisecond)
 	mu.Lock()
@@ -184,7 +185,7 @@ func TestAnswersToOwnQuestionsFromAnyInterface(t *testing.T) {
 	if g := l.observed(); len(g) != 0 {
 		t.Errorf("servers observed %v", g)
 	}
-	if st := l.s.Stats(); st.HintInterface != 2 || st.HintUnsolicited != 1 {
-		t.Errorf("HintInterface %d, HintUnsolicited %d; want 2 and 1", st.HintInterface, st.HintUnsolicited)
+	if l.s.st.hintInterface.Load() != 2 || l.s.st.hintUnsolicited.Load() != 1 {
+		t.Errorf("HintInterface %d, HintUnsolicited %d; want 2 and 1", l.s.st.hintInterface.Load(), l.s.st.hintUnsolicited.Load())
 	}
 }

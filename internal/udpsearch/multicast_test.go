@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -118,8 +119,8 @@ func TestMulticastDestinationTTLAndInterface(t *testing.T) {
 	if string(got) != string(want) || ttl != 1 {
 		t.Errorf("group 2: TTL %d (want the default 1), same bytes %v", ttl, string(got) == string(want))
 	}
-	if st := s.Stats(); st.ClientSearches != uint64(3*sent) || st.SendErrors != 0 {
-		t.Errorf("stats %+v", st)
+	if s.st.clientSearches.Load() != uint64(3*sent) || s.st.sendErrors.Load() != 0 {
+		t.Errorf("stats %+v", metrics.Sprint(&s.st))
 	}
 }
 
@@ -247,7 +248,7 @@ func TestSearchGroupJoined(t *testing.T) {
 			break
 		}
 		if time.Since(start) > 10*time.Second {
-			t.Fatalf("no answer to a search sent to the group (stats %+v)", s.Stats())
+			t.Fatalf("no answer to a search sent to the group (stats %+v)", metrics.Sprint(&s.st))
 		}
 	}
 }

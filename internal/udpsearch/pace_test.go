@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
@@ -81,8 +82,8 @@ func TestRepliesPacedPerClient(t *testing.T) {
 		}
 		seq = m.Seq
 	}
-	if s := st.snapshot(); s.RepliesHeld != 18 || s.Responses != 21 || s.DropReplyQueue != 0 || s.DropReplyHold != 0 {
-		t.Fatalf("stats %+v", s)
+	if st.repliesHeld.Load() != 18 || st.responses.Load() != 21 || st.dropReplyQueue.Load() != 0 || st.dropReplyHold.Load() != 0 {
+		t.Fatalf("stats %+v", metrics.Sprint(st))
 	}
 }
 
@@ -94,13 +95,12 @@ func TestPacedRepliesBounded(t *testing.T) {
 	for i := range 20 {
 		h.handle(broadcastFrom(search37(i), lanC1))
 	}
-	s := st.snapshot()
-	if fit := uint64(1000 / len(now.replies[0].b)); s.RepliesHeld != fit || s.DropReplyQueue != 19-fit {
-		t.Fatalf("a 1,000-byte queue holds %d replies of %d bytes: %+v", fit, len(now.replies[0].b), s)
+	if fit := uint64(1000 / len(now.replies[0].b)); st.repliesHeld.Load() != fit || st.dropReplyQueue.Load() != 19-fit {
+		t.Fatalf("a 1,000-byte queue holds %d replies of %d bytes: %+v", fit, len(now.replies[0].b), metrics.Sprint(st))
 	}
 	clk.Advance(2 * time.Second)
-	if uint64(len(later.replies)) != s.RepliesHeld {
-		t.Fatalf("%d held replies sent, %d held", len(later.replies), s.RepliesHeld)
+	if uint64(len(later.replies)) != st.repliesHeld.Load() {
+		t.Fatalf("%d held replies sent, %d held", len(later.replies), st.repliesHeld.Load())
 	}
 
 	h, st, _, _, _ = pacedHandler(t, Options{ReplyRate: 370, ReplyBurst: 37}, 37*20)
@@ -109,8 +109,8 @@ func TestPacedRepliesBounded(t *testing.T) {
 	}
 	// 37 names at once, then one reply of 37 each 100 ms: 10 held within
 	// the second, the rest dropped.
-	if s := st.snapshot(); s.RepliesHeld != 10 || s.DropReplyHold != 9 || s.Responses != 11 {
-		t.Fatalf("hold bound: %+v", s)
+	if st.repliesHeld.Load() != 10 || st.dropReplyHold.Load() != 9 || st.responses.Load() != 11 {
+		t.Fatalf("hold bound: %+v", metrics.Sprint(st))
 	}
 }
 
@@ -126,8 +126,8 @@ func TestHeldNamesNotAnsweredTwice(t *testing.T) {
 	// Searches 1..3 are held; search 3 again, and 4 (never searched).
 	h.handle(broadcastFrom(search37(3), lanC1))
 	h.handle(broadcastFrom(search37(4), lanC1))
-	if s := st.snapshot(); s.RepliesHeld != 4 || s.Claims != 5*37 {
-		t.Fatalf("a repeated search while held: %+v", s)
+	if st.repliesHeld.Load() != 4 || st.claims.Load() != 5*37 {
+		t.Fatalf("a repeated search while held: %+v", metrics.Sprint(st))
 	}
 	h.handle(broadcastFrom(search37(3), lanC2)) // another client: its own answer
 	if n, _ := repliesTo(now, lanC2.Addr()); n != 1 {
@@ -138,7 +138,7 @@ func TestHeldNamesNotAnsweredTwice(t *testing.T) {
 		t.Fatalf("%d names sent, want %d", n, 6*37)
 	}
 	h.handle(broadcastFrom(search37(3), lanC1))
-	if s := st.snapshot(); s.Claims != 7*37 {
-		t.Fatalf("a search after the held replies left was not answered: %+v", s)
+	if st.claims.Load() != 7*37 {
+		t.Fatalf("a search after the held replies left was not answered: %+v", metrics.Sprint(st))
 	}
 }

@@ -69,14 +69,13 @@ func TestJavaBurstNotLimitedAtDefaults(t *testing.T) {
 	for _, b := range burst {
 		h.handle(broadcastFrom(b, lanC1))
 	}
-	s := st.snapshot()
-	names = int(s.SearchNames)
+	names = int(st.searchNames.Load())
 	n, _ := claimedCIDs(t, out, lanC1.Addr())
 	t.Logf("%d datagrams, %d names searched; rate-limited %d, reflection-capped %d; %d of %d channels answered",
-		len(burst), names, s.DropRateLimited, s.ReflectionCapped, n, javaChannels)
-	if s.DropRateLimited != 0 || s.ReflectionCapped != 0 || n != javaChannels {
+		len(burst), names, st.dropRateLimited.Load(), st.reflectionCapped.Load(), n, javaChannels)
+	if st.dropRateLimited.Load() != 0 || st.reflectionCapped.Load() != 0 || n != javaChannels {
 		t.Fatalf("rate-limited %d of %d datagrams, reflection-capped %d; %d of %d channels answered",
-			s.DropRateLimited, len(burst), s.ReflectionCapped, n, javaChannels)
+			st.dropRateLimited.Load(), len(burst), st.reflectionCapped.Load(), n, javaChannels)
 	}
 }
 
@@ -94,11 +93,10 @@ func TestRepeatsStayUnderReflectionCap(t *testing.T) {
 		h.handle(broadcastFrom(b, lanC1))
 		recv += len(b)
 	}
-	s := st.snapshot()
-	t.Logf("victim got %d bytes for %d sent; rate-limited %d, reflection-capped %d", sent, recv, s.DropRateLimited, s.ReflectionCapped)
-	if float64(sent) > o.ReflectionRatio*float64(recv) || s.ReflectionCapped == 0 || s.DropRateLimited != 0 {
+	t.Logf("victim got %d bytes for %d sent; rate-limited %d, reflection-capped %d", sent, recv, st.dropRateLimited.Load(), st.reflectionCapped.Load())
+	if float64(sent) > o.ReflectionRatio*float64(recv) || st.reflectionCapped.Load() == 0 || st.dropRateLimited.Load() != 0 {
 		t.Fatalf("victim got %d bytes for %d sent by the attacker (ratio %v); capped %d, rate-limited %d",
-			sent, recv, o.ReflectionRatio, s.ReflectionCapped, s.DropRateLimited)
+			sent, recv, o.ReflectionRatio, st.reflectionCapped.Load(), st.dropRateLimited.Load())
 	}
 }
 
@@ -128,21 +126,21 @@ func TestDistinctNameFloodLimited(t *testing.T) {
 	for _, b := range flood[:first] {
 		h.handle(broadcastFrom(b, lanC1))
 	}
-	s := st.snapshot()
-	if s.SearchNames != uint64(o.NameBurst) || s.DropRateLimited != 1000 {
+	if st.searchNames.Load() != uint64(o.NameBurst) || st.dropRateLimited.Load() != 1000 {
 		t.Fatalf("%d names looked up, %d datagrams limited: want the burst of %d names and no more",
-			s.SearchNames, s.DropRateLimited, o.NameBurst)
+			st.searchNames.Load(), st.dropRateLimited.Load(), o.NameBurst)
 	}
 	clk.Advance(time.Second)
+	names := st.searchNames.Load()
 	for _, b := range flood[first:] {
 		h.handle(broadcastFrom(b, lanC1))
 	}
-	s2 := st.snapshot()
-	if got := s2.SearchNames - s.SearchNames; got != uint64(o.NameRate) {
+	limited := st.dropRateLimited.Load()
+	if got := st.searchNames.Load() - names; got != uint64(o.NameRate) {
 		t.Fatalf("%d names looked up in the next second, want the rate of %v", got, o.NameRate)
 	}
 	h.handle(broadcastFrom(flood[0], lanC2))
-	if s3 := st.snapshot(); s3.DropRateLimited != s2.DropRateLimited {
+	if st.dropRateLimited.Load() != limited {
 		t.Fatal("another source was limited by the flood")
 	}
 }

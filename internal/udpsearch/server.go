@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/ratelimit"
 )
@@ -82,8 +83,8 @@ type family struct {
 	// batch is h's sender when it queues the replies to one receive batch
 	// for one sendmmsg after it (batchReplies); nil: h sends each at once.
 	batch *sockSender
-	// searchDrops and clientDrops take the sockets' SO_RXQ_OVFL counts.
-	searchDrops, clientDrops *atomic.Uint64
+	// searchDrops and clientDrops count the sockets' SO_RXQ_OVFL drops.
+	searchDrops, clientDrops *metrics.Counter
 }
 
 // famOf is the family that sends to and receives from a.
@@ -114,7 +115,7 @@ type rx struct {
 	// flush, when set, holds the handler's replies to each receive batch;
 	// they go out in one sendmmsg after it.
 	flush *sockSender
-	drops *atomic.Uint64 // where the socket's SO_RXQ_OVFL count goes
+	drops *metrics.Counter // where the socket's SO_RXQ_OVFL drops are counted
 }
 
 // clientBatch is the client socket's receive batch: replies to pvans's own
@@ -149,7 +150,7 @@ func New(o Options) *Server {
 	}
 	s.fam = [2]*family{
 		{listenClient: listenEphemeral, searchDrops: &s.st.kernelDrops, clientDrops: &s.st.clientKernelDrops},
-		{listenClient: listenEphemeral6, searchDrops: &s.st.kernelDrops6, clientDrops: &s.st.clientKernelDrops6},
+		{listenClient: listenEphemeral6, searchDrops: &s.st.kernelDrops, clientDrops: &s.st.clientKernelDrops},
 	}
 	for _, f := range s.fam {
 		f.h, f.ch = s.newHandler(), s.newHandler()
@@ -430,13 +431,17 @@ func (s *Server) rxLoop(r rx) {
 	}
 	rb := newRxBatch(r.batch, maxDatagram)
 	var d datagram
-	var drops uint32
+	// SO_RXQ_OVFL is the socket's running total (modulo 2^32): what it
+	// grew by since the last one seen is counted, so both families' and a
+	// reopened socket's drops add up in one counter.
+	var drops, seen uint32
 	_ = rb.serve(rc, func(k int) {
 		for i := 0; i < k; i++ {
 			have := false
 			ok := rb.fill(i, &d, &drops, &have)
-			if have {
-				r.drops.Store(uint64(drops))
+			if have && drops != seen {
+				r.drops.Add(uint64(drops - seen))
+				seen = drops
 			}
 			if !ok {
 				s.st.dropTruncated.Add(1)
@@ -461,8 +466,8 @@ func (s *Server) ClientAddr() netip.AddrPort {
 	return s.fam[ip4].client.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
-// Stats returns the counters.
-func (s *Server) Stats() Stats { return s.st.snapshot() }
+// ClientSearches is the datagrams SendSearch sent (one per destination).
+func (s *Server) ClientSearches() uint64 { return s.st.clientSearches.Load() }
 
 // LimitStats are the search-rate limiter's and the reflection cap's own
 // counters (sources remembered, evictions); zero when they are off.

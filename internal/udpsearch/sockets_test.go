@@ -19,6 +19,7 @@ import (
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/config"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
@@ -71,9 +72,8 @@ func TestSharedPortLoopbackForwarding(t *testing.T) {
 			}
 		}
 	}
-	st := s.Stats()
-	if st.Responses != 6 {
-		t.Fatalf("pvans answered %d times, want 6 (once per search): %+v", st.Responses, st)
+	if s.st.responses.Load() != 6 {
+		t.Fatalf("pvans answered %d times, want 6 (once per search): %+v", s.st.responses.Load(), metrics.Sprint(&s.st))
 	}
 }
 
@@ -122,23 +122,23 @@ func TestSafetyRulesOnTheWire(t *testing.T) {
 		to         netip.AddrPort
 		wantGroup  int // datagrams the observer sees: our own sends to the group
 		wantAnswer int
-		drop       func(Stats) uint64
+		drop       func(*counters) uint64
 	}{
 		{"rule 1: origin tag not addressed to the loopback group", tag(withReply), lo5076, 0, 0,
-			func(s Stats) uint64 { return s.DropTagNotForwarded }},
+			func(c *counters) uint64 { return c.dropTagNotForwarded.Load() }},
 		{"rule 2: two origin tags", tag(tag(withReply)), group, 1, 0,
-			func(s Stats) uint64 { return s.DropSecondTag }},
+			func(c *counters) uint64 { return c.dropSecondTag.Load() }},
 		{"rule 3: an already forwarded search is answered, not forwarded", tag(withReply), group, 1, 1,
-			func(s Stats) uint64 { return s.Responses }},
+			func(c *counters) uint64 { return c.responses.Load() }},
 		{"rule 3: even untagged with the Unicast flag", withReply, group, 1, 1,
-			func(s Stats) uint64 { return s.Responses }},
+			func(c *counters) uint64 { return c.responses.Load() }},
 		{"rule 5: forwarded search with zero reply address", tag(valid), group, 1, 0,
-			func(s Stats) uint64 { return s.DropForwardedZero }},
+			func(c *counters) uint64 { return c.dropForwardedZero.Load() }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before := c.drop(s.Stats())
-			fwd := s.Stats().Forwards
+			before := c.drop(&s.st)
+			fwd := s.st.forwards.Load()
 			if _, err := client.WriteToUDPAddrPort(c.b, c.to); err != nil {
 				t.Fatal(err)
 			}
@@ -148,17 +148,18 @@ func TestSafetyRulesOnTheWire(t *testing.T) {
 			if got := collect(client, 100*time.Millisecond, 0); len(got) != c.wantAnswer {
 				t.Errorf("%d answers, want %d", len(got), c.wantAnswer)
 			}
-			if c.drop(s.Stats()) != before+1 {
-				t.Errorf("counter did not move: %+v", s.Stats())
+			if c.drop(&s.st) != before+1 {
+				t.Errorf("counter did not move: %+v", metrics.Sprint(&s.st))
 			}
-			if s.Stats().Forwards != fwd {
+			if s.st.forwards.Load() != fwd {
 				t.Error("forwarded")
 			}
 		})
 	}
 
 	t.Run("rule 4: multicast source", func(t *testing.T) {
-		before := s.Stats()
+		fwd, replies := s.st.forwards.Load(), s.st.responses.Load()
+		received, multicast := s.st.datagrams.Load(), s.st.dropMulticastSource.Load()
 		// The kernel itself refuses martian sources; either it or pvans
 		// drops it, and nothing must come out.
 		if err := ns.Do(func() error {
@@ -172,12 +173,11 @@ func TestSafetyRulesOnTheWire(t *testing.T) {
 		if got := collect(client, 100*time.Millisecond, 0); len(got) != 0 {
 			t.Errorf("%d answers", len(got))
 		}
-		after := s.Stats()
-		if after.Forwards != before.Forwards || after.Responses != before.Responses {
-			t.Errorf("forwarded or answered: %+v", after)
+		if s.st.forwards.Load() != fwd || s.st.responses.Load() != replies {
+			t.Errorf("forwarded or answered: %+v", metrics.Sprint(&s.st))
 		}
-		if after.Datagrams != before.Datagrams && after.DropMulticastSource != before.DropMulticastSource+1 {
-			t.Errorf("received but not dropped as multicast source: %+v", after)
+		if s.st.datagrams.Load() != received && s.st.dropMulticastSource.Load() != multicast+1 {
+			t.Errorf("received but not dropped as multicast source: %+v", metrics.Sprint(&s.st))
 		}
 	})
 }
@@ -275,9 +275,9 @@ func TestTwoHomedHost(t *testing.T) {
 		check(t, host, "0.0.0.0:0", netip.MustParseAddrPort("10.200.1.1:5076"), pva.SearchUnicast, netip.MustParseAddr("10.200.1.1"))
 	})
 	t.Run("broadcast on the client link is not forwarded", func(t *testing.T) {
-		fwd := s.Stats().Forwards
+		fwd := s.st.forwards.Load()
 		check(t, cnet, "0.0.0.0:0", netip.MustParseAddrPort("10.200.1.255:5076"), 0, netip.MustParseAddr("10.200.1.1"))
-		if s.Stats().Forwards != fwd {
+		if s.st.forwards.Load() != fwd {
 			t.Fatal("broadcast search was forwarded")
 		}
 	})
@@ -351,13 +351,12 @@ func TestFloodOfMalformedDatagrams(t *testing.T) {
 			}
 		}
 	}
-	st := s.Stats()
-	t.Logf("sent %d, stats %+v", sent, st)
+	t.Logf("sent %d, stats %+v", sent, metrics.Sprint(&s.st))
 	if !answered {
 		t.Fatal("no answer to a valid search after the flood")
 	}
-	if st.DropMalformed == 0 || st.DropTagNotForwarded == 0 {
-		t.Fatalf("flood not seen: %+v", st)
+	if s.st.dropMalformed.Load() == 0 || s.st.dropTagNotForwarded.Load() == 0 {
+		t.Fatalf("flood not seen: %+v", metrics.Sprint(&s.st))
 	}
 }
 
@@ -437,8 +436,8 @@ func TestClientSocket(t *testing.T) {
 	if len(obs) != 1 || obs[0].GUID != guidA || obs[0].Via != beacon.ViaDiscovery || obs[0].Endpoint != netip.MustParseAddrPort("127.0.0.1:5075") {
 		t.Fatalf("observations %+v (pvans's own pong must not be one)", obs)
 	}
-	if st := s.Stats(); st.ClientSearches != 2 || st.DiscoveryPongs != 1 {
-		t.Fatalf("stats %+v", st)
+	if s.st.clientSearches.Load() != 2 || s.st.discoveryPongs.Load() != 1 {
+		t.Fatalf("stats %+v", metrics.Sprint(&s.st))
 	}
 	// Every server answers a discovery ping at once: the client socket
 	// gets the same large receive buffer as the search port.
@@ -507,9 +506,8 @@ func TestReceivePathAllocatesNothing(t *testing.T) {
 	if err := <-served; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("receive loop ended with %v", err)
 	}
-	s := st.snapshot()
-	if s.Searches < 200 || s.SearchNames < 600 || len(out.replies)+len(out.forwards) != 0 {
-		t.Fatalf("datagrams not handled as expected: %+v", s)
+	if st.searches.Load() < 200 || st.searchNames.Load() < 600 || len(out.replies)+len(out.forwards) != 0 {
+		t.Fatalf("datagrams not handled as expected: %+v", metrics.Sprint(st))
 	}
 	if d.dst != ForwardGroup || d.ifIndex != 1 {
 		t.Fatalf("IP_PKTINFO not read: dst %v if %d", d.dst, d.ifIndex)

@@ -1,127 +1,83 @@
 package udpsearch
 
-import "sync/atomic"
+import (
+	"sync/atomic"
 
-// Stats is a snapshot of the counters. Drop counters name the reason a
-// datagram (or the search in it) got no further.
-type Stats struct {
-	Datagrams      uint64 // received on the search port
-	Searches       uint64 // CMD_SEARCH messages handled (including ones only forwarded)
-	SearchNames    uint64 // names presented to the resolver
-	Forwards       uint64 // unicast searches forwarded to the loopback group
-	Responses      uint64 // CMD_SEARCH_RESPONSE messages sent
-	Claims         uint64 // CIDs answered found=1
-	DiscoveryPings uint64 // discovery pings answered
-	Beacons        uint64 // CMD_BEACON received
-	SearchReplies  uint64 // CMD_SEARCH_RESPONSE received (both sockets)
-	DiscoveryPongs uint64 // of those, discovery replies given to the tracker
-	BeaconsSent    uint64
-	ClientSearches uint64 // datagrams sent by SendSearch (per destination)
-	SendErrors     uint64
-	KernelDrops    uint64 // SO_RXQ_OVFL: datagrams the kernel dropped for a full receive buffer
-	// ClientKernelDrops is the same for the client socket (replies to
-	// discovery pings and search-through searches).
-	ClientKernelDrops uint64
-	InterfaceReload   uint64
+	"github.com/pvans-project/pvans/internal/metrics"
+)
 
-	DropMulticastSource  uint64 // source address is multicast (a forwarding safety rule)
-	DropUnknownInterface uint64 // arrival interface not in the interface table
-	DropTruncated        uint64 // datagram larger than the receive buffer
-	DropMalformed        uint64 // bad header or undecodable message
-	DropControl          uint64 // control or segmented message over UDP
-	DropCommand          uint64 // a command the search port does not take
-	DropTagNotForwarded  uint64 // origin tag not on loopback to the group (rule 1)
-	DropSecondTag        uint64 // more than one origin tag (rule 2)
-	DropTagForeign       uint64 // origin tag naming an address not on this host
-	DropTagNotSearch     uint64 // origin tag followed by something other than a search
-	DropForwardedZero    uint64 // forwarded search with all-zero reply address (rule 5)
-	DropIgnored          uint64 // source in the ignore list
-	DropReplyAddr        uint64 // reply port 0, or reply address multicast/broadcast/unspecified
-	DropNotOurInterface  uint64 // reply would come from an address outside Options.Interfaces
-	DropNoTCP            uint64 // search whose protocol list has no protocol pvans can answer
-	DropDenied           uint64 // client or reply destination refused by the client access list
-	DropRateLimited      uint64 // client over its search rate
-	ReflectionCapped     uint64 // replies not sent: the destination's reflection budget was spent
-	// RepliesHeld are replies paced to their client (Options.ReplyRate):
-	// sent later, not at once. DropReplyQueue were not held for want of
-	// room in the queue (Options.ReplyQueueBytes); DropReplyHold would
+// counters are the search port's, each declared once, beside its field
+// (metrics.Register). Drop counters name the reason a datagram (or the
+// search in it) got no further. The plain atomics are not exported:
+// tests read them.
+type counters struct {
+	searches       metrics.Counter `metric:"pvans_udp_searches_total" help:"CMD_SEARCH messages received on the search port."` // including ones only forwarded
+	searchNames    metrics.Counter `metric:"pvans_udp_search_names_total" help:"Names in UDP searches presented to the resolver."`
+	claims         metrics.Counter `metric:"pvans_udp_claims_total" help:"Names answered found to UDP searches."`
+	responses      metrics.Counter `metric:"pvans_udp_replies_total" help:"CMD_SEARCH_RESPONSE messages sent over UDP."`
+	forwards       metrics.Counter `metric:"pvans_udp_forwards_total" help:"Unicast searches forwarded to the loopback multicast group."`
+	beacons        metrics.Counter `metric:"pvans_beacons_total" label:"via=beacon" help:"Server sightings received."`
+	discoveryPongs metrics.Counter `metric:"pvans_beacons_total" label:"via=discovery"` // discovery replies given to the tracker
+	// repliesHeld are replies paced to their client (Options.ReplyRate):
+	// sent later, not at once. dropReplyQueue were not held for want of
+	// room in the queue (Options.ReplyQueueBytes); dropReplyHold would
 	// have waited beyond a second.
-	RepliesHeld    uint64
-	DropReplyQueue uint64
-	DropReplyHold  uint64
-	// RepliesOverTCP are answers to UDP searches sent over the client's
+	repliesHeld metrics.Counter `metric:"pvans_udp_replies_paced_total" help:"UDP replies held to keep to their client's pace (udp.client_reply_names_per_second), sent when due."`
+	// repliesOverTCP are answers to UDP searches sent over the client's
 	// own TCP name-server connection (Options.Twins) instead;
-	// RepliesDiverted, held or stashed replies moved there when the pair
-	// was made; RepliesStashed, replies beyond the pace kept for a pair
-	// that might come (those that found none count in DropReplyHold).
-	RepliesOverTCP  uint64
-	RepliesDiverted uint64
-	RepliesStashed  uint64
-	// RepliesPushed: search-through answers sent to a UDP searcher that
+	// repliesDiverted, held or stashed replies moved there when the pair
+	// was made; repliesStashed, replies beyond the pace kept for a pair
+	// that might come (those that found none count in dropReplyHold).
+	repliesOverTCP  metrics.Counter `metric:"pvans_udp_replies_over_tcp_total" help:"Answers to UDP searches sent over the client's own TCP name-server connection instead of UDP (a paired client)."`
+	repliesDiverted metrics.Counter `metric:"pvans_udp_replies_diverted_total" help:"Paced or stashed UDP replies sent over the client's own TCP connection when it was paired."`
+	repliesStashed  metrics.Counter `metric:"pvans_udp_replies_stashed_total" help:"UDP replies beyond the client's pace kept (not sent) for a TCP pairing that might come; those that find none count as drops, reason reply_hold."`
+	// repliesPushed: search-through answers sent to a UDP searcher that
 	// waited for them (PushAnswer), within its reflection budget.
-	RepliesPushed uint64
-	NamesDropped  uint64 // names beyond MaxNamesPerSearch
-	// DropBeaconQueue: sightings (beacons, discovery answers) dropped
-	// because the queue to the tracker was full.
-	DropBeaconQueue uint64
+	repliesPushed metrics.Counter `metric:"pvans_udp_replies_pushed_total" help:"Search-through answers sent over UDP to a client that searched only over UDP, without waiting for its next search (within its reflection budget)."`
+
+	// kernelDrops: SO_RXQ_OVFL, datagrams the kernel dropped for a full
+	// receive buffer (both families); clientKernelDrops, the same for the
+	// client sockets (replies to discovery pings and search-through).
+	kernelDrops          metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=rx_overflow" help:"Datagrams dropped on the search port, by reason."`
+	clientKernelDrops    metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=client_rx_overflow"`
+	dropMulticastSource  metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=multicast_source"`   // source address is multicast (a forwarding safety rule)
+	dropUnknownInterface metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=unknown_interface"`  // arrival interface not in the interface table
+	dropTruncated        metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=truncated"`          // datagram larger than the receive buffer
+	dropMalformed        metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=malformed"`          // bad header or undecodable message
+	dropControl          metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=control"`            // control or segmented message over UDP
+	dropCommand          metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=command"`            // a command the search port does not take
+	dropTagNotForwarded  metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=tag_not_forwarded"`  // origin tag not on loopback to the group (rule 1)
+	dropSecondTag        metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=second_tag"`         // more than one origin tag (rule 2)
+	dropTagForeign       metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=tag_foreign"`        // origin tag naming an address not on this host
+	dropTagNotSearch     metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=tag_not_search"`     // origin tag followed by something other than a search
+	dropForwardedZero    metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=forwarded_zero"`     // forwarded search with all-zero reply address (rule 5)
+	dropIgnored          metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=ignored_source"`     // source in the ignore list
+	dropReplyAddr        metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=bad_reply_address"`  // reply port 0, or reply address multicast/broadcast/unspecified
+	dropNotOurInterface  metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=not_our_interface"`  // reply would come from an address outside Options.Interfaces
+	dropNoTCP            metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=no_usable_protocol"` // no protocol pvans can answer listed
+	dropRateLimited      metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=rate_limited"`       // client over its search rate
+	reflectionCapped     metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=reflection_capped"`  // replies not sent: the destination's reflection budget was spent
+	dropBeaconQueue      metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=beacon_queue"`       // sightings dropped: the queue to the tracker was full
+	dropReplyQueue       metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=reply_queue"`
+	dropReplyHold        metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=reply_hold"`
+	dropDenied           metrics.Counter `metric:"pvans_access_denied_total" label:"what=udp_client"` // client or reply destination refused by the client access list
 
 	// Hints (beacons, discovery replies, search responses) not believed.
-	HintAddressMismatch uint64 // names a server address other than its sender's, sender not a trusted relay
-	HintNotAllowed      uint64 // sender or named server outside Options.ServerAllowed
-	HintProtocol        uint64 // a protocol other than "tcp"/"tls", or a protocol string over pva.MaxProtocolLen
-	HintRate            uint64 // beacon or discovery reply over its sender's rate
-	HintUnsolicited     uint64 // positive search reply not on the client socket, or from a host pvans did not search
-	HintInterface       uint64 // arrived on an interface outside Options.LearnFrom
+	hintAddress     metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=address_mismatch"`   // names a server address other than its sender's, sender not a trusted relay
+	hintNotAllowed  metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=sender_not_allowed"` // sender or named server outside Options.ServerAllowed
+	hintProtocol    metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=protocol"`           // a protocol other than "tcp"/"tls", or a protocol string over pva.MaxProtocolLen
+	hintRate        metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=rate"`               // beacon or discovery reply over its sender's rate
+	hintUnsolicited metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=unsolicited"`        // positive search reply not on the client socket, or from a host pvans did not search
+	hintInterface   metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=interface"`          // arrived on an interface outside Options.LearnFrom
 
-	ForwardStats
-}
-
-type counters struct {
-	datagrams, searches, searchNames, forwards, responses, discoveryPings, beacons      atomic.Uint64
-	claims                                                                              atomic.Uint64
-	searchReplies, discoveryPongs, beaconsSent, clientSearches, sendErrors, kernelDrops atomic.Uint64
-	clientKernelDrops, kernelDrops6, clientKernelDrops6                                 atomic.Uint64
-	interfaceReload                                                                     atomic.Uint64
-
-	dropMulticastSource, dropUnknownInterface, dropTruncated, dropMalformed, dropControl atomic.Uint64
-	dropCommand, dropTagNotForwarded, dropSecondTag, dropTagForeign, dropTagNotSearch    atomic.Uint64
-	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface, dropNoTCP        atomic.Uint64
-	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
-	dropBeaconQueue                                                                      atomic.Uint64
-	repliesHeld, dropReplyQueue, dropReplyHold                                           atomic.Uint64
-	repliesOverTCP, repliesDiverted, repliesStashed, repliesPushed                       atomic.Uint64
-
-	hintAddress, hintNotAllowed, hintProtocol, hintRate, hintUnsolicited atomic.Uint64
-	hintInterface                                                        atomic.Uint64
+	datagrams       atomic.Uint64 // received on the search port
+	discoveryPings  atomic.Uint64 // discovery pings answered
+	searchReplies   atomic.Uint64 // CMD_SEARCH_RESPONSE received (both sockets)
+	beaconsSent     atomic.Uint64
+	clientSearches  atomic.Uint64 // datagrams sent by SendSearch (per destination)
+	sendErrors      atomic.Uint64
+	namesDropped    atomic.Uint64 // names beyond MaxNamesPerSearch
+	interfaceReload atomic.Uint64
 
 	fwdCounters
-}
-
-func (c *counters) snapshot() Stats {
-	return Stats{
-		Datagrams: c.datagrams.Load(), Searches: c.searches.Load(), SearchNames: c.searchNames.Load(),
-		Forwards: c.forwards.Load(), Responses: c.responses.Load(), Claims: c.claims.Load(), DiscoveryPings: c.discoveryPings.Load(),
-		Beacons: c.beacons.Load(), SearchReplies: c.searchReplies.Load(), DiscoveryPongs: c.discoveryPongs.Load(),
-		BeaconsSent: c.beaconsSent.Load(), ClientSearches: c.clientSearches.Load(), SendErrors: c.sendErrors.Load(),
-		KernelDrops: c.kernelDrops.Load() + c.kernelDrops6.Load(), ClientKernelDrops: c.clientKernelDrops.Load() + c.clientKernelDrops6.Load(), InterfaceReload: c.interfaceReload.Load(),
-
-		DropMulticastSource: c.dropMulticastSource.Load(), DropUnknownInterface: c.dropUnknownInterface.Load(),
-		DropTruncated: c.dropTruncated.Load(), DropMalformed: c.dropMalformed.Load(), DropControl: c.dropControl.Load(),
-		DropCommand: c.dropCommand.Load(), DropTagNotForwarded: c.dropTagNotForwarded.Load(),
-		DropSecondTag: c.dropSecondTag.Load(), DropTagForeign: c.dropTagForeign.Load(),
-		DropTagNotSearch: c.dropTagNotSearch.Load(), DropForwardedZero: c.dropForwardedZero.Load(),
-		DropIgnored: c.dropIgnored.Load(), DropReplyAddr: c.dropReplyAddr.Load(),
-		DropNotOurInterface: c.dropNotOurInterface.Load(), DropNoTCP: c.dropNoTCP.Load(),
-		DropDenied: c.dropDenied.Load(), DropRateLimited: c.dropRateLimited.Load(),
-		ReflectionCapped: c.reflectionCapped.Load(), NamesDropped: c.namesDropped.Load(),
-		DropBeaconQueue: c.dropBeaconQueue.Load(),
-		RepliesHeld:     c.repliesHeld.Load(), DropReplyQueue: c.dropReplyQueue.Load(), DropReplyHold: c.dropReplyHold.Load(),
-		RepliesOverTCP: c.repliesOverTCP.Load(), RepliesDiverted: c.repliesDiverted.Load(), RepliesStashed: c.repliesStashed.Load(),
-		RepliesPushed: c.repliesPushed.Load(),
-
-		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
-		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),
-		HintInterface: c.hintInterface.Load(),
-		ForwardStats:  c.fwdCounters.snapshot(),
-	}
 }

@@ -92,8 +92,8 @@ func TestPushAnswerSplitsIntoFrames(t *testing.T) {
 	if !slices.Equal(got, cids) {
 		t.Fatalf("CIDs pushed %v", got)
 	}
-	if st := s.Stats(); st.RepliesPushed != 3 {
-		t.Fatalf("%d pushes counted, want 3", st.RepliesPushed)
+	if s.st.repliesPushed.Load() != 3 {
+		t.Fatalf("%d pushes counted, want 3", s.st.repliesPushed.Load())
 	}
 }
 
@@ -106,7 +106,7 @@ func TestPushAnswerFollowsClientAccess(t *testing.T) {
 		ClientAllowed: func(a netip.Addr) bool { return !a.IsLoopback() }})
 	to := netip.MustParseAddrPort("127.0.0.1:40000")
 	s.PushAnswer(to, resolver.Group{Server: resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}, CIDs: []uint32{1}})
-	if st := s.Stats(); st.RepliesPushed != 0 || st.DropDenied != 1 {
-		t.Fatalf("pushed %d to a refused client (%d refusals counted), want none and 1", st.RepliesPushed, st.DropDenied)
+	if s.st.repliesPushed.Load() != 0 || s.st.dropDenied.Load() != 1 {
+		t.Fatalf("pushed %d to a refused client (%d refusals counted), want none and 1", s.st.repliesPushed.Load(), s.st.dropDenied.Load())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 	"github.com/pvans-project/pvans/internal/twin"
@@ -95,8 +96,8 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 	}
 	// 37 at once, ten replies held within the second, nine stashed
 	// instead of dropped.
-	if s := st.snapshot(); s.RepliesHeld != 10 || s.RepliesStashed != 9 || s.DropReplyHold != 0 || len(now.replies) != 1 {
-		t.Fatalf("before the pair: %+v, %d sent", s, len(now.replies))
+	if st.repliesHeld.Load() != 10 || st.repliesStashed.Load() != 9 || st.dropReplyHold.Load() != 0 || len(now.replies) != 1 {
+		t.Fatalf("before the pair: %+v, %d sent", metrics.Sprint(st), len(now.replies))
 	}
 	clk.Advance(200 * time.Millisecond) // two held replies leave over UDP
 	c.TCPSearch(tcpCopy(t, tw, 0))
@@ -110,10 +111,10 @@ func TestPairedClientAnsweredOverTCP(t *testing.T) {
 	sentUDP := len(now.replies) + len(later.replies)
 	h.handle(broadcastFrom(pvxs37(3), lanC1))
 	if len(now.replies)+len(later.replies) != sentUDP || conn.names(t) != 18*37 {
-		t.Fatalf("a paired client's search was not answered over its connection alone: udp %d->%d, tcp names %d %+v", sentUDP, len(now.replies)+len(later.replies), conn.names(t), st.snapshot())
+		t.Fatalf("a paired client's search was not answered over its connection alone: udp %d->%d, tcp names %d %+v", sentUDP, len(now.replies)+len(later.replies), conn.names(t), metrics.Sprint(st))
 	}
-	if s := st.snapshot(); s.RepliesOverTCP != 1 || s.RepliesDiverted != 17 || s.DropReplyHold != 0 {
-		t.Fatalf("after the pair: %+v", s)
+	if st.repliesOverTCP.Load() != 1 || st.repliesDiverted.Load() != 17 || st.dropReplyHold.Load() != 0 {
+		t.Fatalf("after the pair: %+v", metrics.Sprint(st))
 	}
 	// A full connection: the socket takes the reply.
 	conn.full = true
@@ -140,20 +141,20 @@ func TestStashWithoutPairDropped(t *testing.T) {
 	for i := range 20 {
 		h.handle(broadcastFrom(pvxs37(i), lanC1))
 	}
-	if s := st.snapshot(); s.RepliesStashed != 9 {
-		t.Fatalf("%+v", s)
+	if st.repliesStashed.Load() != 9 {
+		t.Fatalf("%+v", metrics.Sprint(st))
 	}
 	clk.Advance(time.Second + 500*time.Millisecond)
 	h.handle(broadcastFrom(pvxs37(19), lanC1)) // stashed, searched again
-	if s := st.snapshot(); s.Claims != 21*37 {
-		t.Fatalf("a stashed name was not answered again: %+v", s)
+	if st.claims.Load() != 21*37 {
+		t.Fatalf("a stashed name was not answered again: %+v", metrics.Sprint(st))
 	}
 	clk.Advance(3 * time.Second)
 	if n := namesIn(t, now.replies) + namesIn(t, later.replies); n != 12*37 {
 		t.Fatalf("%d names sent over UDP, want %d (stashed replies never sent)", n, 12*37)
 	}
-	if s := st.snapshot(); s.DropReplyHold != 9 {
-		t.Fatalf("stashed replies not counted as dropped: %+v", s)
+	if st.dropReplyHold.Load() != 9 {
+		t.Fatalf("stashed replies not counted as dropped: %+v", metrics.Sprint(st))
 	}
 }
 
@@ -172,8 +173,8 @@ func TestPairOnlyFromTheClientsOwnAddress(t *testing.T) {
 	if tw.Stats().Paired != 0 {
 		t.Fatal("paired from a search another host sent in the client's name")
 	}
-	if s := st.snapshot(); s.RepliesOverTCP != 0 {
-		t.Fatalf("%+v", s)
+	if st.repliesOverTCP.Load() != 0 {
+		t.Fatalf("%+v", metrics.Sprint(st))
 	}
 }
 
@@ -188,8 +189,8 @@ func TestAnswerOverTCPOff(t *testing.T) {
 	}
 	c.TCPSearch(tcpCopy(t, tw, 0))
 	h.handle(broadcastFrom(pvxs37(0), lanC2))
-	if s := st.snapshot(); s.RepliesStashed != 0 || s.DropReplyHold != 9 || s.RepliesOverTCP != 0 || len(conn.got) != 0 || len(now.replies) != 2 {
-		t.Fatalf("answered otherwise than over UDP alone: %+v, %d over TCP", s, len(conn.got))
+	if st.repliesStashed.Load() != 0 || st.dropReplyHold.Load() != 9 || st.repliesOverTCP.Load() != 0 || len(conn.got) != 0 || len(now.replies) != 2 {
+		t.Fatalf("answered otherwise than over UDP alone: %+v, %d over TCP", metrics.Sprint(st), len(conn.got))
 	}
 }
 
@@ -225,7 +226,7 @@ func TestStashAfterThePairIsDiverted(t *testing.T) {
 	h.handle(broadcastFrom(pvxs37(19), lanC1))
 	clk.Advance(3 * time.Second)
 	if n := namesIn(t, now.replies) + namesIn(t, later.replies) + conn.names(t); n != 20*37 {
-		t.Fatalf("%d names answered in all, want %d: %+v", n, 20*37, st.snapshot())
+		t.Fatalf("%d names answered in all, want %d: %+v", n, 20*37, metrics.Sprint(st))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
@@ -54,8 +55,8 @@ func TestBatchedRepliesReachEachClient(t *testing.T) {
 			}
 		}
 	}
-	if st := s.Stats(); st.Responses != 3*n || st.SendErrors != 0 {
-		t.Fatalf("stats %+v", st)
+	if s.st.responses.Load() != 3*n || s.st.sendErrors.Load() != 0 {
+		t.Fatalf("stats %+v", metrics.Sprint(&s.st))
 	}
 }
 
