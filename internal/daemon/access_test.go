@@ -194,8 +194,8 @@ func TestAccessWiring(t *testing.T) {
 		t.Fatal("denied TCP client got a greeting")
 	}
 	nc.Close()
-	if st := d.TCP.Stats(); st.Denied != 1 {
-		t.Fatalf("TCP denied %d", st.Denied)
+	if n := count(t, d, `pvans_access_denied_total{what="tcp_client"}`); n != 1 {
+		t.Fatalf("TCP denied %d", n)
 	}
 	g := pva.GUID{0x44}
 	d.Registry.UpsertServer(registry.ServerInfo{GUID: g, Addr: netip.MustParseAddrPort("127.0.0.1:1")})

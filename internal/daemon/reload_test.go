@@ -193,7 +193,7 @@ func TestReloadTCPLimitsApplyToNewConnections(t *testing.T) {
 	if err := cl.Search([]string{"x:y"}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 5*time.Second, "searches counted", func() bool { return d.TCP.Stats().Searches >= 3 })
+	testutil.WaitFor(t, 5*time.Second, "searches counted", func() bool { return count(t, d, "pvans_tcp_searches_total") >= 3 })
 }
 
 // A server taken off static.servers stays when beacons also announce it.

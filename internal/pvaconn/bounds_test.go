@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -35,10 +36,10 @@ func TestControlMessagesDoNotExtendAMessage(t *testing.T) {
 			select {
 			case <-c.Done():
 			case <-time.After(20 * tmo):
-				t.Fatalf("connection still open %v after a segment sequence started (timeout %v); %+v", time.Since(start), tmo, cnt.Stats())
+				t.Fatalf("connection still open %v after a segment sequence started (timeout %v); %+v", time.Since(start), tmo, metrics.Sprint(cnt))
 			}
 			if err := c.Err(); err != ErrMessageTimeout || cnt.MessageTimeouts.Load() != 1 {
-				t.Fatalf("closed with %v, counters %+v; want the message timeout", err, cnt.Stats())
+				t.Fatalf("closed with %v, counters %+v; want the message timeout", err, metrics.Sprint(cnt))
 			}
 		})
 	}
@@ -98,7 +99,7 @@ func TestHeaderClaimDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%d connections each announcing %d bytes allocated %d bytes; want < %d", conns, claim, got, limit)
 	}
 	if cnt.Oversize.Load() != conns {
-		t.Fatalf("pre-handshake oversize messages counted %d, want %d (%+v)", cnt.Oversize.Load(), conns, cnt.Stats())
+		t.Fatalf("pre-handshake oversize messages counted %d, want %d (%+v)", cnt.Oversize.Load(), conns, metrics.Sprint(cnt))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -65,7 +66,7 @@ func TestBudgetBoundsAllConnections(t *testing.T) {
 		t.Fatalf("budget use peaked at %d, bound %d", peak, limit)
 	}
 	if cnt.BudgetExceeded.Load() == 0 {
-		t.Fatalf("no connection closed at the budget (peak %d); %+v", peak, cnt.Stats())
+		t.Fatalf("no connection closed at the budget (peak %d); %+v", peak, metrics.Sprint(cnt))
 	}
 	for _, c := range cs {
 		c.Close()

@@ -18,7 +18,7 @@
 //	(*Conn).Validated() <-chan struct{}     closed once the handshake completed
 //	(*Conn).Close(), Done(), Err()          life
 //	(*Conn).Remote(), Local()               endpoints
-//	(*Counters).Stats() Stats               limit hits, shared across connections
+//	Counters                                limit hits, shared across connections
 //
 // Server role (docs/protocol.md, "The TCP handshake"): on start it sends
 // SET_BYTE_ORDER and CONNECTION_VALIDATION{0x10000, 0x7FFF,

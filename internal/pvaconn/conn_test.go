@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/testutil"
 )
@@ -274,24 +275,24 @@ func TestProtocolFaults(t *testing.T) {
 		name  string
 		bytes []byte
 		want  error
-		count func(Stats) uint64
+		count func(*Counters) uint64
 	}{
-		{"garbage", []byte("GET / HTTP/1.0\r\n\r\n"), nil, func(s Stats) uint64 { return s.ProtocolErrors }},
-		{"version0", []byte{0xCA, 0, 0, 2, 0, 0, 0, 0}, nil, func(s Stats) uint64 { return s.ProtocolErrors }},
-		{"direction", []byte{0xCA, 2, 0x40, 2, 0, 0, 0, 0}, ErrDirection, func(s Stats) uint64 { return s.ProtocolErrors }},
-		{"direction control", []byte{0xCA, 2, 0x41, 2, 0, 0, 0, 0}, ErrDirection, func(s Stats) uint64 { return s.ProtocolErrors }},
-		{"2 GiB", []byte{0xCA, 2, 0x80, 3, 0x80, 0, 0, 0}, ErrMessageTooLarge, func(s Stats) uint64 { return s.Oversize }},
-		{"last without first", pva.AppendMessage(nil, pva.FlagSegLast, pva.CmdRPC, []byte{1}), ErrSegmentation, func(s Stats) uint64 { return s.ProtocolErrors }},
-		{"middle without first", pva.AppendMessage(nil, pva.FlagSegMiddle, pva.CmdRPC, []byte{1}), ErrSegmentation, func(s Stats) uint64 { return s.ProtocolErrors }},
+		{"garbage", []byte("GET / HTTP/1.0\r\n\r\n"), nil, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
+		{"version0", []byte{0xCA, 0, 0, 2, 0, 0, 0, 0}, nil, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
+		{"direction", []byte{0xCA, 2, 0x40, 2, 0, 0, 0, 0}, ErrDirection, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
+		{"direction control", []byte{0xCA, 2, 0x41, 2, 0, 0, 0, 0}, ErrDirection, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
+		{"2 GiB", []byte{0xCA, 2, 0x80, 3, 0x80, 0, 0, 0}, ErrMessageTooLarge, func(c *Counters) uint64 { return c.Oversize.Load() }},
+		{"last without first", pva.AppendMessage(nil, pva.FlagSegLast, pva.CmdRPC, []byte{1}), ErrSegmentation, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
+		{"middle without first", pva.AppendMessage(nil, pva.FlagSegMiddle, pva.CmdRPC, []byte{1}), ErrSegmentation, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
 		{"first twice", append(pva.AppendMessage(nil, pva.FlagSegFirst, pva.CmdRPC, []byte{1}),
-			pva.AppendMessage(nil, pva.FlagSegFirst, pva.CmdRPC, []byte{1})...), ErrSegmentation, func(s Stats) uint64 { return s.ProtocolErrors }},
+			pva.AppendMessage(nil, pva.FlagSegFirst, pva.CmdRPC, []byte{1})...), ErrSegmentation, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
 		{"unsegmented inside", append(pva.AppendMessage(nil, pva.FlagSegFirst, pva.CmdRPC, []byte{1}),
-			pva.AppendMessage(nil, 0, pva.CmdRPC, []byte{1})...), ErrSegmentation, func(s Stats) uint64 { return s.ProtocolErrors }},
+			pva.AppendMessage(nil, 0, pva.CmdRPC, []byte{1})...), ErrSegmentation, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
 		{"command change", append(pva.AppendMessage(nil, pva.FlagSegFirst, pva.CmdRPC, []byte{1}),
-			pva.AppendMessage(nil, pva.FlagSegLast, pva.CmdGet, []byte{1})...), ErrSegmentation, func(s Stats) uint64 { return s.ProtocolErrors }},
+			pva.AppendMessage(nil, pva.FlagSegLast, pva.CmdGet, []byte{1})...), ErrSegmentation, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
 		{"segments too large", append(pva.AppendMessage(nil, pva.FlagSegFirst, pva.CmdRPC, make([]byte, 600)),
-			pva.AppendMessage(nil, pva.FlagSegLast, pva.CmdRPC, make([]byte, 600))...), ErrMessageTooLarge, func(s Stats) uint64 { return s.Oversize }},
-		{"bad validation", pva.AppendMessage(nil, 0, pva.CmdConnectionValidation, []byte{1, 2}), nil, func(s Stats) uint64 { return s.ProtocolErrors }},
+			pva.AppendMessage(nil, pva.FlagSegLast, pva.CmdRPC, make([]byte, 600))...), ErrMessageTooLarge, func(c *Counters) uint64 { return c.Oversize.Load() }},
+		{"bad validation", pva.AppendMessage(nil, 0, pva.CmdConnectionValidation, []byte{1, 2}), nil, func(c *Counters) uint64 { return c.ProtocolErrors.Load() }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,8 +307,8 @@ func TestProtocolFaults(t *testing.T) {
 			if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
 				t.Errorf("closed with %v, want %v", err, tc.want)
 			}
-			if tc.count(cnt.Stats()) != 1 {
-				t.Errorf("counters %+v", cnt.Stats())
+			if tc.count(cnt) != 1 {
+				t.Errorf("counters %+v", metrics.Sprint(cnt))
 			}
 		})
 	}
@@ -408,7 +409,7 @@ func TestTimeouts(t *testing.T) {
 			c := Serve(sc, o, newRecorder())
 			tc.feed(t, cc)
 			if err := waitDone(t, c); err != tc.want || tc.count(cnt) != 1 {
-				t.Fatalf("%v %+v", err, cnt.Stats())
+				t.Fatalf("%v %+v", err, metrics.Sprint(cnt))
 			}
 		})
 	}
@@ -434,7 +435,7 @@ func TestSendQueueBound(t *testing.T) {
 		t.Fatalf("Send: %v", err)
 	}
 	if waitDone(t, c) != ErrSendQueueFull || cnt.SendQueueFull.Load() != 1 {
-		t.Fatalf("%v %+v", c.Err(), cnt.Stats())
+		t.Fatalf("%v %+v", c.Err(), metrics.Sprint(cnt))
 	}
 	if c.Send(chunk) == nil {
 		t.Fatal("Send after close succeeded")
@@ -464,7 +465,7 @@ func TestOfferRefusesWithoutClosing(t *testing.T) {
 		t.Fatal("Offer never refused a peer that does not read")
 	}
 	if c.Err() != nil || cnt.SendQueueFull.Load() != 0 {
-		t.Fatalf("Offer closed the connection: %v %+v", c.Err(), cnt.Stats())
+		t.Fatalf("Offer closed the connection: %v %+v", c.Err(), metrics.Sprint(cnt))
 	}
 	if err := c.Send(chunk); err != nil {
 		t.Fatalf("Send after a refused Offer: %v", err)
@@ -554,7 +555,7 @@ func TestBackpressureNotDisconnect(t *testing.T) {
 	testutil.ReadN(t, cc, 9)
 	testutil.ReadN(t, cc, n*(8+1000))
 	if cnt.ReadPauses.Load() == 0 || cnt.SendQueueFull.Load() != 0 {
-		t.Fatalf("%+v", cnt.Stats())
+		t.Fatalf("%+v", metrics.Sprint(cnt))
 	}
 }
 

@@ -1,46 +1,19 @@
 package pvaconn
 
-import "sync/atomic"
+import "github.com/pvans-project/pvans/internal/metrics"
 
 // Counters count connections closed by a limit or a protocol fault. One
-// Counters is normally shared by every connection of a listener (or of the
-// prober); metrics read it through Stats.
+// Counters is shared by every connection of a listener; the name-server
+// listener exports them with its own counters (tcpsearch.RegisterMetrics
+// registers both as one declaration, which gives the family its help).
 type Counters struct {
-	ProtocolErrors    atomic.Uint64 // bad magic/version, direction bit, segmentation, undecodable handshake
-	Oversize          atomic.Uint64 // header or reassembly above MaxMessage
-	SendQueueFull     atomic.Uint64 // peer not reading: queue above SendQueueBytes
-	IdleTimeouts      atomic.Uint64 // nothing received for IdleTimeout
-	HandshakeTimeouts atomic.Uint64 // not validated within HandshakeTimeout
-	MessageTimeouts   atomic.Uint64 // a started message not completed within MessageTimeout
-	WriteTimeouts     atomic.Uint64 // one write blocked for IdleTimeout
-	ReadPauses        atomic.Uint64 // read loop paused: backlog above SendQueueBytes/2
-	BudgetExceeded    atomic.Uint64 // closed: the listener's Budget could not cover its buffers
-}
-
-// Stats is a snapshot of Counters.
-type Stats struct {
-	ProtocolErrors    uint64
-	Oversize          uint64
-	SendQueueFull     uint64
-	IdleTimeouts      uint64
-	HandshakeTimeouts uint64
-	MessageTimeouts   uint64
-	WriteTimeouts     uint64
-	ReadPauses        uint64
-	BudgetExceeded    uint64
-}
-
-// Stats returns a snapshot.
-func (c *Counters) Stats() Stats {
-	return Stats{
-		ProtocolErrors:    c.ProtocolErrors.Load(),
-		Oversize:          c.Oversize.Load(),
-		SendQueueFull:     c.SendQueueFull.Load(),
-		IdleTimeouts:      c.IdleTimeouts.Load(),
-		HandshakeTimeouts: c.HandshakeTimeouts.Load(),
-		MessageTimeouts:   c.MessageTimeouts.Load(),
-		WriteTimeouts:     c.WriteTimeouts.Load(),
-		ReadPauses:        c.ReadPauses.Load(),
-		BudgetExceeded:    c.BudgetExceeded.Load(),
-	}
+	ProtocolErrors    metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=protocol_error"` // bad magic/version, direction bit, segmentation, undecodable handshake
+	Oversize          metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=message_size"`   // header or reassembly above MaxMessage
+	SendQueueFull     metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=send_queue"`     // peer not reading: queue above SendQueueBytes
+	IdleTimeouts      metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=idle_timeout"`   // nothing received for IdleTimeout
+	HandshakeTimeouts metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=handshake"`      // not validated within HandshakeTimeout
+	MessageTimeouts   metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=slow_message"`   // a started message not completed within MessageTimeout
+	BudgetExceeded    metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=buffer_budget"`  // closed: the listener's Budget could not cover its buffers
+	WriteTimeouts     metrics.Counter `metric:"-"`                                                       // one write blocked for IdleTimeout
+	ReadPauses        metrics.Counter `metric:"-"`                                                       // read loop paused: backlog above SendQueueBytes/2
 }

@@ -84,9 +84,8 @@ func TestDeniedClientRefusedAtAccept(t *testing.T) {
 	if rs := readResponses(t, allowed, 300*time.Millisecond); len(rs) != 1 || rs[0].GUID != guidA {
 		t.Fatalf("allowed client got %+v", rs)
 	}
-	st := w.srv.Stats()
-	if st.Denied != 1 || st.Accepted != 1 {
-		t.Errorf("stats: denied %d accepted %d", st.Denied, st.Accepted)
+	if w.srv.cnt.denied.Load() != 1 || w.srv.cnt.accepted.Load() != 1 {
+		t.Errorf("stats: denied %d accepted %d", w.srv.cnt.denied.Load(), w.srv.cnt.accepted.Load())
 	}
 }
 
@@ -105,7 +104,7 @@ func TestMessageRatePerSource(t *testing.T) {
 	}
 	a1.Write(all)
 	a2.Write(all)
-	testutil.WaitFor(t, 20*time.Second, "10 searches handled", func() bool { st := w.srv.Stats(); return st.Searches+st.RateLimited == 10 })
+	testutil.WaitFor(t, 20*time.Second, "10 searches handled", func() bool { return w.srv.cnt.searches.Load()+w.srv.cnt.rateLimited.Load() == 10 })
 	got := len(readResponses(t, a1, 200*time.Millisecond)) + len(readResponses(t, a2, 50*time.Millisecond))
 	if got != 3 {
 		t.Fatalf("source 127.0.0.1 got %d answers for 10 searches, want its burst of 3", got)
@@ -116,12 +115,12 @@ func TestMessageRatePerSource(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	a2.Write(all)
-	testutil.WaitFor(t, 20*time.Second, "16 searches handled", func() bool { st := w.srv.Stats(); return st.Searches+st.RateLimited == 16 })
+	testutil.WaitFor(t, 20*time.Second, "16 searches handled", func() bool { return w.srv.cnt.searches.Load()+w.srv.cnt.rateLimited.Load() == 16 })
 	if rs := readResponses(t, a2, 200*time.Millisecond); len(rs) != 1 {
 		t.Fatalf("after 1 s at 1/s: %d answers, want 1", len(rs))
 	}
-	if st := w.srv.Stats(); st.RateLimited != 11 || st.Active != 3 || st.DecodeErrors != 0 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.rateLimited.Load() != 11 || w.srv.cnt.active.Load() != 3 || w.srv.cnt.decodeErrors.Load() != 0 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -141,8 +140,8 @@ func TestNamesPerSearchBound(t *testing.T) {
 			cids++
 		}
 	}
-	if st := w.srv.Stats(); cids != 2 || st.NamesDropped != 3 || st.Names != 2 {
-		t.Fatalf("cids %d stats %+v", cids, st)
+	if cids != 2 || w.srv.cnt.namesDropped.Load() != 3 || w.srv.cnt.names.Load() != 2 {
+		t.Fatalf("cids %d stats %+v", cids, metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -200,7 +199,7 @@ func TestDeniedClientLoggedOncePerSourcePerMinute(t *testing.T) {
 	for range 5 {
 		refused()
 	}
-	testutil.WaitFor(t, 5*time.Second, "5 refusals counted", func() bool { return w.srv.Stats().Denied == 5 })
+	testutil.WaitFor(t, 5*time.Second, "5 refusals counted", func() bool { return w.srv.cnt.denied.Load() == 5 })
 	if l := lines(); len(l) != 1 || l[0].ContextMap()["client"] != lo2.String() {
 		t.Fatalf("%d lines for 5 refusals from one source in a minute, want 1 naming %s: %v", len(l), lo2, l)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -43,9 +44,8 @@ func TestConnectionsPerSource(t *testing.T) {
 	if open != perSource {
 		t.Fatalf("%d of %d connections from one address stayed open; want %d", open, attack, perSource)
 	}
-	st := w.srv.Stats()
-	if st.PerSourceRejected != attack-perSource {
-		t.Fatalf("per-source rejections %d, want %d (%+v)", st.PerSourceRejected, attack-perSource, st)
+	if w.srv.cnt.perSource.Load() != attack-perSource {
+		t.Fatalf("per-source rejections %d, want %d (%+v)", w.srv.cnt.perSource.Load(), attack-perSource, metrics.Sprint(&w.srv.cnt))
 	}
 	// Another address is served and answered while the attacker holds its
 	// share.
@@ -110,7 +110,7 @@ func TestAcceptBacksOff(t *testing.T) {
 	if n := logs.Len(); n != 1 {
 		t.Fatalf("%d log lines, want 1 per interval", n)
 	}
-	if s.Stats().AcceptErrors == 0 {
+	if s.cnt.acceptErrors.Load() == 0 {
 		t.Fatal("accept errors not counted")
 	}
 }

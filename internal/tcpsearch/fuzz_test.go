@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -123,15 +124,14 @@ func FuzzSession(f *testing.F) {
 		if limit := 36 + 9 + 64*len(in) + 128; out > limit {
 			t.Fatalf("%d reply bytes for %d input bytes", out, len(in))
 		}
-		st := r.srv.Stats()
-		if st.Active != 0 {
-			t.Fatalf("active %d after the session ended", st.Active)
+		if r.srv.cnt.active.Load() != 0 {
+			t.Fatalf("active %d after the session ended", r.srv.cnt.active.Load())
 		}
 		if w := r.res.Stats().Waiting; w != 0 {
 			t.Fatalf("%d waiters left after the session ended", w)
 		}
-		if st.Names > uint64(16*max(st.Searches, 1)) {
-			t.Fatalf("names per search bound not applied: %+v", st)
+		if r.srv.cnt.names.Load() > uint64(16*max(r.srv.cnt.searches.Load(), 1)) {
+			t.Fatalf("names per search bound not applied: %+v", metrics.Sprint(&r.srv.cnt))
 		}
 	})
 }
@@ -145,8 +145,7 @@ func TestFuzzRigDispatches(t *testing.T) {
 	s := pva.Search{Seq: 1, Protocols: [][]byte{[]byte("tcp")}, Names: []pva.SearchName{{CID: 1, Name: []byte("cap:a:mbox1")}}}
 	in := append(pva.AppendSearch(nil, pva.FlagBigEndian, &s), cap[30]...)
 	r.run(t, in, false) // replies may be cut by the Close: count what was queued
-	st := r.srv.Stats()
-	if st.Searches != 2 || st.Responses != 2 || st.SendErrors != 0 {
-		t.Fatalf("stats %+v", st)
+	if r.srv.cnt.searches.Load() != 2 || r.srv.cnt.responses.Load() != 2 || r.srv.cnt.sendErrors.Load() != 0 {
+		t.Fatalf("stats %+v", metrics.Sprint(&r.srv.cnt))
 	}
 }

@@ -42,7 +42,7 @@ func TestLoopbackServerNamedToRemoteClients(t *testing.T) {
 			t.Errorf("server %s, client %s: got %s:%d, want %s:%d", c.server, c.client, got.Addr, got.Port, c.wantAddr, ep.Port())
 		}
 	}
-	if n := s.Stats().LoopbackRewritten; n != 1 {
+	if n := s.cnt.loopbackRewritten.Load(); n != 1 {
 		t.Fatalf("LoopbackRewritten = %d, want 1", n)
 	}
 }

@@ -1,36 +1,58 @@
 package tcpsearch
 
-import "github.com/pvans-project/pvans/internal/metrics"
+import (
+	"sync/atomic"
 
-// RegisterMetrics exposes the listener's Stats (docs/operations.md).
+	"github.com/pvans-project/pvans/internal/metrics"
+)
+
+// counters are the listener's, each declared once, beside its field
+// (metrics.Register); the connections' limit hits are pvaconn.Counters.
+// The plain atomics are not exported: tests read them.
+type counters struct {
+	accepted    metrics.Counter `metric:"pvans_tcp_connections_total" help:"TCP name-server connections accepted."`
+	tlsAccepted metrics.Counter `metric:"pvans_tcp_tls_connections_total" help:"Connections accepted on the Secure PVAccess (TLS) listener; also in connections_total."`
+	searches    metrics.Counter `metric:"pvans_tcp_searches_total" help:"CMD_SEARCH messages received over TCP."`
+	names       metrics.Counter `metric:"pvans_tcp_search_names_total" help:"Names in CMD_SEARCH messages received over TCP."`
+	claims      metrics.Counter `metric:"pvans_tcp_claims_total" help:"CIDs answered found over TCP (direct and pushed)."`
+	pushed      metrics.Counter `metric:"pvans_tcp_pushes_total" help:"Search responses pushed to waiting TCP clients."` // positive CMD_SEARCH_RESPONSE pushed to a waiter
+
+	rejected  metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=max_connections" help:"TCP connections closed or refused by a limit or fault."` // closed at once: MaxConns reached
+	perSource metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=connections_per_source"`                                                        // the source already had MaxConnsPerSource
+	// handshakesLimited: TLS connections closed at accept, before the
+	// handshake: their source had spent its handshake budget
+	// (TLSHandshakeRate, TLSHandshakeBurst).
+	handshakesLimited metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=tls_handshakes_per_source"`
+	decodeErrors      metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=decode_error"`     // malformed searches (connection closed, as PVXS does)
+	rateLimited       metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=rate_limited"`     // messages dropped: their source was over MessageRate
+	namesDropped      metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=names_per_search"` // names beyond MaxNamesPerSearch, dropped
+
+	denied       metrics.Counter `metric:"pvans_access_denied_total" label:"what=tcp_client"` // closed at once: client refused by ClientAllowed
+	certDenied   metrics.Counter `metric:"pvans_access_denied_total" label:"what=tls_client"` // closed at the end of their handshake: refused by ClientCertAllowed
+	acceptErrors metrics.Counter `metric:"pvans_tcp_accept_errors_total" help:"accept(2) failures on the name-server port (EMFILE, ENFILE…); each is followed by a back-off of 5 ms doubling to 1 s."`
+
+	// Claims skipped, the server's protocol not in the client's list or a
+	// zero address or port from the registry; claims of a server known by
+	// a loopback address sent to a remote client as "any" (appendClaim).
+	protoSkipped, zeroEndpoint, loopbackRewritten metrics.Counter `metric:"-"`
+
+	responses  atomic.Uint64 // positive CMD_SEARCH_RESPONSE sent directly
+	negative   atomic.Uint64 // found=0 replies (MustReply, discovery ping)
+	refused    atomic.Uint64 // CREATE_CHANNEL refused
+	ignored    atomic.Uint64 // other application messages drained and ignored
+	sendErrors atomic.Uint64 // replies dropped because the connection was closing or full
+	active     atomic.Int64  // open now
+}
+
+// Connections is the connections open now.
+func (s *Server) Connections() int64 { return s.cnt.active.Load() }
+
+// RegisterMetrics exposes the listener's counters, its connections' (one
+// declaration: the help of pvans_tcp_limit_hits_total is written above)
+// and its gauges (docs/operations.md).
 func (s *Server) RegisterMetrics(m *metrics.Metrics) {
-	st := s.Stats
-	m.Gauge("tcp", "connections", "Open TCP name-server connections.", nil, func() float64 { return float64(st().Active) })
-	m.Counter("tcp", "connections_total", "TCP name-server connections accepted.", nil, metrics.U64(func() uint64 { return st().Accepted }))
-	m.Counter("tcp", "tls_connections_total", "Connections accepted on the Secure PVAccess (TLS) listener; also in connections_total.", nil, metrics.U64(func() uint64 { return st().TLSAccepted }))
-	m.Counter("tcp", "searches_total", "CMD_SEARCH messages received over TCP.", nil, metrics.U64(func() uint64 { return st().Searches }))
-	m.Counter("tcp", "search_names_total", "Names in CMD_SEARCH messages received over TCP.", nil, metrics.U64(func() uint64 { return st().Names }))
-	m.Counter("tcp", "claims_total", "CIDs answered found over TCP (direct and pushed).", nil, metrics.U64(func() uint64 { return st().Claims }))
-	m.Counter("tcp", "pushes_total", "Search responses pushed to waiting TCP clients.", nil, metrics.U64(func() uint64 { return st().Pushed }))
-	m.Counters("tcp", "limit_hits_total", "TCP connections closed or refused by a limit or fault.", "limit", map[string]func() uint64{
-		"max_connections":           func() uint64 { return st().Rejected },
-		"connections_per_source":    func() uint64 { return st().PerSourceRejected },
-		"tls_handshakes_per_source": func() uint64 { return st().TLSHandshakesLimited },
-		"buffer_budget":             func() uint64 { return st().Conn.BudgetExceeded },
-		"send_queue":                func() uint64 { return st().Conn.SendQueueFull },
-		"message_size":              func() uint64 { return st().Conn.Oversize },
-		"idle_timeout":              func() uint64 { return st().Conn.IdleTimeouts },
-		"handshake":                 func() uint64 { return st().Conn.HandshakeTimeouts },
-		"slow_message":              func() uint64 { return st().Conn.MessageTimeouts },
-		"protocol_error":            func() uint64 { return st().Conn.ProtocolErrors },
-		"decode_error":              func() uint64 { return st().DecodeErrors },
-		"rate_limited":              func() uint64 { return st().RateLimited },
-		"names_per_search":          func() uint64 { return st().NamesDropped },
-	})
-	m.AccessDenied("tcp_client", func() uint64 { return st().Denied })
-	m.AccessDenied("tls_client", func() uint64 { return st().CertDenied })
-	m.Gauge("tcp", "buffered_bytes", "Bytes all TCP clients make pvans buffer beyond each connection's base buffers (queued replies beyond 64 KiB per connection, large messages being received), bounded by tcpsearch.DefaultBufferBytesTotal.",
-		nil, func() float64 { return float64(st().BufferedBytes) })
-	m.Counter("tcp", "accept_errors_total", "accept(2) failures on the name-server port (EMFILE, ENFILE…); each is followed by a back-off of 5 ms doubling to 1 s.",
-		nil, metrics.U64(func() uint64 { return st().AcceptErrors }))
+	m.Register(&s.cnt, &s.conn)
+	m.Gauge("tcp", "connections", "Open TCP name-server connections.", nil, func() float64 { return float64(s.Connections()) })
+	m.Gauge("tcp", "buffered_bytes", "Bytes all TCP clients make pvans buffer beyond each connection's base buffers (queued replies beyond 64 KiB per connection, large messages being received), bounded by tcp.buffer_bytes_total.",
+		nil, func() float64 { return float64(s.budget.Used()) })
 }

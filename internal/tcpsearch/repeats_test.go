@@ -77,15 +77,13 @@ func TestJavaBurstNotLimitedAtDefaults(t *testing.T) {
 				continue
 			default:
 			}
-			st := w.srv.Stats()
-			return st.Searches+st.RateLimited == uint64(len(burst)) && (st.RateLimited > 0 || len(claimed) == javaChannels)
+			return w.srv.cnt.searches.Load()+w.srv.cnt.rateLimited.Load() == uint64(len(burst)) && (w.srv.cnt.rateLimited.Load() > 0 || len(claimed) == javaChannels)
 		}
 	})
-	st := w.srv.Stats()
-	t.Logf("%d messages, %d names; rate-limited %d; %d of %d channels answered", len(burst), st.Names, st.RateLimited,
+	t.Logf("%d messages, %d names; rate-limited %d; %d of %d channels answered", len(burst), w.srv.cnt.names.Load(), w.srv.cnt.rateLimited.Load(),
 		len(claimed), javaChannels)
-	if st.RateLimited != 0 || len(claimed) != javaChannels {
-		t.Fatalf("rate-limited %d of %d messages; %d of %d channels answered", st.RateLimited, len(burst), len(claimed), javaChannels)
+	if w.srv.cnt.rateLimited.Load() != 0 || len(claimed) != javaChannels {
+		t.Fatalf("rate-limited %d of %d messages; %d of %d channels answered", w.srv.cnt.rateLimited.Load(), len(burst), len(claimed), javaChannels)
 	}
 }
 
@@ -112,19 +110,18 @@ func TestDistinctNameFloodLimited(t *testing.T) {
 			}
 		}
 		testutil.WaitFor(t, 60*time.Second, "the flood to be handled", func() bool {
-			st := w.srv.Stats()
-			return st.Searches+st.RateLimited == uint64(to)
+			return w.srv.cnt.searches.Load()+w.srv.cnt.rateLimited.Load() == uint64(to)
 		})
 	}
 	send(0, first)
-	if st := w.srv.Stats(); st.Searches != uint64(burst) {
-		t.Fatalf("%d of %d messages of new names handled at one instant, want the burst of %d", st.Searches, first,
+	if w.srv.cnt.searches.Load() != uint64(burst) {
+		t.Fatalf("%d of %d messages of new names handled at one instant, want the burst of %d", w.srv.cnt.searches.Load(), first,
 			burst)
 	}
 	clk.Advance(time.Second)
 	send(first, first+int(d.TCPMessagesPerSecond)+500)
-	if st := w.srv.Stats(); st.Searches != uint64(burst)+uint64(d.TCPMessagesPerSecond) {
-		t.Fatalf("%d messages handled after 1 s, want the burst and the rate (%d)", st.Searches,
+	if w.srv.cnt.searches.Load() != uint64(burst)+uint64(d.TCPMessagesPerSecond) {
+		t.Fatalf("%d messages handled after 1 s, want the burst and the rate (%d)", w.srv.cnt.searches.Load(),
 			burst+int(d.TCPMessagesPerSecond))
 	}
 }

@@ -134,51 +134,6 @@ type SearchObserver interface {
 	Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int)
 }
 
-// Stats counts what the listener did. Metrics are registered elsewhere.
-type Stats struct {
-	Accepted    uint64 // connections served
-	TLSAccepted uint64 // of those, on the TLS listener
-	Rejected    uint64 // closed at once: MaxConns reached
-	// PerSourceRejected: closed at once, the source already had
-	// MaxConnsPerSource connections.
-	PerSourceRejected uint64
-	AcceptErrors      uint64 // accept(2) failures (EMFILE…), each followed by a back-off
-	BufferedBytes     int64  // bytes charged to the buffer budget now (gauge)
-	Denied            uint64 // closed at once: client refused by ClientAllowed
-	CertDenied        uint64 // TLS clients closed at the end of their handshake: refused by ClientCertAllowed
-	// TLSHandshakesLimited: TLS connections closed at accept, before the
-	// handshake: their source had spent its handshake budget
-	// (TLSHandshakeRate, TLSHandshakeBurst).
-	TLSHandshakesLimited uint64
-	RateLimited          uint64 // messages dropped: their source was over MessageRate
-	NamesDropped         uint64 // names beyond MaxNamesPerSearch, dropped
-	Active               int64  // open now
-	Searches             uint64 // CMD_SEARCH messages
-	Names                uint64 // names in them
-	Claims               uint64 // CIDs answered found=1 (direct and pushed)
-	Responses            uint64 // positive CMD_SEARCH_RESPONSE sent directly
-	Pushed               uint64 // positive CMD_SEARCH_RESPONSE pushed to a waiter
-	Negative             uint64 // found=0 replies (MustReply, discovery ping)
-	ZeroEndpoint         uint64 // claims skipped: the registry had a zero address or port
-	// LoopbackRewritten counts claims for a server known by a loopback
-	// address, sent to a remote client with address "any" (see appendClaim).
-	LoopbackRewritten uint64
-	ProtocolSkipped   uint64 // claims skipped: server protocol not in the client's list
-	DecodeErrors      uint64 // malformed searches (connection closed, as PVXS does)
-	ChannelsRefused   uint64 // CREATE_CHANNEL refused
-	Ignored           uint64 // other application messages drained and ignored
-	SendErrors        uint64 // replies dropped because the connection was closing or full
-	Conn              pvaconn.Stats
-}
-
-type counters struct {
-	accepted, rejected, searches, names, claims, responses, pushed, negative,
-	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
-	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors, tlsAccepted, certDenied,
-	handshakesLimited atomic.Uint64
-	active atomic.Int64
-}
-
 // Policy is the part of the Options a running listener can change (a
 // configuration reload): who may connect, how many, how fast, and the
 // limits of connections accepted from then on. Each tag names the setting
@@ -513,23 +468,6 @@ func (s *Server) Close() error {
 
 // RateStats are the per-source message limiter's counters.
 func (s *Server) RateStats() ratelimit.LimiterStats { return s.pol.Load().limit.Stats() }
-
-// Stats returns a snapshot of the counters.
-func (s *Server) Stats() Stats {
-	c := &s.cnt
-	return Stats{
-		Accepted: c.accepted.Load(), TLSAccepted: c.tlsAccepted.Load(), Rejected: c.rejected.Load(), Active: c.active.Load(),
-		Searches: c.searches.Load(), Names: c.names.Load(), Claims: c.claims.Load(),
-		Responses: c.responses.Load(), Pushed: c.pushed.Load(), Negative: c.negative.Load(),
-		ZeroEndpoint: c.zeroEndpoint.Load(), LoopbackRewritten: c.loopbackRewritten.Load(), ProtocolSkipped: c.protoSkipped.Load(),
-		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
-		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
-		Denied: c.denied.Load(), CertDenied: c.certDenied.Load(), TLSHandshakesLimited: c.handshakesLimited.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),
-		PerSourceRejected: c.perSource.Load(), AcceptErrors: c.acceptErrors.Load(),
-		BufferedBytes: s.budget.Used(),
-		Conn:          s.conn.Stats(),
-	}
-}
 
 // acceptor is what the accept loop needs of a listener (tests inject
 // failures).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -45,9 +46,8 @@ func TestSearchGroupsPerServer(t *testing.T) {
 	if b.m.Addr.Addr() != epB.Addr() || b.m.Port != epB.Port() || !equalCIDs(b.m.CIDs, 102) {
 		t.Errorf("server B reply: %v:%d %v", b.m.Addr, b.m.Port, b.m.CIDs)
 	}
-	st := w.srv.Stats()
-	if st.Searches != 1 || st.Names != 4 || st.Claims != 3 || st.Responses != 2 || st.Negative != 0 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.searches.Load() != 1 || w.srv.cnt.names.Load() != 4 || w.srv.cnt.claims.Load() != 3 || w.srv.cnt.responses.Load() != 2 || w.srv.cnt.negative.Load() != 0 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -129,8 +129,8 @@ func TestNegativeReplies(t *testing.T) {
 		t.Errorf("reply %+v", r.m)
 	}
 	cl.none(t, 100*time.Millisecond)
-	if st := w.srv.Stats(); st.Negative != 2 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.negative.Load() != 2 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -145,8 +145,8 @@ func TestZeroEndpointSkipped(t *testing.T) {
 	if r := cl.next(t, 5*time.Second); r.m.Found {
 		t.Errorf("zero endpoint relayed: %+v", r.m)
 	}
-	if st := w.srv.Stats(); st.ZeroEndpoint != 2 || st.Claims != 0 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.zeroEndpoint.Load() != 2 || w.srv.cnt.claims.Load() != 0 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -169,8 +169,8 @@ func TestPushAfterRegistration(t *testing.T) {
 		r.m.Addr.Addr() != epB.Addr() || r.m.Port != epB.Port() {
 		t.Fatalf("pushed %+v", r.m)
 	}
-	if st := w.srv.Stats(); st.Pushed != 1 || st.Searches != 1 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.pushed.Load() != 1 || w.srv.cnt.searches.Load() != 1 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -195,8 +195,8 @@ func TestCreateChannel(t *testing.T) {
 	nc.Write(pva.AppendMessage(nil, 0, pva.CmdCreateChannel, req))
 	nc.Write(pva.AppendMessage(nil, 0, pva.CmdRPC, []byte{1}))
 	testutil.WaitFor(t, 20*time.Second, "3 channel offers", func() bool { return prov.count() == 3 }) // the refused offer too
-	if st := w.srv.Stats(); st.ChannelsRefused != 2 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.refused.Load() != 2 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 	nc.Close()
 	testutil.WaitFor(t, 20*time.Second, "the channel closed", func() bool { return prov.closed.Load() == 1 })
@@ -222,8 +222,8 @@ func TestUnknownAndSegmented(t *testing.T) {
 	if err := m.Decode(pl, h.BigEndian()); err != nil || m.GUID != guidA || !equalCIDs(m.CIDs, 1) {
 		t.Fatalf("reply %+v %v", m, err)
 	}
-	if st := w.srv.Stats(); st.Ignored != 1 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.ignored.Load() != 1 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -235,8 +235,8 @@ func TestMalformedSearchCloses(t *testing.T) {
 	if !isClosed(nc, 5*time.Second) {
 		t.Fatal("connection kept open")
 	}
-	if st := w.srv.Stats(); st.DecodeErrors != 1 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.decodeErrors.Load() != 1 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 
@@ -276,8 +276,8 @@ func TestHostilePeers(t *testing.T) {
 		if !isClosed(nc, 5*time.Second) {
 			t.Fatal("2 GiB peer kept")
 		}
-		if w.srv.Stats().Conn.Oversize != 1 {
-			t.Errorf("stats %+v", w.srv.Stats())
+		if w.srv.conn.Oversize.Load() != 1 {
+			t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 		}
 		stillAnswers()
 	})
@@ -298,8 +298,8 @@ func TestHostilePeers(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if !isClosed(nc, 5*time.Second) || w.srv.Stats().Conn.MessageTimeouts != 1 {
-			t.Fatalf("slow loris kept: %+v", w.srv.Stats())
+		if !isClosed(nc, 5*time.Second) || w.srv.conn.MessageTimeouts.Load() != 1 {
+			t.Fatalf("slow loris kept: %+v", metrics.Sprint(&w.srv.cnt))
 		}
 		stillAnswers()
 	})
@@ -311,8 +311,7 @@ func TestHostilePeers(t *testing.T) {
 		msg := pva.AppendSearch(nil, pva.FlagBigEndian, &ping)
 		batch := bytes.Repeat(msg, 1024)
 		limits := func() uint64 {
-			st := w.srv.Stats().Conn
-			return st.SendQueueFull + st.WriteTimeouts
+			return w.srv.conn.SendQueueFull.Load() + w.srv.conn.WriteTimeouts.Load()
 		}
 		before := limits()
 		nc.SetWriteDeadline(time.Now().Add(20 * time.Second))
@@ -324,10 +323,10 @@ func TestHostilePeers(t *testing.T) {
 		// ends at the write deadline (or the queue bound); either way the
 		// daemon closed it, not our deadline, and the queue never grew.
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			t.Fatalf("non-reading client not cut off: %+v", w.srv.Stats())
+			t.Fatalf("non-reading client not cut off: %+v", metrics.Sprint(&w.srv.cnt))
 		}
 		if limits() != before+1 {
-			t.Fatalf("no limit counted: %+v", w.srv.Stats())
+			t.Fatalf("no limit counted: %+v", metrics.Sprint(&w.srv.cnt))
 		}
 		stillAnswers()
 	})
@@ -356,7 +355,7 @@ func TestThousandIdlePeers(t *testing.T) {
 			t.Fatalf("good client got %+v", r.m)
 		}
 	}
-	conns := func() int64 { return w.srv.Stats().Active }
+	conns := func() int64 { return w.srv.cnt.active.Load() }
 	testutil.WaitFor(t, 60*time.Second, "the good client's connection", func() bool { return conns() == 1 })
 	idle := make([]net.Conn, 0, 1000)
 	defer func() {
@@ -373,8 +372,8 @@ func TestThousandIdlePeers(t *testing.T) {
 	}
 	testutil.WaitFor(t, 2*time.Minute, "1000 more connections", func() bool { return conns() == 1001 })
 	stillAnswers()
-	if st := w.srv.Stats(); st.Active != 1001 || st.Conn.IdleTimeouts+st.Conn.HandshakeTimeouts != 0 {
-		t.Fatalf("stats %+v, want the thousand idle peers held", st)
+	if w.srv.cnt.active.Load() != 1001 || w.srv.conn.IdleTimeouts.Load()+w.srv.conn.HandshakeTimeouts.Load() != 0 {
+		t.Fatalf("stats %+v, want the thousand idle peers held", metrics.Sprint(&w.srv.cnt))
 	}
 	for _, nc := range idle {
 		nc.Close()
@@ -399,12 +398,12 @@ func TestMaxConns(t *testing.T) {
 	if !isClosed(nc, 5*time.Second) {
 		t.Fatal("third connection kept")
 	}
-	if st := w.srv.Stats(); st.Rejected != 1 || st.Active != 2 {
-		t.Errorf("stats %+v", st)
+	if w.srv.cnt.rejected.Load() != 1 || w.srv.cnt.active.Load() != 2 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 	a.c.Close()
 	<-a.c.Done()
-	testutil.WaitFor(t, 20*time.Second, "one connection active", func() bool { return w.srv.Stats().Active == 1 })
+	testutil.WaitFor(t, 20*time.Second, "one connection active", func() bool { return w.srv.cnt.active.Load() == 1 })
 	c := dial(t, w.ep)
 	c.search(1, 0, "cap:a:mbox1")
 	c.next(t, 5*time.Second)
@@ -430,8 +429,8 @@ func TestIdleAndEcho(t *testing.T) {
 	if h, _ := readMsg(t, alive); h.Command != pva.CmdEcho {
 		t.Fatal("live client dropped")
 	}
-	if w.srv.Stats().Conn.IdleTimeouts < 1 {
-		t.Errorf("stats %+v", w.srv.Stats())
+	if w.srv.conn.IdleTimeouts.Load() < 1 {
+		t.Errorf("stats %+v", metrics.Sprint(&w.srv.cnt))
 	}
 }
 

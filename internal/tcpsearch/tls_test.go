@@ -115,8 +115,8 @@ func TestTLSListenerResolves(t *testing.T) {
 	if r := cl.next(t, 5*time.Second).m; r.GUID != guidA || string(r.Protocol) != "tcp" {
 		t.Fatalf("plain search over TLS: %+v", r)
 	}
-	if st := w.srv.Stats(); st.TLSAccepted != 1 {
-		t.Errorf("TLS accepted %d", st.TLSAccepted)
+	if w.srv.cnt.tlsAccepted.Load() != 1 {
+		t.Errorf("TLS accepted %d", w.srv.cnt.tlsAccepted.Load())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -161,8 +161,8 @@ func TestTLSClientAccessByCertificate(t *testing.T) {
 			t.Fatal("refused client got through the handshakes")
 		}
 	}
-	if st := w.srv.Stats(); st.CertDenied != 2 {
-		t.Fatalf("certificate refusals %d", st.CertDenied)
+	if w.srv.cnt.certDenied.Load() != 2 {
+		t.Fatalf("certificate refusals %d", w.srv.cnt.certDenied.Load())
 	}
 	// The plain listener keeps the address rule: refused at accept.
 	if c, err := pvaconn.Dial(context.Background(), w.ep, pvaconn.Options{HandshakeTimeout: 3 * time.Second}, &client{}); err == nil {

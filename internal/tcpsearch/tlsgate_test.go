@@ -59,8 +59,8 @@ func TestTLSClientRefusedAtHandshake(t *testing.T) {
 			t.Fatalf("refused client (certificate %v) was greeted", cert != nil)
 		}
 	}
-	testutil.WaitFor(t, 10*time.Second, "both refusals counted", func() bool { return w.srv.Stats().CertDenied == 2 })
-	testutil.WaitFor(t, 10*time.Second, "refused connections gone", func() bool { return w.srv.Stats().Active == 0 })
+	testutil.WaitFor(t, 10*time.Second, "both refusals counted", func() bool { return w.srv.cnt.certDenied.Load() == 2 })
+	testutil.WaitFor(t, 10*time.Second, "refused connections gone", func() bool { return w.srv.cnt.active.Load() == 0 })
 	if !served(t, pki, ep, lo, pki.Issue(t, "operator", testutil.CertOptions{Client: true})) {
 		t.Fatal("the allowed certificate was not served")
 	}
@@ -81,7 +81,7 @@ func TestTLSAccountIsFirstCN(t *testing.T) {
 	if !served(t, pki, ep, lo, pki.Issue(t, "operator", testutil.CertOptions{Client: true, MoreCNs: []string{"guest"}})) {
 		t.Fatal("CN=operator, CN=guest refused by x509:operator")
 	}
-	if d := w.srv.Stats().CertDenied; d != 1 {
+	if d := w.srv.cnt.certDenied.Load(); d != 1 {
 		t.Fatalf("certificate refusals %d, want 1", d)
 	}
 }
@@ -105,8 +105,8 @@ func TestTLSHandshakesPerSource(t *testing.T) {
 	if served(t, pki, ep, a, ok) {
 		t.Fatal("a handshake beyond the burst was served")
 	}
-	if st := w.srv.Stats(); st.TLSHandshakesLimited != 1 {
-		t.Fatalf("handshakes refused %d, want 1", st.TLSHandshakesLimited)
+	if w.srv.cnt.handshakesLimited.Load() != 1 {
+		t.Fatalf("handshakes refused %d, want 1", w.srv.cnt.handshakesLimited.Load())
 	}
 	if !served(t, pki, ep, b, ok) {
 		t.Fatal("another source's handshake refused")

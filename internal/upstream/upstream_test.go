@@ -139,9 +139,9 @@ func TestApplyServers(t *testing.T) {
 	if cs := p.Conns(); len(cs) != 1 || cs[0].Addr() != b || !cs[0].Ready() {
 		t.Fatalf("conns after removing a: %v", cs)
 	}
-	for srvA.Stats().Active != 0 {
+	for srvA.Connections() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("server a still has %d connections", srvA.Stats().Active)
+			t.Fatalf("server a still has %d connections", srvA.Connections())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
