@@ -86,20 +86,5 @@ func (m *Metrics) Counters(subsystem, name, help, label string, fns map[string]f
 // Label is a one-pair label set.
 func Label(k, v string) prometheus.Labels { return prometheus.Labels{k: v} }
 
-// AccessDenied registers one series of pvans_access_denied_total: the
-// parts that refuse requests by the access lists each register their own.
-func (m *Metrics) AccessDenied(what string, fn func() uint64) {
-	m.Counter("", "access_denied_total", "Requests refused by the access lists, by what was refused: tcp_client, tls_client, udp_client, name, server.",
-		Label("what", what), U64(fn))
-}
-
-// HintsDropped registers one series of pvans_hints_dropped_total: the
-// parts that refuse UDP hints (beacons, discovery and search replies) each
-// register their own reasons (docs/SECURITY.md, "Trust").
-func (m *Metrics) HintsDropped(reason string, fn func() uint64) {
-	m.Counter("", "hints_dropped_total", "Beacons, discovery replies and search responses not believed, by reason (docs/operations.md).",
-		Label("reason", reason), U64(fn))
-}
-
 // U64 adapts an atomic counter read to a metric func.
 func U64(fn func() uint64) func() float64 { return func() float64 { return float64(fn()) } }
