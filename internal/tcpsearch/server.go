@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/addrmap"
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/keychain"
 	"github.com/pvans-project/pvans/internal/limitlog"
@@ -126,13 +127,9 @@ type Options struct {
 }
 
 // SearchObserver is told about every search the resolver answered
-// (*insight.Insight is one): the client, the payload the names were
-// decoded from, the names, the indexes of those nobody claims and how
-// many were found. Called on the connection's read goroutine: it must not
-// block and must not keep anything.
-type SearchObserver interface {
-	Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int)
-}
+// (*insight.Insight is one), on the connection's read goroutine
+// (answer.Observer).
+type SearchObserver = answer.Observer
 
 // Stats counts what the listener did. Metrics are registered elsewhere.
 type Stats struct {
@@ -161,7 +158,7 @@ type Stats struct {
 	Negative             uint64 // found=0 replies (MustReply, discovery ping)
 	ZeroEndpoint         uint64 // claims skipped: the registry had a zero address or port
 	// LoopbackRewritten counts claims for a server known by a loopback
-	// address, sent to a remote client with address "any" (see appendClaim).
+	// address, sent to a remote client with address "any" (answer.Rules.Claim).
 	LoopbackRewritten uint64
 	ProtocolSkipped   uint64 // claims skipped: server protocol not in the client's list
 	DecodeErrors      uint64 // malformed searches (connection closed, as PVXS does)
@@ -173,10 +170,13 @@ type Stats struct {
 
 type counters struct {
 	accepted, rejected, searches, names, claims, responses, pushed, negative,
-	zeroEndpoint, protoSkipped, decodeErrors, refused, ignored, sendErrors,
-	denied, rateLimited, namesDropped, loopbackRewritten, perSource, acceptErrors, tlsAccepted, certDenied,
+	decodeErrors, refused, ignored, sendErrors,
+	denied, rateLimited, namesDropped, perSource, acceptErrors, tlsAccepted, certDenied,
 	handshakesLimited atomic.Uint64
 	active atomic.Int64
+	// ans are the answer decision's: ZeroEndpoint, LoopbackRewritten,
+	// ProtocolSkipped.
+	ans answer.Counters
 }
 
 // Policy is the part of the Options a running listener can change (a
@@ -358,9 +358,13 @@ func (s *Server) serverTLS(tc *tls.Config, ss *session) *tls.Config {
 
 // Server is the name-server listener.
 type Server struct {
-	opt     Options // the Policy fields are read from pol instead
-	pol     atomic.Pointer[policy]
-	res     Resolver
+	opt Options // the Policy fields are read from pol instead
+	pol atomic.Pointer[policy]
+	res Resolver
+	// lookup is res as package answer takes it; rules decide what an
+	// answer says (insight, and the counters in cnt.ans).
+	lookup  answer.Resolver
+	rules   answer.Rules
 	log     *zap.Logger
 	cnt     counters
 	conn    pvaconn.Counters
@@ -394,6 +398,8 @@ func New(opt Options, r Resolver) *Server {
 	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]*session),
 		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil),
 		denyLog: limitlog.NewSources(opt.Logger, 0, 0, opt.Clock)}
+	s.lookup = r
+	s.rules = answer.Rules{Insight: opt.Insight, Counters: &s.cnt.ans}
 	s.Apply(opt.policy())
 	return s
 }
@@ -521,7 +527,7 @@ func (s *Server) Stats() Stats {
 		Accepted: c.accepted.Load(), TLSAccepted: c.tlsAccepted.Load(), Rejected: c.rejected.Load(), Active: c.active.Load(),
 		Searches: c.searches.Load(), Names: c.names.Load(), Claims: c.claims.Load(),
 		Responses: c.responses.Load(), Pushed: c.pushed.Load(), Negative: c.negative.Load(),
-		ZeroEndpoint: c.zeroEndpoint.Load(), LoopbackRewritten: c.loopbackRewritten.Load(), ProtocolSkipped: c.protoSkipped.Load(),
+		ZeroEndpoint: c.ans.ZeroEndpoint.Load(), LoopbackRewritten: c.ans.LoopbackRewritten.Load(), ProtocolSkipped: c.ans.ProtocolSkipped.Load(),
 		DecodeErrors: c.decodeErrors.Load(), ChannelsRefused: c.refused.Load(),
 		Ignored: c.ignored.Load(), SendErrors: c.sendErrors.Load(),
 		Denied: c.denied.Load(), CertDenied: c.certDenied.Load(), TLSHandshakesLimited: c.handshakesLimited.Load(), RateLimited: c.rateLimited.Load(), NamesDropped: c.namesDropped.Load(),

@@ -1,6 +1,10 @@
 package udpsearch
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/pvans-project/pvans/internal/answer"
+)
 
 // Stats is a snapshot of the counters. Drop counters name the reason a
 // datagram (or the search in it) got no further.
@@ -61,6 +65,12 @@ type Stats struct {
 	// waited for them (PushAnswer), within its reflection budget.
 	RepliesPushed uint64
 	NamesDropped  uint64 // names beyond MaxNamesPerSearch
+	// Claims not named, as over TCP (package answer): the server's
+	// protocol is not one the client listed (ProtocolSkipped); the
+	// registry had a zero address or port (ZeroEndpoint). And claims of a
+	// server known by a loopback address named "any" to a client
+	// elsewhere (LoopbackRewritten).
+	ProtocolSkipped, ZeroEndpoint, LoopbackRewritten uint64
 	// DropBeaconQueue: sightings (beacons, discovery answers) dropped
 	// because the queue to the tracker was full.
 	DropBeaconQueue uint64
@@ -85,7 +95,7 @@ type counters struct {
 
 	dropMulticastSource, dropUnknownInterface, dropTruncated, dropMalformed, dropControl atomic.Uint64
 	dropCommand, dropTagNotForwarded, dropSecondTag, dropTagForeign, dropTagNotSearch    atomic.Uint64
-	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface, dropNoTCP        atomic.Uint64
+	dropForwardedZero, dropIgnored, dropReplyAddr, dropNotOurInterface                   atomic.Uint64
 	dropDenied, dropRateLimited, reflectionCapped, namesDropped                          atomic.Uint64
 	dropBeaconQueue                                                                      atomic.Uint64
 	repliesHeld, dropReplyQueue, dropReplyHold                                           atomic.Uint64
@@ -95,6 +105,8 @@ type counters struct {
 	hintInterface                                                        atomic.Uint64
 
 	fwdCounters
+	// ans are the answer decision's (DropNoTCP is their NoProtocol).
+	ans answer.Counters
 }
 
 func (c *counters) snapshot() Stats {
@@ -111,13 +123,14 @@ func (c *counters) snapshot() Stats {
 		DropSecondTag: c.dropSecondTag.Load(), DropTagForeign: c.dropTagForeign.Load(),
 		DropTagNotSearch: c.dropTagNotSearch.Load(), DropForwardedZero: c.dropForwardedZero.Load(),
 		DropIgnored: c.dropIgnored.Load(), DropReplyAddr: c.dropReplyAddr.Load(),
-		DropNotOurInterface: c.dropNotOurInterface.Load(), DropNoTCP: c.dropNoTCP.Load(),
+		DropNotOurInterface: c.dropNotOurInterface.Load(), DropNoTCP: c.ans.NoProtocol.Load(),
 		DropDenied: c.dropDenied.Load(), DropRateLimited: c.dropRateLimited.Load(),
 		ReflectionCapped: c.reflectionCapped.Load(), NamesDropped: c.namesDropped.Load(),
 		DropBeaconQueue: c.dropBeaconQueue.Load(),
 		RepliesHeld:     c.repliesHeld.Load(), DropReplyQueue: c.dropReplyQueue.Load(), DropReplyHold: c.dropReplyHold.Load(),
 		RepliesOverTCP: c.repliesOverTCP.Load(), RepliesDiverted: c.repliesDiverted.Load(), RepliesStashed: c.repliesStashed.Load(),
-		RepliesPushed: c.repliesPushed.Load(),
+		RepliesPushed: c.repliesPushed.Load(), ProtocolSkipped: c.ans.ProtocolSkipped.Load(),
+		ZeroEndpoint: c.ans.ZeroEndpoint.Load(), LoopbackRewritten: c.ans.LoopbackRewritten.Load(),
 
 		HintAddressMismatch: c.hintAddress.Load(), HintNotAllowed: c.hintNotAllowed.Load(),
 		HintProtocol: c.hintProtocol.Load(), HintRate: c.hintRate.Load(), HintUnsolicited: c.hintUnsolicited.Load(),
