@@ -206,9 +206,10 @@ func (ru *Rules) Claim(g *resolver.Group, off Offer, to netip.Addr, m addrmap.Ma
 	if len(g.CIDs) == 0 {
 		return c, false
 	}
-	ep := g.Server
+	ep := &g.Server
 	if off&TLS != 0 && ep.TLSPort != 0 {
-		ep, _ = ep.For(true)
+		viaTLS, _ := ep.For(true)
+		ep = &viaTLS
 	}
 	cnt := ru.Counters
 	switch {

@@ -125,7 +125,10 @@ func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out s
 	return h
 }
 
-// handle processes one datagram from the search port.
+// handle processes one datagram from the search port: where it came from
+// and how (classify), then by command to the file of its concern: a
+// search (search.go), an origin tag (forward.go), a beacon or a search
+// response (hint.go).
 func (h *handler) handle(d *datagram) {
 	h.p = h.pol.Load()
 	h.st.datagrams.Add(1)
@@ -142,7 +145,33 @@ func (h *handler) handle(d *datagram) {
 		return
 	}
 
-	o, from, pin := originBroadcast, info.first, d.ifIndex
+	o, from, pin := h.classify(d, t, info)
+	hdr, payload, rest, err := pva.SplitMessage(d.b)
+	if err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	if hdr.Control() || hdr.Segment() != 0 {
+		h.st.dropControl.Add(1)
+		return
+	}
+	switch hdr.Command {
+	case pva.CmdSearch:
+		h.onSearch(o, d, hdr, payload, d.b[:pva.HeaderSize+len(payload)], from, pin)
+	case pva.CmdOriginTag:
+		h.onOriginTag(o, d, t, hdr, payload, rest)
+	case pva.CmdBeacon, pva.CmdSearchResponse:
+		h.onHint(d, t, info, hdr, payload)
+	default:
+		h.st.dropCommand.Add(1)
+	}
+}
+
+// classify decides how d reached the port (docs/protocol.md,
+// "Classifying a datagram"), and the local address from and interface pin
+// an answer to it leaves from (invalid, 0: not pinned).
+func (h *handler) classify(d *datagram, t *ifaceTable, info *ifaceInfo) (o origin, from netip.Addr, pin int) {
+	o, from, pin = originBroadcast, info.first, d.ifIndex
 	if d.dst.Is6() {
 		// IPv6 has no forwarding (PVXS forwards IPv4 unicast only):
 		// every IPv6 search is answered directly, from the address it
@@ -175,31 +204,7 @@ func (h *handler) handle(d *datagram) {
 		// interface where the client is.
 		o, from = originUnicast, d.dst
 	}
-
-	hdr, payload, rest, err := pva.SplitMessage(d.b)
-	if err != nil {
-		h.st.dropMalformed.Add(1)
-		return
-	}
-	if hdr.Control() || hdr.Segment() != 0 {
-		h.st.dropControl.Add(1)
-		return
-	}
-	switch hdr.Command {
-	case pva.CmdSearch:
-		h.onSearch(o, d, hdr, payload, d.b[:pva.HeaderSize+len(payload)], from, pin)
-	case pva.CmdOriginTag:
-		h.onOriginTag(o, d, t, hdr, payload, rest)
-	case pva.CmdBeacon:
-		h.noteBeacon(d, t)
-		h.learn = h.learnable(d, t, info)
-		h.onBeacon(d, hdr, payload)
-	case pva.CmdSearchResponse:
-		h.learn = h.learnable(d, t, info)
-		h.onResponse(d.src, hdr, payload, false)
-	default:
-		h.st.dropCommand.Add(1)
-	}
+	return o, from, pin
 }
 
 // arrival is the interface table and the interface d arrived on (nil when
