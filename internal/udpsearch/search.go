@@ -90,18 +90,18 @@ func (h *handler) onSearch(o origin, d *datagram, hdr pva.Header, payload, msg [
 	if h.p.Silent {
 		return
 	}
-	h.answer(o, d, client, netip.AddrPortFrom(to, s.ReplyPort), from, pin, payload)
+	h.answer(o, client, netip.AddrPortFrom(to, s.ReplyPort), from, pin, payload)
 }
 
 // answer answers the search decoded in h.search from client, to its reply
 // socket dest, as package answer decides: what is claimed goes out one
 // reply per server, at the client's pace; the names nobody claims wait
 // for a search through; the negative answer goes when owed.
-func (h *handler) answer(o origin, d *datagram, client, dest netip.AddrPort, from netip.Addr, pin int, payload []byte) {
+func (h *handler) answer(o origin, client, dest netip.AddrPort, from netip.Addr, pin int, payload []byte) {
 	s := &h.search
 	h.twin, h.candidate = nil, false
 	if h.o.Twins != nil && !s.IsDiscovery() {
-		h.pairing(o, d, dest, payload)
+		h.pairing(o, client, dest, payload)
 	}
 	own := h.ownSearch(client)
 	req := answer.Request{Search: s, Payload: payload, Client: client.Addr(), To: dest.Addr(), Map: h.p.AddressMap,
@@ -143,6 +143,25 @@ func (h *handler) answer(o origin, d *datagram, client, dest netip.AddrPort, fro
 		neg := answer.Negative(h.o.GUID, h.o.TCPPort)
 		h.buf = answer.Append(h.buf[:0], replyFlags, s.Seq, &neg)
 		h.sendCIDs(dest, from, pin, nil)
+	}
+}
+
+// pairing finds the client's own TCP name-server connection for this
+// search (h.twin), or whether one may yet be found (h.candidate). Only a
+// search that came straight from the socket its replies go to is
+// compared (a PVXS client searches from the socket its replies come to):
+// a forwarded copy's reply address, and any search's reply port, are the
+// sender's word alone, and another process of the client's host could
+// name the client's port (client is the datagram's source for a unicast
+// or broadcast search). Called only when Options.Twins is set: pairing is
+// optional, and costs the search path a nil check when off.
+func (h *handler) pairing(o origin, client, dest netip.AddrPort, payload []byte) {
+	tw := h.o.Twins
+	if !h.p.AnswerOverTCP || (o != originUnicast && o != originBroadcast) || netip.AddrPortFrom(client.Addr().Unmap(), client.Port()) != dest {
+		return
+	}
+	if fp, ok := tw.Fingerprint(payload); ok {
+		h.twin, h.candidate = tw.UDPSearch(dest, fp)
 	}
 }
 
