@@ -163,8 +163,7 @@ func (ru *Rules) Answer(r *Request, b *resolver.Batch, claims []Claim) Reply {
 	b.Missing = b.Missing[:0]
 	if len(s.Names) > 0 && r.Resolver != nil {
 		if off == 0 {
-			c := ru.Counters
-			c.NoProtocol.Add(1)
+			ru.Counters.NoProtocol.Add(1)
 		} else {
 			rep.Looked = len(s.Names)
 			r.Resolver.Lookup(s.Names, b)
