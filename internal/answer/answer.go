@@ -151,8 +151,9 @@ type Rules struct {
 }
 
 // Answer decides the answer to r. b is the caller's Batch, filled by the
-// lookup (Told and the waiters read it); claims is scratch the Reply's
-// Claims are appended to. One resolver lookup per search.
+// lookup (Told and the waiters read it; without a lookup it is left as
+// it was); claims is scratch the Reply's Claims are appended to. One
+// resolver lookup per search.
 func (ru *Rules) Answer(r *Request, b *resolver.Batch, claims []Claim) Reply {
 	s := r.Search
 	off := Listed(s)
@@ -160,7 +161,6 @@ func (ru *Rules) Answer(r *Request, b *resolver.Batch, claims []Claim) Reply {
 		off |= TCP
 	}
 	rep := Reply{Claims: claims, TLS: off&TLS != 0}
-	b.Missing = b.Missing[:0]
 	if len(s.Names) > 0 && r.Resolver != nil {
 		if off == 0 {
 			ru.Counters.NoProtocol.Add(1)
@@ -172,9 +172,18 @@ func (ru *Rules) Answer(r *Request, b *resolver.Batch, claims []Claim) Reply {
 			}
 			rep.Wait = len(b.Missing) > 0 && !r.Broadcast && !r.Own && !r.Paired
 			for i := range b.Groups {
-				if c, ok := ru.Claim(&b.Groups[i], off, r.To, r.Map); ok {
+				// Decided in place in the scratch: a Claim is copied
+				// neither out of Claim nor into the slice.
+				n := len(rep.Claims)
+				if n < cap(rep.Claims) {
+					rep.Claims = rep.Claims[:n+1]
+				} else {
+					rep.Claims = append(rep.Claims, Claim{})
+				}
+				if c := &rep.Claims[n]; ru.claim(c, &b.Groups[i], off, r.To, r.Map) {
 					c.Group = i
-					rep.Claims = append(rep.Claims, c)
+				} else {
+					rep.Claims = rep.Claims[:n]
 				}
 			}
 		}
@@ -202,8 +211,15 @@ func found(b *resolver.Batch) int {
 // channel on pvans itself. The address and port are Endpoint.Wire's for
 // the client. ok is false when nothing may be named (counted).
 func (ru *Rules) Claim(g *resolver.Group, off Offer, to netip.Addr, m addrmap.Map) (c Claim, ok bool) {
+	ok = ru.claim(&c, g, off, to, m)
+	return c, ok
+}
+
+// claim is Claim deciding into c, every field of which it sets when it
+// reports true (c may hold an earlier claim).
+func (ru *Rules) claim(c *Claim, g *resolver.Group, off Offer, to netip.Addr, m addrmap.Map) bool {
 	if len(g.CIDs) == 0 {
-		return c, false
+		return false
 	}
 	ep := &g.Server
 	if off&TLS != 0 && ep.TLSPort != 0 {
@@ -218,18 +234,18 @@ func (ru *Rules) Claim(g *resolver.Group, off Offer, to netip.Addr, m addrmap.Ma
 		c.Protocol = "tcp"
 	default:
 		cnt.ProtocolSkipped.Add(1)
-		return c, false
+		return false
 	}
 	if ip := ep.Addr.Addr(); !ip.IsValid() || ip.Unmap().IsUnspecified() || ep.Addr.Port() == 0 {
 		cnt.ZeroEndpoint.Add(1)
-		return c, false
+		return false
 	}
 	c.Addr, c.Port = ep.Wire(to, m)
 	if c.Addr == pva.AnyIPv4 {
 		cnt.LoopbackRewritten.Add(1)
 	}
-	c.GUID, c.CIDs = ep.GUID, g.CIDs
-	return c, true
+	c.GUID, c.CIDs, c.Group = ep.GUID, g.CIDs, 0
+	return true
 }
 
 // Negative is pvans's own answer naming no channel (found = 0): its GUID,

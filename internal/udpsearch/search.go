@@ -120,13 +120,13 @@ func (h *handler) answer(o origin, client, dest netip.AddrPort, from netip.Addr,
 		}
 	}
 	for i := range rep.Claims {
-		c := rep.Claims[i]
+		c := &rep.Claims[i]
 		// A client searching again while its replies wait in the pacer's
 		// queue is not answered twice for a name.
 		if c.CIDs = h.pace.unheld(dest, c.CIDs, &h.cids); len(c.CIDs) == 0 {
 			continue
 		}
-		h.buf = answer.Append(h.buf[:0], replyFlags, s.Seq, &c)
+		h.buf = answer.Append(h.buf[:0], replyFlags, s.Seq, c)
 		h.st.claims.Add(uint64(len(c.CIDs)))
 		if h.sendCIDs(dest, from, pin, c.CIDs) && h.teller != nil && !own &&
 			h.p.refl.Reserve(dest.Addr(), len(h.buf)) {
