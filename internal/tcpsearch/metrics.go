@@ -31,10 +31,12 @@ type counters struct {
 	certDenied   metrics.Counter `metric:"pvans_access_denied_total" label:"what=tls_client"` // closed at the end of their handshake: refused by ClientCertAllowed
 	acceptErrors metrics.Counter `metric:"pvans_tcp_accept_errors_total" help:"accept(2) failures on the name-server port (EMFILE, ENFILE…); each is followed by a back-off of 5 ms doubling to 1 s."`
 
-	// Claims skipped, the server's protocol not in the client's list or a
-	// zero address or port from the registry; claims of a server known by
-	// a loopback address sent to a remote client as "any" (appendClaim).
-	protoSkipped, zeroEndpoint, loopbackRewritten metrics.Counter `metric:"-"`
+	// The answer decision's counts (s.rules point here): searches listing no
+	// protocol pvans answers; claims skipped, the server's protocol not in
+	// the client's list or a zero address or port from the registry; claims
+	// of a server known by a loopback address sent to a remote client as
+	// "any" (answer.Rules.Claim).
+	noProtocol, protoSkipped, zeroEndpoint, loopbackRewritten metrics.Counter `metric:"-"`
 
 	responses  atomic.Uint64 // positive CMD_SEARCH_RESPONSE sent directly
 	negative   atomic.Uint64 // found=0 replies (MustReply, discovery ping)

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/pvans-project/pvans/internal/addrmap"
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/clock"
 	"github.com/pvans-project/pvans/internal/keychain"
 	"github.com/pvans-project/pvans/internal/limitlog"
@@ -126,13 +127,9 @@ type Options struct {
 }
 
 // SearchObserver is told about every search the resolver answered
-// (*insight.Insight is one): the client, the payload the names were
-// decoded from, the names, the indexes of those nobody claims and how
-// many were found. Called on the connection's read goroutine: it must not
-// block and must not keep anything.
-type SearchObserver interface {
-	Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int)
-}
+// (*insight.Insight is one), on the connection's read goroutine
+// (answer.Observer).
+type SearchObserver = answer.Observer
 
 // Policy is the part of the Options a running listener can change (a
 // configuration reload): who may connect, how many, how fast, and the
@@ -313,9 +310,13 @@ func (s *Server) serverTLS(tc *tls.Config, ss *session) *tls.Config {
 
 // Server is the name-server listener.
 type Server struct {
-	opt     Options // the Policy fields are read from pol instead
-	pol     atomic.Pointer[policy]
-	res     Resolver
+	opt Options // the Policy fields are read from pol instead
+	pol atomic.Pointer[policy]
+	res Resolver
+	// lookup is res as package answer takes it; rules decide what an
+	// answer says (insight, and the counters in cnt).
+	lookup  answer.Resolver
+	rules   answer.Rules
 	log     *zap.Logger
 	cnt     counters
 	conn    pvaconn.Counters
@@ -349,6 +350,9 @@ func New(opt Options, r Resolver) *Server {
 	s := &Server{opt: opt, res: r, log: opt.Logger, conns: make(map[*pvaconn.Conn]*session),
 		bySource: make(map[netip.Addr]int), closing: make(chan struct{}), ll: limitlog.New(opt.Logger, 0, nil),
 		denyLog: limitlog.NewSources(opt.Logger, 0, 0, opt.Clock)}
+	s.lookup = r
+	s.rules = answer.Rules{Insight: opt.Insight, Counters: answer.Counters{NoProtocol: &s.cnt.noProtocol,
+		ProtocolSkipped: &s.cnt.protoSkipped, ZeroEndpoint: &s.cnt.zeroEndpoint, LoopbackRewritten: &s.cnt.loopbackRewritten}}
 	s.Apply(opt.policy())
 	return s
 }

@@ -5,15 +5,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/ratelimit"
 	"github.com/pvans-project/pvans/internal/twin"
-)
-
-var (
-	protoTCP = []byte("tcp")
-	protoTLS = []byte("tls")
 )
 
 // session is the search state of one connection. Message runs on the
@@ -23,12 +19,12 @@ type session struct {
 	s      *Server
 	search pva.Search
 	batch  Batch
-	resp   pva.SearchResponse
 	out    []byte
 	waiter Waiter   // created on the first answer or unresolved name (read goroutine)
 	fresh  []uint64 // scratch of admitSearch
-	// answered are the groups of batch the last search's answer named.
-	answered []int
+	// rep is the last search's answer (package answer); its Claims are
+	// the scratch of the next.
+	rep answer.Reply
 	// twin pairs this connection with its client's UDP socket (nil
 	// without Options.Twins); conn is set once Serve returned.
 	twin *twin.Conn
@@ -45,9 +41,8 @@ type session struct {
 	verified atomic.Bool
 	account  string
 
-	pushMu   sync.Mutex
-	pushResp pva.SearchResponse
-	pushBuf  []byte
+	pushMu  sync.Mutex
+	pushBuf []byte
 }
 
 func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
@@ -112,25 +107,22 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte, p
 	ss.lastSeq.Store(q.Seq)
 	ss.noteTwin(payload)
 	out := ss.answer(ss.out[:0], q, payload, c.Flags(), c.Local().Port())
-	tls := q.HasProtocol("tls")
+	rep := &ss.rep
 	// Remembered before the answer leaves: a client may act on it (and
 	// its server restart) before this goroutine runs again, and an
 	// answer remembered late would miss the restart's re-answer.
-	if len(q.Names) > 0 && len(ss.answered) > 0 {
+	if len(rep.Claims) > 0 {
 		w := ss.waiterFor(c)
-		for _, gi := range ss.answered {
-			w.Told(q.Names, &ss.batch, gi, tls)
+		for i := range rep.Claims {
+			w.Told(q.Names, &ss.batch, rep.Claims[i].Group, rep.TLS)
 		}
 	}
 	if len(out) > 0 && c.Send(out) != nil {
 		cnt.sendErrors.Add(1)
 	}
 	ss.out = out
-	if len(q.Names) == 0 {
-		return
-	}
-	if len(ss.batch.Missing) > 0 {
-		ss.waiterFor(c).Wait(q.Names, ss.batch.Missing, tls)
+	if rep.Wait {
+		ss.waiterFor(c).Wait(q.Names, ss.batch.Missing, rep.TLS)
 	}
 }
 
@@ -181,43 +173,30 @@ func (ss *session) offer(b []byte) bool {
 	return c != nil && c.Offer(b)
 }
 
-// answer is the lookup+encode path: one resolver lookup for the whole
-// message, one CMD_SEARCH_RESPONSE per claiming server appended to out, or
-// a found=0 reply when nothing was claimed and the client insists. payload
-// is what q was decoded from (insight copies unclaimed names from it).
-// ss.batch.Missing holds the names nobody claims.
+// answer is the lookup+encode path: what package answer decides for the
+// search q from this connection's client (one resolver lookup for the
+// whole message), encoded in the connection's byte order (flags): one
+// CMD_SEARCH_RESPONSE per claiming server appended to out, or pvans's
+// found=0 reply at localPort when nothing was claimed and the client
+// insists. payload is what q was decoded from (insight copies unclaimed
+// names from it). ss.rep holds the decision, ss.batch the lookup.
 func (ss *session) answer(out []byte, q *pva.Search, payload []byte, flags uint8, localPort uint16) []byte {
-	cnt := &ss.s.cnt
-	n := len(out)
-	b := &ss.batch
-	b.Missing = b.Missing[:0]
-	ss.answered = ss.answered[:0]
-	if len(q.Names) > 0 {
-		tls := q.HasProtocol("tls")
-		ss.s.res.Lookup(q.Names, b)
-		if ob := ss.s.opt.Insight; ob != nil {
-			found := 0
-			for i := range b.Groups {
-				found += len(b.Groups[i].CIDs)
-			}
-			ob.Searched(ss.src, true, payload, q.Names, b.Missing, found)
-		}
-		for i := range b.Groups {
-			var ok bool
-			out, ok = ss.s.appendClaim(out, &ss.resp, flags, q.Seq, &b.Groups[i], tls, ss.src)
-			if ok {
-				cnt.responses.Add(1)
-				ss.answered = append(ss.answered, i)
-			}
-		}
+	s := ss.s
+	req := answer.Request{Search: q, Payload: payload, Resolver: s.lookup, Client: ss.src, To: ss.src,
+		Map: s.pol.Load().AddressMap, TCP: true}
+	ss.rep = s.rules.Answer(&req, &ss.batch, ss.rep.Claims[:0])
+	for i := range ss.rep.Claims {
+		c := &ss.rep.Claims[i]
+		out = answer.Append(out, flags, q.Seq, c)
+		s.cnt.claims.Add(uint64(len(c.CIDs)))
+		s.cnt.responses.Add(1)
 	}
-	if len(out) == n && q.MustReply() {
-		// Nothing claimed (or a discovery ping): PVXS ignores found=0 over
-		// TCP, but a MustReply search is owed an answer.
-		ss.resp = pva.SearchResponse{GUID: ss.s.opt.GUID, Seq: q.Seq, Addr: pva.AnyIPv4,
-			Port: localPort, Protocol: protoTCP}
-		out = pva.AppendSearchResponse(out, flags, &ss.resp)
-		cnt.negative.Add(1)
+	if ss.rep.Negative {
+		// PVXS ignores found=0 over TCP, but a MustReply search (a
+		// discovery ping among them) is owed an answer.
+		neg := answer.Negative(s.opt.GUID, localPort)
+		out = answer.Append(out, flags, q.Seq, &neg)
+		s.cnt.negative.Add(1)
 	}
 	return out
 }
@@ -229,66 +208,24 @@ func (ss *session) answer(out []byte, q *pva.Search, payload []byte, flags uint8
 func (ss *session) push(c *pvaconn.Conn, g Group) {
 	ss.pushMu.Lock()
 	defer ss.pushMu.Unlock()
-	out, ok := ss.s.appendClaim(ss.pushBuf[:0], &ss.pushResp, c.Flags(), ss.lastSeq.Load(), &g, g.TLS, ss.src)
-	ss.pushBuf = out
+	cl, ok := ss.s.claim(&g, ss.src)
 	if !ok {
 		return
 	}
-	if c.Send(out) != nil {
+	ss.pushBuf = answer.Append(ss.pushBuf[:0], c.Flags(), ss.lastSeq.Load(), &cl)
+	ss.s.cnt.claims.Add(uint64(len(cl.CIDs)))
+	if c.Send(ss.pushBuf) != nil {
 		ss.s.cnt.sendErrors.Add(1)
 		return
 	}
 	ss.s.cnt.pushed.Add(1)
 }
 
-// appendClaim appends the CMD_SEARCH_RESPONSE for one claiming server, or
-// nothing when the claim must not be relayed. tlsOK is whether the client
-// offered "tls": it then gets the server's TLS endpoint when there is one
-// (Endpoint.For). Nothing is relayed when a zero address or port would
-// tell a PVXS client to open the channel on pvans itself, and a protocol the
-// client did not list ("tls" to an upstream PVXS) would be useless to it.
-// The address and port are Endpoint.Wire's for this client: mapped by
-// Options.AddressMap, never a loopback address for a client on another
-// host.
-func (s *Server) appendClaim(out []byte, m *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK bool, client netip.Addr) ([]byte, bool) {
-	if len(g.CIDs) == 0 {
-		return out, false
-	}
-	ep := &g.Server
-	var viaTLS Endpoint
-	if tlsOK && ep.TLSPort != 0 {
-		// Never downgrade: a client that offers TLS is named the TLS
-		// endpoint of a server that has one.
-		viaTLS, _ = ep.For(true)
-		ep = &viaTLS
-	}
-	var proto []byte
-	switch ep.Protocol {
-	case "", "tcp":
-		proto = protoTCP
-	case "tls":
-		if !tlsOK {
-			s.cnt.protoSkipped.Add(1)
-			return out, false
-		}
-		proto = protoTLS
-	default:
-		s.cnt.protoSkipped.Add(1)
-		return out, false
-	}
-	ip := ep.Addr.Addr()
-	if !ip.IsValid() || ip.Unmap().IsUnspecified() || ep.Addr.Port() == 0 {
-		s.cnt.zeroEndpoint.Add(1)
-		return out, false
-	}
-	addr, port := ep.Wire(client, s.pol.Load().AddressMap)
-	if addr == pva.AnyIPv4 {
-		s.cnt.loopbackRewritten.Add(1)
-	}
-	*m = pva.SearchResponse{GUID: ep.GUID, Seq: seq, Addr: addr, Port: port,
-		Protocol: proto, Found: true, CIDs: g.CIDs}
-	s.cnt.claims.Add(uint64(len(g.CIDs)))
-	return pva.AppendSearchResponse(out, flags, m), true
+// claim is what a claim of g, answered after its search (a push), says to
+// the client at client: decided as a direct answer's (answer.Rules.Claim),
+// for the offer the waiter's search made (answer.Waited).
+func (s *Server) claim(g *Group, client netip.Addr) (answer.Claim, bool) {
+	return s.rules.Claim(g, answer.Waited(g.TLS), client, s.pol.Load().AddressMap)
 }
 
 // refuseChannels answers every CID of a CREATE_CHANNEL the way PVXS refuses

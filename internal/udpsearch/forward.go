@@ -216,3 +216,45 @@ func (s *Server) batchReplies(f *family, out *sockSender) {
 	f.batch = &mo
 	f.h.out = f.batch
 }
+
+// onOriginTag applies the forwarding safety rules (docs/protocol.md,
+// "Forwarding safety rules") to a tagged datagram and hands the search
+// behind the tag on.
+func (h *handler) onOriginTag(o origin, d *datagram, t *ifaceTable, hdr pva.Header, payload, rest []byte) {
+	if o != originForwarded {
+		h.st.dropTagNotForwarded.Add(1)
+		return
+	}
+	tag, err := pva.DecodeOriginTag(payload, hdr.BigEndian())
+	if err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	h2, p2, _, err := pva.SplitMessage(rest)
+	if err != nil {
+		h.st.dropMalformed.Add(1)
+		return
+	}
+	switch {
+	case h2.Control() || h2.Segment() != 0:
+		h.st.dropControl.Add(1)
+		return
+	case h2.Command == pva.CmdOriginTag:
+		h.st.dropSecondTag.Add(1)
+		return
+	case h2.Command != pva.CmdSearch:
+		h.st.dropTagNotSearch.Add(1)
+		return
+	}
+	from, pin := netip.Addr{}, 0
+	if !tag.IsAny() {
+		a := tag.Addr()
+		idx, ok := t.local[a]
+		if !ok {
+			h.st.dropTagForeign.Add(1)
+			return
+		}
+		from, pin = a, idx
+	}
+	h.onSearch(originTagged, d, h2, p2, rest[:pva.HeaderSize+len(p2)], from, pin)
+}

@@ -19,7 +19,10 @@ import (
 // received to the search port's handler over fixed registries, and the
 // bytes pvans sends back, kept in testdata/golden-answers.txt. The file
 // was written by the code before the answer-path rewrite (issue 40): the
-// same bytes after it are the same answers on the wire.
+// same bytes after it are the same answers on the wire. The rewrite
+// changed the "edges" answers once, deliberately, where UDP took TCP's
+// claim rules (package answer): a zero address or port is not named, a
+// registry protocol "" is named "tcp".
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/golden-answers.txt from this code")
 

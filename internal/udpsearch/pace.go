@@ -34,6 +34,36 @@ const maxReplyHold = time.Second
 // follow its UDP datagrams within a tick.
 const stashFor = 2 * time.Second
 
+// sendCIDs sends h.buf, a reply naming the channels cids (none: a
+// negative answer; their number is its weight for the client's pace). A
+// search paired with the client's TCP connection is answered over it,
+// unpaced (TCP paces itself) and not charged to the reflection bound (the
+// host opened that connection); the socket takes what the connection's
+// queue has no room for. It reports whether the reply went (or waits to
+// go) to dest over UDP.
+func (h *handler) sendCIDs(dest netip.AddrPort, from netip.Addr, pin int, cids []uint32) bool {
+	if len(cids) > 0 && h.twin != nil && h.twin.Send(h.buf) {
+		h.st.repliesOverTCP.Add(1)
+		return false
+	}
+	if !h.p.refl.Reply(dest.Addr(), len(h.buf)) {
+		h.st.reflectionCapped.Add(1)
+		return false
+	}
+	ok, stashed := h.pace.send(h.out, h.buf, dest, from, pin, cids, h.candidate && len(cids) > 0)
+	if ok {
+		h.st.responses.Add(1)
+	}
+	if stashed {
+		// The pair may have come since pairing looked, its divert run
+		// before this reply was stashed.
+		if c := h.o.Twins.Paired(dest); c != nil {
+			h.pace.divert(dest, c.Send)
+		}
+	}
+	return ok && !stashed
+}
+
 // pacing is the search port handlers' reply pacer and its queue.
 type pacing struct {
 	p *ratelimit.Pacer

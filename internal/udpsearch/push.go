@@ -3,6 +3,7 @@ package udpsearch
 import (
 	"net/netip"
 
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
@@ -30,19 +31,20 @@ func (s *Server) PushAnswer(to netip.AddrPort, g resolver.Group) {
 		s.st.dropDenied.Add(1)
 		return
 	}
-	srv, ok := g.Server.For(g.TLS)
-	if !ok {
-		return
-	}
 	f := s.famOf(to.Addr())
 	if f == nil || f.search == nil {
 		return
 	}
-	addr, port := srv.Wire(to.Addr(), p.AddressMap)
+	c, ok := s.claim(&g, to.Addr(), p)
+	if !ok {
+		return
+	}
 	var b []byte
-	for cids := g.CIDs; len(cids) > 0; {
+	for cids := c.CIDs; len(cids) > 0; {
 		n := min(len(cids), pushCIDs)
-		b = appendResponse(b[:0], srv.GUID, 0, addr, port, srv.Protocol, cids[:n])
+		part := c
+		part.CIDs = cids[:n]
+		b = answer.Append(b[:0], replyFlags, 0, &part)
 		cids = cids[n:]
 		if !p.refl.Reply(to.Addr(), len(b)) {
 			s.st.reflectionCapped.Add(1)
@@ -56,6 +58,15 @@ func (s *Server) PushAnswer(to netip.AddrPort, g resolver.Group) {
 		s.st.claims.Add(uint64(n))
 		s.st.repliesPushed.Add(1)
 	}
+}
+
+// claim is what a claim of g, answered after its search (a push, a
+// re-answer), says to the reply socket to under the policy p: decided as
+// a direct answer's (answer.Rules.Claim), for the offer the waiter's
+// search made (answer.Waited).
+func (s *Server) claim(g *resolver.Group, to netip.Addr, p *policy) (answer.Claim, bool) {
+	ru := answer.Rules{Counters: s.st.answer()}
+	return ru.Claim(g, answer.Waited(g.TLS), to, p.AddressMap)
 }
 
 // pushCIDs is the most CIDs one pushed datagram names: 256 × 4 bytes and

@@ -3,6 +3,7 @@ package udpsearch
 import (
 	"time"
 
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
@@ -29,19 +30,20 @@ func (s *Server) Reanswer(d resolver.UDPDest, g resolver.Group) int {
 		s.st.dropDenied.Add(1)
 		return 0
 	}
-	ep, ok := g.Server.For(g.TLS)
+	c, ok := s.claim(&g, d.To.Addr(), p)
 	if !ok {
 		return 0
 	}
-	addr, port := ep.Wire(d.To.Addr(), p.AddressMap)
 	n := 0
-	for cids := g.CIDs; len(cids) > 0; {
+	for cids := c.CIDs; len(cids) > 0; {
 		// One answer named at most DefaultMaxNamesPerSearch CIDs, so a
 		// datagram of that many is never bigger than the answers whose
 		// reservations pay for it.
 		k := min(len(cids), DefaultMaxNamesPerSearch)
 		// Sequence 0: every client matches a search response by CID alone.
-		b := appendResponse(nil, ep.GUID, 0, addr, port, ep.Protocol, cids[:k])
+		part := c
+		part.CIDs = cids[:k]
+		b := answer.Append(nil, replyFlags, 0, &part)
 		if s.queueReply(b, d, cids[:k]) {
 			n += k
 		}

@@ -3,6 +3,7 @@ package udpsearch
 import (
 	"sync/atomic"
 
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/metrics"
 )
 
@@ -54,7 +55,7 @@ type counters struct {
 	dropIgnored          metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=ignored_source"`     // source in the ignore list
 	dropReplyAddr        metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=bad_reply_address"`  // reply port 0, or reply address multicast/broadcast/unspecified
 	dropNotOurInterface  metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=not_our_interface"`  // reply would come from an address outside Options.Interfaces
-	dropNoTCP            metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=no_usable_protocol"` // no protocol pvans can answer listed
+	dropNoTCP            metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=no_usable_protocol"` // no protocol pvans can answer listed (answer.Counters.NoProtocol)
 	dropRateLimited      metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=rate_limited"`       // client over its search rate
 	reflectionCapped     metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=reflection_capped"`  // replies not sent: the destination's reflection budget was spent
 	dropBeaconQueue      metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=beacon_queue"`       // sightings dropped: the queue to the tracker was full
@@ -70,6 +71,12 @@ type counters struct {
 	hintUnsolicited metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=unsolicited"`        // positive search reply not on the client socket, or from a host pvans did not search
 	hintInterface   metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=interface"`          // arrived on an interface outside Options.LearnFrom
 
+	// Claims not named, as over TCP (answer.Counters): the server's
+	// protocol is not one the client listed; the registry had a zero
+	// address or port. And claims of a server known by a loopback address
+	// named "any" to a client elsewhere.
+	protoSkipped, zeroEndpoint, loopbackRewritten metrics.Counter `metric:"-"`
+
 	datagrams       atomic.Uint64 // received on the search port
 	discoveryPings  atomic.Uint64 // discovery pings answered
 	searchReplies   atomic.Uint64 // CMD_SEARCH_RESPONSE received (both sockets)
@@ -80,4 +87,10 @@ type counters struct {
 	interfaceReload atomic.Uint64
 
 	fwdCounters
+}
+
+// answer points the answer decision's counts at the port's counters.
+func (c *counters) answer() answer.Counters {
+	return answer.Counters{NoProtocol: &c.dropNoTCP, ProtocolSkipped: &c.protoSkipped,
+		ZeroEndpoint: &c.zeroEndpoint, LoopbackRewritten: &c.loopbackRewritten}
 }

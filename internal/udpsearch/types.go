@@ -3,18 +3,16 @@ package udpsearch
 import (
 	"net/netip"
 
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
 // Resolver looks up all names of one search in one go (*resolver.Resolver
-// is one). It is called on the receive goroutine for every search reaching
-// the host, so it must not block or do I/O, and must not keep q or its Name
-// bytes (they are views into the receive buffer). Lookup resets b itself.
-type Resolver interface {
-	Lookup(q []pva.SearchName, b *resolver.Batch)
-}
+// is one), on the receive goroutine for every search reaching the host
+// (answer.Resolver says what it must not do).
+type Resolver = answer.Resolver
 
 // UDPWaiter is a Resolver that also searches through, on a UDP searcher's
 // behalf, the names nobody listed (*resolver.Resolver is one): the
@@ -32,13 +30,8 @@ type Teller interface {
 }
 
 // SearchObserver is told about every search the resolver answered
-// (*insight.Insight is one): the client, the payload the names were
-// decoded from, the names, the indexes of those nobody claims and how
-// many were found. Called on the receive goroutine: it must not block and
-// must not keep anything.
-type SearchObserver interface {
-	Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int)
-}
+// (*insight.Insight is one), on the receive goroutine (answer.Observer).
+type SearchObserver = answer.Observer
 
 // BeaconSink receives server sightings (*beacon.Tracker is one). Called
 // from both receive goroutines; it must be safe for concurrent use and must
