@@ -29,6 +29,13 @@ func TestRegisterExposesEachDeclaredSeries(t *testing.T) {
 	c.mismatch.Add(1)
 	c.pair.Add(4)
 	c.forwards.Add(5)
+	// Neither a plain field nor a Counter tagged "-" is exported: counting
+	// into them changes no series below.
+	c.internal++
+	c.private.Add(7)
+	if c.truncated.Load() != 0 || c.private.Load() != 7 || c.internal != 1 {
+		t.Fatal("counters read back wrong")
+	}
 	for series, want := range map[string]float64{
 		`pvans_t_claims_total`:                           3,
 		`pvans_t_drops_total{reason="truncated"}`:        0,
