@@ -12,9 +12,9 @@ import (
 )
 
 // Hints: beacons, discovery answers and search responses name servers.
-// None is believed as it stands (docs/SECURITY.md, "The trust rule"): each
-// passes the checks here before it reaches the tracker or the
-// search-through client.
+// None is believed as it stands (docs/SECURITY.md, "Trust: a UDP
+// datagram is a hint; only TCP proves"): each passes the checks here
+// before it reaches the tracker or the search-through client.
 
 // onHint takes a beacon or a search response that reached the search
 // port: learned from only where the arrival interface allows (learnable).
