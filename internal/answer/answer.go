@@ -33,12 +33,14 @@ type Observer interface {
 	Searched(client netip.Addr, tcp bool, payload []byte, names []pva.SearchName, missing []int, found int)
 }
 
-// Offer is the protocols a client takes a claim in.
-type Offer uint8
+// Offer is the protocols a client takes a claim in; the resolver's type,
+// as its waiters and remembered answers keep it for pushes and
+// re-answers (Group.Offer).
+type Offer = resolver.Offer
 
 const (
-	TCP Offer = 1 << iota // plain PVAccess over TCP
-	TLS                   // Secure PVAccess
+	TCP = resolver.OfferTCP // plain PVAccess over TCP
+	TLS = resolver.OfferTLS // Secure PVAccess
 )
 
 // Listed is the offer of a search's protocol list; names other than "tcp"
@@ -54,17 +56,6 @@ func Listed(s *pva.Search) Offer {
 		}
 	}
 	return o
-}
-
-// Waited is the offer of a client answered after its search (a push, a
-// re-answer after a restart): the resolver remembers a waiter only by
-// whether its search listed "tls" (resolver.Group.TLS), and a search
-// that listed neither protocol never waits.
-func Waited(tls bool) Offer {
-	if tls {
-		return TCP | TLS
-	}
-	return TCP
 }
 
 // Request is one search from one client, as its transport decoded it.
@@ -116,8 +107,11 @@ type Reply struct {
 	// Looked is how many names were looked up (0: none: no names, no
 	// usable protocol, or no resolver).
 	Looked int
-	// TLS: the search listed "tls"; what waits and what is told says so.
-	TLS bool
+	// Offer is the search's: what waits (Client.Wait, WaitUDP) and what
+	// is told (Told, ToldUDP) keeps it, so that a push or a re-answer is
+	// decided as this answer was (a search listing "tls" alone is named
+	// no plain server then either).
+	Offer Offer
 	// Wait: the Batch's Missing names wait for a search through, on the
 	// transport's waiter (Request's Broadcast, Own, Paired say why not).
 	Wait bool
@@ -167,7 +161,7 @@ func (ru *Rules) Answer(r *Request, b *resolver.Batch, claims []Claim) Reply {
 	if r.TCP {
 		off |= TCP
 	}
-	rep := Reply{Claims: claims, TLS: off&TLS != 0}
+	rep := Reply{Claims: claims, Offer: off}
 	if len(s.Names) > 0 && r.Resolver != nil {
 		if off == 0 {
 			ru.Counters.NoProtocol.Add(1)
@@ -209,7 +203,8 @@ func found(b *resolver.Batch) int {
 }
 
 // Claim decides what the claim g says to a client at to that takes off,
-// under the address map m: a direct answer, a push and a re-answer alike.
+// under the address map m: a direct answer, a push and a re-answer alike
+// (these pass g.Offer, their search's).
 // A client that offers "tls" is named the server's TLS endpoint when it
 // has one, never the plain one instead (Endpoint.For); a server's
 // protocol the client does not take is not named ("tls" to a plain PVXS

@@ -175,23 +175,38 @@ func TestClaimsAgreeOverBothTransports(t *testing.T) {
 	}
 }
 
-// A push (Waited) is decided as the direct answer to the search that made
-// the client wait.
-func TestWaitedClaimsAsDirect(t *testing.T) {
+// A push or a re-answer, decided with the offer the search's Reply gave
+// (which the waiter and the remembered answer keep: Group.Offer), says
+// what the direct answer to that search said, over either transport: a
+// UDP search listing "tls" alone is named no plain server then either
+// (it was, when the resolver kept only whether "tls" was listed and a
+// push read that back as "tls" and "tcp").
+func TestPushedClaimsAsDirect(t *testing.T) {
 	ep := resolver.Endpoint{GUID: guidS, Addr: netip.MustParseAddrPort("10.1.2.3:5075"), TLSPort: 5076, Protocol: "tcp"}
 	tlsOnly := resolver.Endpoint{GUID: guidS, Addr: netip.MustParseAddrPort("10.1.2.3:5076"), Protocol: "tls"}
-	for _, e := range []resolver.Endpoint{ep, tlsOnly} {
-		for _, protos := range [][]string{{"tcp"}, {"tls", "tcp"}} {
-			ru := Rules{Counters: NewCounters()}
-			var b resolver.Batch
-			s := search(0, protos, "held:pv")
-			rep := ru.Answer(&Request{Search: s, Resolver: &oneServer{ep: e, held: map[string]bool{"held:pv": true}}, To: remote}, &b, nil)
-			g := resolver.Group{Server: e, CIDs: []uint32{100}, TLS: s.HasProtocol("tls")}
-			c, ok := ru.Claim(&g, Waited(g.TLS), remote, nil)
-			if ok != (len(rep.Claims) == 1) || (ok && !claimEqual(c, rep.Claims[0])) {
-				t.Errorf("%v %v: pushed %+v (%v), answered %+v", e, protos, c, ok, rep.Claims)
+	plain := resolver.Endpoint{GUID: guidS, Addr: netip.MustParseAddrPort("10.1.2.3:5075"), Protocol: "tcp"}
+	for _, e := range []resolver.Endpoint{ep, tlsOnly, plain} {
+		for _, protos := range [][]string{{"tcp"}, {"tls", "tcp"}, {"tls"}} {
+			for _, tr := range transports {
+				ru := Rules{Counters: NewCounters()}
+				var b resolver.Batch
+				s := search(0, protos, "held:pv")
+				rep := ru.Answer(&Request{Search: s, Resolver: &oneServer{ep: e, held: map[string]bool{"held:pv": true}}, To: remote, TCP: tr.tcp}, &b, nil)
+				g := resolver.Group{Server: e, CIDs: []uint32{100}, Offer: rep.Offer}
+				c, ok := ru.Claim(&g, g.Offer, remote, nil)
+				if ok != (len(rep.Claims) == 1) || (ok && !claimEqual(c, rep.Claims[0])) {
+					t.Errorf("%v %v %s: pushed %+v (%v), answered %+v", e, protos, tr.name, c, ok, rep.Claims)
+				}
 			}
 		}
+	}
+	// The case that was wrong, spelt out: nothing named either way.
+	var b resolver.Batch
+	ru := Rules{Counters: NewCounters()}
+	rep := ru.Answer(&Request{Search: search(0, []string{"tls"}, "held:pv"), Resolver: &oneServer{ep: plain, held: map[string]bool{"held:pv": true}}, To: remote}, &b, nil)
+	g := resolver.Group{Server: plain, CIDs: []uint32{100}, Offer: rep.Offer}
+	if c, ok := ru.Claim(&g, g.Offer, remote, nil); ok || len(rep.Claims) != 0 || rep.Offer != TLS {
+		t.Fatalf("UDP search listing only \"tls\": answered %+v (offer %v), pushed %+v (%v); want a plain server named in neither", rep.Claims, rep.Offer, c, ok)
 	}
 }
 
@@ -244,8 +259,8 @@ func TestWait(t *testing.T) {
 		r.Resolver = &oneServer{ep: ep, held: map[string]bool{"held:pv": true}}
 		var b resolver.Batch
 		rep := (&Rules{Counters: NewCounters()}).Answer(&r, &b, nil)
-		if rep.Wait != c.want || !rep.TLS {
-			t.Errorf("%s: Wait %v (TLS %v), want %v", c.name, rep.Wait, rep.TLS, c.want)
+		if rep.Wait != c.want || rep.Offer != TCP|TLS {
+			t.Errorf("%s: Wait %v (offer %v), want %v", c.name, rep.Wait, rep.Offer, c.want)
 		}
 		if c.want && !slices.Equal(b.Missing, []int{len(c.names) - 1}) {
 			t.Errorf("%s: missing %v", c.name, b.Missing)

@@ -469,13 +469,13 @@ type udpResolver struct {
 	d *Daemon
 }
 
-func (r udpResolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool) {
+func (r udpResolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, off resolver.Offer) {
 	if m := r.d.replicas.Load(); m != nil {
 		if _, ok := (*m)[to.Addr().Unmap()]; ok {
 			return
 		}
 	}
-	r.Resolver.WaitUDP(to, q, missing, tls)
+	r.Resolver.WaitUDP(to, q, missing, off)
 }
 
 var _ udpsearch.UDPWaiter = udpResolver{}

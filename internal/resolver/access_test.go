@@ -30,7 +30,7 @@ func TestDeniedNameNeverClaimedWaitedOrSearched(t *testing.T) {
 	c := f.res.NewClient(p.push)
 	defer c.Close()
 	// Wait is given the denied index too (a careless caller): still refused.
-	c.Wait(q, []int{0, 2, 3}, false)
+	c.Wait(q, []int{0, 2, 3}, OfferTCP)
 	if c.Waiting() != 1 {
 		t.Fatalf("waiting %d, want 1", c.Waiting())
 	}

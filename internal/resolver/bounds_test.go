@@ -39,7 +39,7 @@ func TestWaitersBoundedGloballyAndPerSource(t *testing.T) {
 	for c := 0; c < 6; c++ {
 		cl := f.res.NewClientFrom(attacker, func(Group) {})
 		q, miss := missingNames(fmt.Sprintf("atk%d", c), 2*perConn)
-		cl.Wait(q, miss, false)
+		cl.Wait(q, miss, OfferTCP)
 	}
 	st := f.res.Stats()
 	if st.Waiting != perSource {
@@ -52,7 +52,7 @@ func TestWaitersBoundedGloballyAndPerSource(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		cl := f.res.NewClientFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i)}), func(Group) {})
 		q, miss := missingNames(fmt.Sprintf("other%d", i), perConn)
-		cl.Wait(q, miss, false)
+		cl.Wait(q, miss, OfferTCP)
 	}
 	st = f.res.Stats()
 	if st.Waiting != total || f.res.st.dropsTotal.Load() == 0 {
@@ -70,11 +70,11 @@ func TestWaiterSlotsFreedOnClose(t *testing.T) {
 	src := netip.MustParseAddr("10.0.0.7")
 	cl := f.res.NewClientFrom(src, func(Group) {})
 	q, miss := missingNames("a", 10)
-	cl.Wait(q, miss, false)
+	cl.Wait(q, miss, OfferTCP)
 	cl.Close()
 	cl2 := f.res.NewClientFrom(src, func(Group) {})
 	q, miss = missingNames("b", 10)
-	cl2.Wait(q, miss, false)
+	cl2.Wait(q, miss, OfferTCP)
 	if st := f.res.Stats(); st.Waiting != 10 || f.res.st.dropsSource.Load() != 0 {
 		t.Fatalf("after close and reconnect: %+v", st)
 	}
@@ -97,7 +97,7 @@ func TestNameLengthBound(t *testing.T) {
 		t.Fatalf("missing %v; want only the 500-byte name", b.Missing)
 	}
 	cl := f.res.NewClientFrom(netip.MustParseAddr("10.0.0.1"), func(Group) {})
-	cl.Wait(q, []int{0, 1}, false)
+	cl.Wait(q, []int{0, 1}, OfferTCP)
 	if st := f.res.Stats(); f.res.st.tooLong.Load() != 2 || st.Waiting != 1 || s.want != 1 {
 		t.Fatalf("stats %+v, searched %d; want the long name refused twice and only the short one waited for", st, s.want)
 	}

@@ -85,14 +85,33 @@ func (e Endpoint) Wire(client netip.Addr, m addrmap.Map) (pva.Address, uint16) {
 	return pva.AddressFrom(ip), ap.Port()
 }
 
+// Offer is the protocols a search takes a claim in: the "tcp" and "tls"
+// of its protocol list (answer.Listed), and "tcp" for every search over
+// TCP. A waiter and a remembered answer keep the whole offer, so that a
+// push or a re-answer names what the direct answer would have: a search
+// listing "tls" alone is never named a plain server, one listing both
+// is.
+type Offer uint8
+
+const (
+	OfferTCP Offer = 1 << iota // plain PVAccess over TCP
+	OfferTLS                   // Secure PVAccess
+)
+
+// TLS is whether o takes "tls": such a search is named a server's TLS
+// endpoint when it has one (Endpoint.For), and searched through as TLS
+// clients search (Searcher).
+func (o Offer) TLS() bool { return o&OfferTLS != 0 }
+
 // Group is the claims of one server: the body of one CMD_SEARCH_RESPONSE.
 type Group struct {
 	Server Endpoint
 	CIDs   []uint32
-	// TLS, in a pushed Group, says the waiters' search listed "tls": the
-	// push answers as that search would have been (Endpoint.For). Lookup
-	// leaves it false; its caller knows its own search.
-	TLS bool
+	// Offer, in a pushed Group, is the offer of the search that made its
+	// waiters wait (or that was told the answer re-answered): the push
+	// answers as that search would have been. Lookup leaves it 0; its
+	// caller knows its own search.
+	Offer Offer
 }
 
 // Batch is the result of Lookup. It is reusable: Lookup resets it and keeps
@@ -258,7 +277,7 @@ type wantKey struct {
 
 type waiter struct {
 	name    string
-	tls     bool // the search listed "tls"
+	off     Offer // the search's
 	expires time.Time
 }
 
@@ -451,15 +470,15 @@ func (c *Client) Waiting() int {
 }
 
 // Wait remembers the unresolved pairs q[i] for each i in missing (as Lookup
-// reported them); tls is whether that search listed "tls", which every
-// push answering these pairs follows (Group.TLS). It copies the names. A
+// reported them); off is that search's offer, which every push answering
+// these pairs follows (Group.Offer). It copies the names. A
 // retry for a pair already waited for refreshes its expiry. Beyond
 // MaxWaitsPerClient pairs are dropped and counted (the client's own
 // retries still find the name later). A name that resolved since the
 // Lookup is pushed at once. A name the access policy refuses is skipped
 // (and counted): it is never waited for, so never pushed nor searched
 // through.
-func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
+func (c *Client) Wait(q []pva.SearchName, missing []int, off Offer) {
 	r := c.r
 	exp := r.opts.Clock.Now().Add(r.opts.WaitTTL)
 	r.mu.Lock()
@@ -467,7 +486,7 @@ func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 	if c.closed {
 		return
 	}
-	c.waitLocked(q, missing, tls, exp)
+	c.waitLocked(q, missing, off, exp)
 }
 
 // WaitUDP is Wait for a UDP search whose replies go to to: the names of q
@@ -478,7 +497,7 @@ func (c *Client) Wait(q []pva.SearchName, missing []int, tls bool) {
 // remembered: the searcher's next search is answered from the registry.
 // With PushUDP, the searcher is answered as soon as the name is learned,
 // by the search through or any listing.
-func (r *Resolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool) {
+func (r *Resolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, off Offer) {
 	if len(missing) == 0 || !to.IsValid() {
 		return
 	}
@@ -498,7 +517,7 @@ func (r *Resolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int,
 			}
 		}
 	}
-	c.waitLocked(q, missing, tls, exp)
+	c.waitLocked(q, missing, off, exp)
 	if len(c.waits) > 0 {
 		r.udp[to] = c
 	}
@@ -513,8 +532,9 @@ func (p *Policy) MaxUDPWaiters() int {
 	return max(1, p.MaxWaiters/UDPShare)
 }
 
-func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp time.Time) {
+func (c *Client) waitLocked(q []pva.SearchName, missing []int, off Offer, exp time.Time) {
 	r := c.r
+	tls := off.TLS()
 	var now []nowClaim
 	pol := r.pol.Load()
 	for _, i := range missing {
@@ -528,7 +548,7 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp tim
 			continue
 		}
 		if w, ok := c.waits[sn.CID]; ok {
-			if w.name == string(sn.Name) && w.tls == tls {
+			if w.name == string(sn.Name) && w.off == off {
 				w.expires = exp
 				continue
 			}
@@ -538,7 +558,7 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp tim
 		// or its notification will find this waiter.
 		if h := r.reg.Lookup(sn.Name); h != nil && !(tls && r.tlsUnsettledLocked(h)) {
 			now = addClaim(now, h, sn.CID)
-			r.toldPushLocked(c, sn.CID, maphash.Bytes(r.told.seed, sn.Name), tls, h)
+			r.toldPushLocked(c, sn.CID, maphash.Bytes(r.told.seed, sn.Name), off, h)
 			continue
 		}
 		if !r.roomLocked(c, pol) {
@@ -550,7 +570,7 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp tim
 		if udpNew && !r.udpNameRoomLocked(pol) {
 			continue
 		}
-		c.waits[sn.CID] = &waiter{name: name, tls: tls, expires: exp}
+		c.waits[sn.CID] = &waiter{name: name, off: off, expires: exp}
 		r.waiting.Add(1)
 		r.bySource[c.key()]++
 		if c.udp.IsValid() {
@@ -578,7 +598,7 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, tls bool, exp tim
 		ws[waitKey{c, sn.CID}] = struct{}{}
 	}
 	for _, nc := range now {
-		c.push(Group{Server: endpointOf(nc.h), CIDs: nc.cids, TLS: tls})
+		c.push(Group{Server: endpointOf(nc.h), CIDs: nc.cids, Offer: off})
 		r.st.pushed.Add(uint64(len(nc.cids)))
 	}
 }
@@ -685,7 +705,7 @@ func endpointOf(h *registry.Holder) Endpoint {
 func (r *Resolver) unwaitLocked(c *Client, cid uint32, w *waiter) {
 	delete(c.waits, cid)
 	r.waiterGoneLocked(c)
-	wk := wantKey{w.name, w.tls}
+	wk := wantKey{w.name, w.off.TLS()}
 	ws := r.byName[wk]
 	delete(ws, waitKey{c, cid})
 	if len(ws) == 0 {
@@ -742,7 +762,7 @@ func (r *Resolver) onNames(added []string) {
 	type key struct {
 		c   *Client
 		h   *registry.Holder
-		tls bool
+		off Offer
 	}
 	var out map[key][]uint32
 	var order []key
@@ -762,14 +782,18 @@ func (r *Resolver) onNames(added []string) {
 			out = make(map[key][]uint32)
 		}
 		for wk := range ws {
-			k := key{wk.c, h, wn.tls}
+			// Waiters of one name and kind ("tls" listed or not) may
+			// still differ in offer ("tls" alone, or with "tcp"): each
+			// is pushed as its own search would have been answered.
+			off := wk.c.waits[wk.cid].off
+			k := key{wk.c, h, off}
 			if _, ok := out[k]; !ok {
 				order = append(order, k)
 			}
 			out[k] = append(out[k], wk.cid)
 			delete(wk.c.waits, wk.cid)
 			r.waiterGoneLocked(wk.c)
-			r.toldPushLocked(wk.c, wk.cid, maphash.String(r.told.seed, wn.name), wn.tls, h)
+			r.toldPushLocked(wk.c, wk.cid, maphash.String(r.told.seed, wn.name), off, h)
 		}
 		r.forgetNameLocked(wn)
 	}
@@ -784,7 +808,7 @@ func (r *Resolver) onNames(added []string) {
 	}
 	for _, k := range order {
 		cids := out[k]
-		k.c.push(Group{Server: endpointOf(k.h), CIDs: cids, TLS: k.tls})
+		k.c.push(Group{Server: endpointOf(k.h), CIDs: cids, Offer: k.off})
 		r.st.pushed.Add(uint64(len(cids)))
 	}
 }
@@ -795,7 +819,9 @@ func (r *Resolver) onNames(added []string) {
 // asked would have believed themselves, but which others get only once a
 // TCP exchange has confirmed it and the registry holds it. The answer is
 // for the waiters whose protocols the search through listed, and no
-// others. It returns how many waiters were answered.
+// others, each pushed as its own search would have been answered
+// (Group.Offer): a "tcp" answer names nothing to a waiter that listed
+// "tls" alone. It returns how many waiters were answered.
 func (r *Resolver) Answer(name string, tls bool, e Endpoint) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -804,20 +830,25 @@ func (r *Resolver) Answer(name string, tls bool, e Endpoint) int {
 	if len(ws) == 0 {
 		return 0
 	}
-	out := make(map[*Client][]uint32)
-	var order []*Client
+	type key struct {
+		c   *Client
+		off Offer // each waiter's search's (onNames)
+	}
+	out := make(map[key][]uint32)
+	var order []key
 	for wk := range ws {
-		if _, ok := out[wk.c]; !ok {
-			order = append(order, wk.c)
+		k := key{wk.c, wk.c.waits[wk.cid].off}
+		if _, ok := out[k]; !ok {
+			order = append(order, k)
 		}
-		out[wk.c] = append(out[wk.c], wk.cid)
+		out[k] = append(out[k], wk.cid)
 		delete(wk.c.waits, wk.cid)
 		r.waiterGoneLocked(wk.c)
 	}
 	n := len(ws)
 	r.forgetNameLocked(wn)
-	for _, c := range order {
-		c.push(Group{Server: e, CIDs: out[c], TLS: tls})
+	for _, k := range order {
+		k.c.push(Group{Server: e, CIDs: out[k], Offer: k.off})
 	}
 	r.st.pushed.Add(uint64(n))
 	return n

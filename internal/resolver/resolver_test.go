@@ -118,8 +118,8 @@ func TestWaitAndPush(t *testing.T) {
 	f.reg.AddNames(guid(3), []string{"known"}, registry.SourceStatic)
 	var b Batch
 	f.res.Lookup(q, &b)
-	c1.Wait(q, b.Missing, false)
-	c2.Wait(q[:1], []int{0}, false)
+	c1.Wait(q, b.Missing, OfferTCP)
+	c2.Wait(q[:1], []int{0}, OfferTCP)
 	if !slices.Equal(s.want, []string{"x", "y"}) {
 		t.Fatalf("one search per distinct name expected, Want %v", s.want)
 	}
@@ -164,7 +164,7 @@ func TestWaitForNameResolvedSinceLookup(t *testing.T) {
 	var b Batch
 	f.res.Lookup(q, &b)
 	f.reg.AddNames(guid(2), []string{"late"}, registry.SourceSearchThrough) // no waiter yet
-	c.Wait(q, b.Missing, false)
+	c.Wait(q, b.Missing, OfferTCP)
 	g := p.take()
 	if len(g) != 1 || g[0].Server.GUID != guid(2) || c.Waiting() != 0 {
 		t.Fatalf("pushes %+v, waiting %d", g, c.Waiting())
@@ -179,9 +179,9 @@ func TestWaitExpiryAndRefresh(t *testing.T) {
 	var p pushes
 	c := f.res.NewClient(p.push)
 	q := query("a", "b")
-	c.Wait(q, []int{0, 1}, false)
+	c.Wait(q, []int{0, 1}, OfferTCP)
 	f.fc.Advance(ttl / 2)
-	c.Wait(q, []int{1}, false) // the client retried "b" only
+	c.Wait(q, []int{1}, OfferTCP) // the client retried "b" only
 	f.fc.Advance(ttl/2 + ttl/4)
 	if c.Waiting() != 1 || !slices.Equal(s.drop, []string{"a"}) {
 		t.Fatalf("after first TTL: waiting %d drop %v", c.Waiting(), s.drop)
@@ -201,12 +201,12 @@ func TestWaitBoundAndCIDReuse(t *testing.T) {
 	var p pushes
 	c := f.res.NewClient(p.push)
 	q := query("a", "b", "c")
-	c.Wait(q, []int{0, 1, 2}, false)
+	c.Wait(q, []int{0, 1, 2}, OfferTCP)
 	if c.Waiting() != 2 || f.res.st.drops.Load() != 1 {
 		t.Fatalf("bound: waiting %d stats %+v", c.Waiting(), f.res.Stats())
 	}
 	// The CID of "a" now means "z".
-	c.Wait([]pva.SearchName{{CID: q[0].CID, Name: []byte("z")}}, []int{0}, false)
+	c.Wait([]pva.SearchName{{CID: q[0].CID, Name: []byte("z")}}, []int{0}, OfferTCP)
 	f.reg.AddNames(guid(1), []string{"a"}, registry.SourceStatic)
 	if g := p.take(); len(g) != 0 {
 		t.Fatalf("stale CID pushed: %+v", g)
@@ -222,7 +222,7 @@ func TestFieldNameWaiter(t *testing.T) {
 	var p pushes
 	c := f.res.NewClient(p.push)
 	q := query("rec.VAL", "rec.HIHI", "rec")
-	c.Wait(q, []int{0, 1, 2}, false)
+	c.Wait(q, []int{0, 1, 2}, OfferTCP)
 	f.reg.ReplaceNames(guid(2), []string{"rec"}, registry.SourceProbe)
 	g := p.take()
 	if len(g) != 1 || g[0].Server.GUID != guid(2) {
@@ -248,7 +248,7 @@ func TestPushOnTakeoverAfterHolderLeaves(t *testing.T) {
 	if len(b.Missing) != 1 {
 		t.Fatalf("removed server still answers: %+v", b)
 	}
-	c.Wait(q, b.Missing, false)
+	c.Wait(q, b.Missing, OfferTCP)
 	f.reg.AddNames(guid(3), []string{"n"}, registry.SourceStatic)
 	if g := p.take(); len(g) != 1 || g[0].Server.GUID != guid(3) {
 		t.Fatalf("pushes %+v", g)
@@ -273,7 +273,7 @@ func TestConcurrentWaitAndCommit(t *testing.T) {
 			q := []pva.SearchName{{CID: uint32(i), Name: []byte(nm)}}
 			f.res.Lookup(q, &b)
 			if len(b.Missing) > 0 {
-				c.Wait(q, b.Missing, false)
+				c.Wait(q, b.Missing, OfferTCP)
 			} else {
 				p.push(b.Groups[0]) // answered directly
 			}

@@ -96,7 +96,7 @@ type toldEntry struct {
 	name uint64        // maphash of the name: no allocation on the answer path
 	at   time.Duration // when remembered, since told.base (no pointer to write)
 	cid  uint32
-	tls  bool
+	off  Offer // the offer of the search told (a re-answer's)
 
 	prev, next   *toldEntry // all entries
 	sprev, snext *toldEntry // the server's
@@ -141,21 +141,21 @@ func (r *Resolver) SetUDPSink(sink func(UDPDest, Group) int) {
 
 // ToldUDP remembers that the UDP reply address d was sent sent (a subset
 // of b.Groups[gi].CIDs, in its order) naming that group's server, in
-// answer to a search q (the one b was looked up for) that listed "tls"
-// (tls) or did not.
-func (r *Resolver) ToldUDP(d UDPDest, q []pva.SearchName, b *Batch, gi int, sent []uint32, tls bool) {
-	r.toldBatch(toldKey{to: d.To}, d, q, b, gi, sent, tls)
+// answer to a search q (the one b was looked up for) whose offer was off:
+// a re-answer is decided for that offer (Group.Offer).
+func (r *Resolver) ToldUDP(d UDPDest, q []pva.SearchName, b *Batch, gi int, sent []uint32, off Offer) {
+	r.toldBatch(toldKey{to: d.To}, d, q, b, gi, sent, off)
 }
 
 // Told remembers that the client was sent group gi of b (looked up for q)
-// in answer to a search that listed "tls" (tls) or did not. It takes only
-// the told lock, not the resolver's: Close marks the client (toldDone)
-// under the told lock too, so nothing is remembered for it after.
-func (c *Client) Told(q []pva.SearchName, b *Batch, gi int, tls bool) {
-	c.r.toldBatch(toldKey{c: c}, UDPDest{}, q, b, gi, b.Groups[gi].CIDs, tls)
+// in answer to a search whose offer was off. It takes only the told lock,
+// not the resolver's: Close marks the client (toldDone) under the told
+// lock too, so nothing is remembered for it after.
+func (c *Client) Told(q []pva.SearchName, b *Batch, gi int, off Offer) {
+	c.r.toldBatch(toldKey{c: c}, UDPDest{}, q, b, gi, b.Groups[gi].CIDs, off)
 }
 
-func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch, gi int, sent []uint32, tls bool) {
+func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch, gi int, sent []uint32, off Offer) {
 	if gi >= len(b.Groups) || gi >= len(b.gq) {
 		return
 	}
@@ -186,10 +186,10 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 		}
 		name := maphash.Bytes(r.told.seed, q[at[j]].Name)
 		j++
-		if e := dst.byCID[cid]; e != nil && e.srv == l && e.name == name && e.tls == tls && since-e.at < toldRefresh {
+		if e := dst.byCID[cid]; e != nil && e.srv == l && e.name == name && e.off == off && since-e.at < toldRefresh {
 			continue // told the same a moment ago (toldRefresh)
 		}
-		r.rememberInLocked(l, dst, cid, name, tls, since)
+		r.rememberInLocked(l, dst, cid, name, off, since)
 	}
 }
 
@@ -197,8 +197,8 @@ func (r *Resolver) toldBatch(k toldKey, d UDPDest, q []pva.SearchName, b *Batch,
 // r.tmu held. A client searching the same names again (the common case
 // on the answer path) costs a map lookup and moving its entry to the
 // lists' ends: no allocation.
-func (r *Resolver) rememberLocked(k toldKey, cid uint32, name uint64, tls bool, srv toldServer, now time.Time) {
-	r.rememberInLocked(r.toldListLocked(srv), r.toldDestLocked(k, 1), cid, name, tls, now.Sub(r.told.base))
+func (r *Resolver) rememberLocked(k toldKey, cid uint32, name uint64, off Offer, srv toldServer, now time.Time) {
+	r.rememberInLocked(r.toldListLocked(srv), r.toldDestLocked(k, 1), cid, name, off, now.Sub(r.told.base))
 }
 
 // toldDestLocked is k's table, made if it has none (for about n CIDs:
@@ -225,7 +225,7 @@ func (r *Resolver) toldListLocked(srv toldServer) *toldList {
 // rememberInLocked is rememberLocked onto l, its server's list, and dst,
 // its client's table (both kept in their maps even if taking the CID's
 // old entry off, or a drop, emptied them).
-func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, name uint64, tls bool, at time.Duration) {
+func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, name uint64, off Offer, at time.Duration) {
 	t := &r.told
 	e := dst.byCID[cid]
 	if e != nil {
@@ -250,7 +250,7 @@ func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, name
 		dst.byCID[cid] = e
 		t.n++
 	}
-	*e = toldEntry{dest: dst, cid: cid, name: name, tls: tls, at: at, srv: l}
+	*e = toldEntry{dest: dst, cid: cid, name: name, off: off, at: at, srv: l}
 	e.prev = t.tail
 	if t.tail != nil {
 		t.tail.next = e
@@ -285,7 +285,7 @@ func (r *Resolver) rememberInLocked(l *toldList, dst *toldDest, cid uint32, name
 // CID, so its remembered answer is forgotten, not repeated; the push
 // itself is not remembered (nothing paid for its repeat, and the client
 // searches again on its own if it needs to).
-func (r *Resolver) toldPushLocked(c *Client, cid uint32, name uint64, tls bool, h *registry.Holder) {
+func (r *Resolver) toldPushLocked(c *Client, cid uint32, name uint64, off Offer, h *registry.Holder) {
 	r.tmu.Lock()
 	if c.udp.IsValid() {
 		if dst := r.told.byDest[toldKey{to: c.udp}]; dst != nil {
@@ -298,7 +298,7 @@ func (r *Resolver) toldPushLocked(c *Client, cid uint32, name uint64, tls bool, 
 	}
 	srv := toldServer{guid: h.GUID, addr: h.Addr}
 	r.toldListLocked(srv).h = h
-	r.rememberLocked(toldKey{c: c}, cid, name, tls, srv, r.opts.Clock.Now())
+	r.rememberLocked(toldKey{c: c}, cid, name, off, srv, r.opts.Clock.Now())
 	r.tmu.Unlock()
 }
 
@@ -366,7 +366,7 @@ func (r *Resolver) expireToldLocked(now time.Time) {
 	since := now.Sub(r.told.base)
 	for e := r.told.head; e != nil && since-e.at >= ToldTTL; e = r.told.head {
 		if e.dest.key.c != nil {
-			r.rememberInLocked(e.srv, e.dest, e.cid, e.name, e.tls, since)
+			r.rememberInLocked(e.srv, e.dest, e.cid, e.name, e.off, since)
 			continue
 		}
 		r.dropToldLocked(e)
@@ -429,7 +429,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 		c   *Client
 		udp UDPDest
 		h   *registry.Holder
-		tls bool
+		off Offer
 	}
 	out := map[dest][]uint32{}
 	hashes := map[dest][]uint64{} // a connection's names, remembered anew below
@@ -447,14 +447,14 @@ func (r *Resolver) reanswerLocked(added []string) {
 				e = next
 				continue
 			}
-			if e.tls && r.tlsUnsettledLocked(h) {
+			if e.off.TLS() && r.tlsUnsettledLocked(h) {
 				// A row with no TLS endpoint yet (a plain search-through
 				// answer's): never downgrade a TLS client. Its entry
 				// stays; the client's own search finds the new instance.
 				e = next
 				continue
 			}
-			k := dest{c: e.dest.key.c, udp: e.dest.udp, h: h, tls: e.tls}
+			k := dest{c: e.dest.key.c, udp: e.dest.udp, h: h, off: e.off}
 			if _, seen := out[k]; !seen {
 				order = append(order, k)
 			}
@@ -467,7 +467,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 		}
 	}
 	for _, k := range order {
-		g := Group{Server: endpointOf(k.h), CIDs: out[k], TLS: k.tls}
+		g := Group{Server: endpointOf(k.h), CIDs: out[k], Offer: k.off}
 		if k.c != nil {
 			if !k.c.closed {
 				k.c.push(g)
@@ -478,7 +478,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 				srv, now := toldServer{guid: k.h.GUID, addr: k.h.Addr}, r.opts.Clock.Now()
 				r.toldListLocked(srv).h = k.h
 				for i, cid := range out[k] {
-					r.rememberLocked(toldKey{c: k.c}, cid, hashes[k][i], k.tls, srv, now)
+					r.rememberLocked(toldKey{c: k.c}, cid, hashes[k][i], k.off, srv, now)
 				}
 			}
 			continue

@@ -26,7 +26,7 @@ func benchTold(b *testing.B) (*Resolver, *clock.Fake, func(d UDPDest)) {
 	sq := query(names...)
 	var bt Batch
 	res.Lookup(sq, &bt)
-	return res, fc, func(d UDPDest) { res.ToldUDP(d, sq, &bt, 0, bt.Groups[0].CIDs, false) }
+	return res, fc, func(d UDPDest) { res.ToldUDP(d, sq, &bt, 0, bt.Groups[0].CIDs, OfferTCP) }
 }
 
 // Remembering the answer to a 38-name search again at once (a client

@@ -36,8 +36,8 @@ func toldBoth(f *fixture, cl *Client, to UDPDest, q ...string) {
 	var b Batch
 	f.res.Lookup(sq, &b)
 	for gi := range b.Groups {
-		cl.Told(sq, &b, gi, false)
-		f.res.ToldUDP(to, sq, &b, gi, b.Groups[gi].CIDs, false)
+		cl.Told(sq, &b, gi, OfferTCP)
+		f.res.ToldUDP(to, sq, &b, gi, b.Groups[gi].CIDs, OfferTCP)
 	}
 }
 
@@ -132,7 +132,7 @@ func TestReanswerSkipsClientsAlreadyAnswered(t *testing.T) {
 	q := query("x:a")
 	var b Batch
 	f.res.Lookup(q, &b)
-	cl.Wait(q, b.Missing, false)
+	cl.Wait(q, b.Missing, OfferTCP)
 	f.reg.Listed(registry.ServerInfo{GUID: guid(9), Addr: addr(1)}, []string{"x:a"}, registry.SourceProbe)
 	if gs := tcp.take(); len(gs) != 1 || gs[0].Server.GUID != guid(9) {
 		t.Fatalf("pushes %+v: want the waiter's one push, no re-answer beside it", gs)
@@ -160,7 +160,7 @@ func TestToldBounded(t *testing.T) {
 		sq := query(names...)
 		var b Batch
 		f.res.Lookup(sq, &b)
-		f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, false)
+		f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, OfferTCP)
 		if s == 0 {
 			if st := f.res.Stats(); st.Told != ToldPerServer || f.res.st.toldEvicted.Load() != 10 {
 				t.Fatalf("%d answers remembered for one server, %d evicted, want %d and 10", st.Told, f.res.st.toldEvicted.Load(), ToldPerServer)
@@ -195,9 +195,9 @@ func TestReanswerNeverDowngradesTLS(t *testing.T) {
 	sq := query("j:a")
 	var b Batch
 	f.res.Lookup(sq, &b)
-	secure.Told(sq, &b, 0, true)
-	plain.Told(sq, &b, 0, false)
-	f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, true)
+	secure.Told(sq, &b, 0, OfferTCP|OfferTLS)
+	plain.Told(sq, &b, 0, OfferTCP)
+	f.res.ToldUDP(to, sq, &b, 0, b.Groups[0].CIDs, OfferTCP|OfferTLS)
 	f.reg.RemoveServer(guid(7))
 	// The new instance, registered from a plain search-through answer.
 	if _, err := f.reg.UpsertServer(registry.ServerInfo{GUID: guid(8), Addr: addr(7), Discovered: registry.SourceSearchThrough}); err != nil {
@@ -207,12 +207,12 @@ func TestReanswerNeverDowngradesTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range tcpTLS.take() {
-		if ep, _ := g.Server.For(g.TLS); ep.Protocol != "tls" {
+		if ep, _ := g.Server.For(g.Offer.TLS()); ep.Protocol != "tls" {
 			t.Errorf("TLS client re-answered %s %v", ep.Protocol, ep.Addr)
 		}
 	}
 	for _, u := range udp.got {
-		if ep, _ := u.g.Server.For(u.g.TLS); ep.Protocol != "tls" {
+		if ep, _ := u.g.Server.For(u.g.Offer.TLS()); ep.Protocol != "tls" {
 			t.Errorf("TLS UDP searcher re-answered %s %v", ep.Protocol, ep.Addr)
 		}
 	}
@@ -246,7 +246,7 @@ func TestToldProductionBounds(t *testing.T) {
 	for i := range ToldTotal + 1000 {
 		to := UDPDest{To: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), uint16(5076+i>>16))}
 		s := i % servers
-		f.res.ToldUDP(to, qs[s], &bs[s], 0, bs[s].Groups[0].CIDs, false)
+		f.res.ToldUDP(to, qs[s], &bs[s], 0, bs[s].Groups[0].CIDs, OfferTCP)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -290,7 +290,7 @@ func TestReanswerCheckCheap(t *testing.T) {
 		sq := query(n)
 		var b Batch
 		f.res.Lookup(sq, &b)
-		f.res.ToldUDP(UDPDest{To: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.9"), uint16(1000+s))}, sq, &b, 0, b.Groups[0].CIDs, false)
+		f.res.ToldUDP(UDPDest{To: netip.AddrPortFrom(netip.MustParseAddr("10.0.0.9"), uint16(1000+s))}, sq, &b, 0, b.Groups[0].CIDs, OfferTCP)
 	}
 	if n := f.res.Stats().Told; n != servers {
 		t.Fatalf("%d answers remembered, want %d", n, servers)

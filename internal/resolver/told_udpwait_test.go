@@ -31,9 +31,9 @@ func TestUDPWaiterThroughRestartsOneAnswerEach(t *testing.T) {
 		var b Batch
 		f.res.Lookup(q, &b)
 		for gi := range b.Groups {
-			f.res.ToldUDP(to, q, &b, gi, b.Groups[gi].CIDs, false)
+			f.res.ToldUDP(to, q, &b, gi, b.Groups[gi].CIDs, OfferTCP)
 		}
-		f.res.WaitUDP(to.To, q, b.Missing, false)
+		f.res.WaitUDP(to.To, q, b.Missing, OfferTCP)
 	}
 	if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(101), Addr: addr(1)}, []string{"cpp:a"}, registry.SourceProbe); err != nil {
 		t.Fatal(err)

@@ -20,14 +20,14 @@ func TestRestartsWithWaitingClientOneEntry(t *testing.T) {
 	var b Batch
 	f.res.Lookup(q, &b)
 	for gi := range b.Groups {
-		cl.Told(q, &b, gi, false)
+		cl.Told(q, &b, gi, OfferTCP)
 	}
 	total := 0
 	for i := 2; i <= 9; i++ {
 		f.reg.RemoveServer(guid(100 + i - 1))
 		var b Batch
 		f.res.Lookup(q, &b)
-		cl.Wait(q, b.Missing, false)
+		cl.Wait(q, b.Missing, OfferTCP)
 		if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(100 + i), Addr: addr(1)}, []string{"w:a"}, registry.SourceProbe); err != nil {
 			t.Fatal(err)
 		}

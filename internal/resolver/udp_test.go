@@ -38,7 +38,7 @@ func TestUDPSearcherSearchedThroughAndAnswered(t *testing.T) {
 	to := netip.MustParseAddrPort("10.0.0.7:40001")
 	q := query("java:pv1", "java:pv2")
 	for range 3 { // the client's retries
-		f.res.WaitUDP(to, q, []int{0, 1}, false)
+		f.res.WaitUDP(to, q, []int{0, 1}, OfferTCP)
 	}
 	if len(s.want) != 2 {
 		t.Fatalf("searched through %v, want both names once", s.want)
@@ -80,7 +80,7 @@ func TestUDPSearcherNeedsASearcher(t *testing.T) {
 	f := newFixture(t, registry.Options{}, Options{PushUDP: pu.push})
 	to := netip.MustParseAddrPort("10.0.0.7:40001")
 	q := query("x")
-	f.res.WaitUDP(to, q, []int{0}, false)
+	f.res.WaitUDP(to, q, []int{0}, OfferTCP)
 	if st := f.res.Stats(); st.Waiting != 0 {
 		t.Fatalf("a UDP searcher remembered with nothing to search for it: %+v", st)
 	}
@@ -89,7 +89,7 @@ func TestUDPSearcherNeedsASearcher(t *testing.T) {
 	if err := f.reg.ReplaceNames(guid(1), []string{"x"}, registry.SourceProbe); err != nil {
 		t.Fatal(err)
 	}
-	f.res.WaitUDP(to, q, []int{0}, false)
+	f.res.WaitUDP(to, q, []int{0}, OfferTCP)
 	if len(s.want) != 0 || f.res.Stats().Waiting != 0 {
 		t.Fatalf("a listed name searched through: %v", s.want)
 	}
@@ -108,7 +108,7 @@ func TestUDPFloodBounded(t *testing.T) {
 	f.res.SetSearcher(s)
 	for port := range 10 {
 		q, miss := missingNames(fmt.Sprintf("one%d", port), 2*perConn)
-		f.res.WaitUDP(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.66"), uint16(40000+port)), q, miss, false)
+		f.res.WaitUDP(netip.AddrPortFrom(netip.MustParseAddr("10.0.0.66"), uint16(40000+port)), q, miss, OfferTCP)
 	}
 	if s.want != perSource {
 		t.Fatalf("one reply address made pvans search through %d names; bound %d", s.want, perSource)
@@ -118,7 +118,7 @@ func TestUDPFloodBounded(t *testing.T) {
 	}
 	for i := range 64 { // spoofed sources
 		q, miss := missingNames(fmt.Sprintf("spoof%d", i), perConn)
-		f.res.WaitUDP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i), 1}), 5076), q, miss, false)
+		f.res.WaitUDP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i), 1}), 5076), q, miss, OfferTCP)
 	}
 	// Distinct names: each waiter makes one searched through, so the
 	// names' share (UDPNameShare) bounds them first.
@@ -131,7 +131,7 @@ func TestUDPFloodBounded(t *testing.T) {
 	// gets its per-source bound, others the rest of the total.
 	cl := f.res.NewClientFrom(netip.MustParseAddr("10.0.0.66"), func(Group) {})
 	q, miss := missingNames("tcp", perConn)
-	cl.Wait(q, miss, false)
+	cl.Wait(q, miss, OfferTCP)
 	if n := cl.Waiting(); n != perConn {
 		t.Fatalf("a TCP client at the flooded address holds %d waiters, want %d", n, perConn)
 	}
@@ -143,7 +143,7 @@ func TestUDPSearcherNameAccess(t *testing.T) {
 	f := newFixture(t, registry.Options{}, Options{NameAllowed: func(n []byte) bool { return string(n) != "secret:pv" }})
 	s := &searcher{}
 	f.res.SetSearcher(s)
-	f.res.WaitUDP(netip.MustParseAddrPort("10.0.0.7:40001"), query("secret:pv", "open:pv"), []int{0, 1}, false)
+	f.res.WaitUDP(netip.MustParseAddrPort("10.0.0.7:40001"), query("secret:pv", "open:pv"), []int{0, 1}, OfferTCP)
 	if len(s.want) != 1 || s.want[0] != "open:pv" {
 		t.Fatalf("searched through %v, want open:pv only", s.want)
 	}
@@ -182,11 +182,11 @@ func TestUDPFloodLeavesTheRingToTCP(t *testing.T) {
 	f.res.SetSearcher(ring)
 	for i := range 200 { // forged sources
 		q, miss := missingNames(fmt.Sprintf("spoof%d", i), 1000)
-		f.res.WaitUDP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i), 1}), 5076), q, miss, false)
+		f.res.WaitUDP(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i), 1}), 5076), q, miss, OfferTCP)
 	}
 	cl := f.res.NewClientFrom(netip.MustParseAddr("10.0.0.5"), func(Group) {})
 	q, miss := missingNames("tcp", 1000)
-	cl.Wait(q, miss, false)
+	cl.Wait(q, miss, OfferTCP)
 	for _, sn := range q {
 		if !ring.accepted[string(sn.Name)] {
 			t.Fatalf("a TCP client's name %s not searched through after a UDP flood (%d names in the ring, %d refused)", sn.Name, len(ring.names), ring.refused)

@@ -10,11 +10,10 @@ import (
 )
 
 // appendClaim is one claim of g to the client at client, decided as a
-// push's (answer.Waited: tlsOK says the search listed "tls") and encoded
-// as the connection sends it; the older tests call it with a
-// SearchResponse they no longer need.
-func (s *Server) appendClaim(out []byte, _ *pva.SearchResponse, flags uint8, seq uint32, g *Group, tlsOK bool, client netip.Addr) ([]byte, bool) {
-	c, ok := s.rules.Claim(g, answer.Waited(tlsOK), client, s.pol.Load().AddressMap)
+// push's for the offer off and encoded as the connection sends it; the
+// older tests call it with a SearchResponse they no longer need.
+func (s *Server) appendClaim(out []byte, _ *pva.SearchResponse, flags uint8, seq uint32, g *Group, off Offer, client netip.Addr) ([]byte, bool) {
+	c, ok := s.rules.Claim(g, off, client, s.pol.Load().AddressMap)
 	if !ok {
 		return out, false
 	}
@@ -46,9 +45,9 @@ func (r *fixedResolver) NewClient(_ netip.Addr, push func(Group)) Waiter {
 
 type nopWaiter struct{}
 
-func (nopWaiter) Wait([]pva.SearchName, []int, bool)       {}
-func (nopWaiter) Told([]pva.SearchName, *Batch, int, bool) {}
-func (nopWaiter) Close()                                   {}
+func (nopWaiter) Wait([]pva.SearchName, []int, Offer)       {}
+func (nopWaiter) Told([]pva.SearchName, *Batch, int, Offer) {}
+func (nopWaiter) Close()                                    {}
 
 // The rules now shared with UDP (udpsearch's TestEmptyProtocolNamedTCPOverUDP
 // and TestZeroEndpointNotNamedOverUDP) hold over TCP, for an answer and
@@ -72,11 +71,11 @@ func TestSharedClaimRulesOverTCP(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no waiter made for the answered connection")
 	}
-	push(Group{Server: res.ep, CIDs: []uint32{8}})
+	push(Group{Server: res.ep, CIDs: []uint32{8}, Offer: answer.TCP})
 	if r := cl.next(t, 5*time.Second); !r.m.Found || string(r.m.Protocol) != "tcp" || len(r.m.CIDs) != 1 || r.m.CIDs[0] != 8 {
 		t.Fatalf("push %+v, want server A named over \"tcp\"", r.m)
 	}
-	push(Group{Server: Endpoint{GUID: guidZ, Addr: netip.MustParseAddrPort("0.0.0.0:5075"), Protocol: "tcp"}, CIDs: []uint32{9}})
+	push(Group{Server: Endpoint{GUID: guidZ, Addr: netip.MustParseAddrPort("0.0.0.0:5075"), Protocol: "tcp"}, CIDs: []uint32{9}, Offer: answer.TCP})
 	cl.none(t, 100*time.Millisecond)
 	if srv.cnt.zeroEndpoint.Load() != 1 || srv.cnt.pushed.Load() != 1 {
 		t.Fatalf("ZeroEndpoint %d, Pushed %d; want 1, 1", srv.cnt.zeroEndpoint.Load(), srv.cnt.pushed.Load())

@@ -98,9 +98,9 @@ func (r goldenResolver) NewClient(netip.Addr, func(Group)) Waiter { return golde
 
 type goldenWaiter struct{}
 
-func (goldenWaiter) Wait([]pva.SearchName, []int, bool)       {}
-func (goldenWaiter) Told([]pva.SearchName, *Batch, int, bool) {}
-func (goldenWaiter) Close()                                   {}
+func (goldenWaiter) Wait([]pva.SearchName, []int, Offer)       {}
+func (goldenWaiter) Told([]pva.SearchName, *Batch, int, Offer) {}
+func (goldenWaiter) Close()                                    {}
 
 // goldenConn is one captured client connection: its validation message
 // and the blocks holding its searches.

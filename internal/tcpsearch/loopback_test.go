@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/pva"
 )
 
@@ -26,7 +27,7 @@ func TestLoopbackServerNamedToRemoteClients(t *testing.T) {
 		ep := netip.MustParseAddrPort(c.server)
 		g := Group{Server: Endpoint{GUID: pva.GUID{1}, Addr: ep, Protocol: "tcp"}, CIDs: []uint32{7}}
 		var m pva.SearchResponse
-		out, ok := s.appendClaim(nil, &m, pva.FlagServer, pva.SearchSeqFind, &g, false, netip.MustParseAddr(c.client))
+		out, ok := s.appendClaim(nil, &m, pva.FlagServer, pva.SearchSeqFind, &g, answer.TCP, netip.MustParseAddr(c.client))
 		if !ok {
 			t.Fatalf("%v: not answered", c)
 		}

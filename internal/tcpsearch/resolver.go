@@ -12,6 +12,7 @@ type (
 	Endpoint = resolver.Endpoint
 	Group    = resolver.Group
 	Batch    = resolver.Batch
+	Offer    = resolver.Offer
 )
 
 // Resolver is what the listener needs from internal/resolver; tests use
@@ -30,14 +31,14 @@ type Resolver interface {
 // Waiter is one connection's set of unresolved (CID, name) pairs.
 type Waiter interface {
 	// Wait remembers q[i] for every i in missing; it copies the names.
-	// tls is whether the search listed "tls": a push answering these names
-	// says so (Group.TLS).
-	Wait(q []pva.SearchName, missing []int, tls bool)
-	// Told remembers that group gi of b (looked up for q, whose search
-	// listed "tls" or not) was sent on this connection: the restart
-	// fan-out answers those CIDs again if their server is replaced
-	// (resolver, told.go).
-	Told(q []pva.SearchName, b *Batch, gi int, tls bool)
+	// off is the search's offer: a push answering these names is decided
+	// for it (Group.Offer).
+	Wait(q []pva.SearchName, missing []int, off Offer)
+	// Told remembers that group gi of b (looked up for q, by a search
+	// whose offer was off) was sent on this connection: the restart
+	// fan-out answers those CIDs again, for that offer, if their server
+	// is replaced (resolver, told.go).
+	Told(q []pva.SearchName, b *Batch, gi int, off Offer)
 	Close()
 }
 

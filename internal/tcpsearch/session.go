@@ -114,7 +114,7 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte, p
 	if len(rep.Claims) > 0 {
 		w := ss.waiterFor(c)
 		for i := range rep.Claims {
-			w.Told(q.Names, &ss.batch, rep.Claims[i].Group, rep.TLS)
+			w.Told(q.Names, &ss.batch, rep.Claims[i].Group, rep.Offer)
 		}
 	}
 	if len(out) > 0 && c.Send(out) != nil {
@@ -122,7 +122,7 @@ func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte, p
 	}
 	ss.out = out
 	if rep.Wait {
-		ss.waiterFor(c).Wait(q.Names, ss.batch.Missing, rep.TLS)
+		ss.waiterFor(c).Wait(q.Names, ss.batch.Missing, rep.Offer)
 	}
 }
 
@@ -204,7 +204,7 @@ func (ss *session) answer(out []byte, q *pva.Search, payload []byte, flags uint8
 // push answers names that were waiting, on the connection they were
 // searched on, without waiting for the client's next retry, as the search
 // that made them wait would have been answered: "tls" only if it listed
-// "tls" (g.TLS), whatever other searches the connection made.
+// "tls" (g.Offer), whatever other searches the connection made.
 func (ss *session) push(c *pvaconn.Conn, g Group) {
 	ss.pushMu.Lock()
 	defer ss.pushMu.Unlock()
@@ -223,9 +223,10 @@ func (ss *session) push(c *pvaconn.Conn, g Group) {
 
 // claim is what a claim of g, answered after its search (a push), says to
 // the client at client: decided as a direct answer's (answer.Rules.Claim),
-// for the offer the waiter's search made (answer.Waited).
+// for the offer of the search that made the client wait or was told
+// (g.Offer).
 func (s *Server) claim(g *Group, client netip.Addr) (answer.Claim, bool) {
-	return s.rules.Claim(g, answer.Waited(g.TLS), client, s.pol.Load().AddressMap)
+	return s.rules.Claim(g, g.Offer, client, s.pol.Load().AddressMap)
 }
 
 // refuseChannels answers every CID of a CREATE_CHANNEL the way PVXS refuses

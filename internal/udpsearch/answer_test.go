@@ -45,10 +45,10 @@ func TestReanswerRefusesZeroEndpoint(t *testing.T) {
 	srv := New(Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true})
 	defer srv.Close()
 	d := resolver.UDPDest{To: netip.MustParseAddrPort("10.0.0.9:40000")}
-	if n := srv.Reanswer(d, resolver.Group{Server: zero, CIDs: []uint32{1, 2}}); n != 0 {
+	if n := srv.Reanswer(d, resolver.Group{Server: zero, CIDs: []uint32{1, 2}, Offer: resolver.OfferTCP}); n != 0 {
 		t.Fatalf("re-answered %d CIDs naming 0.0.0.0", n)
 	}
-	if n := srv.Reanswer(d, resolver.Group{Server: srvA, CIDs: []uint32{1, 2}}); n != 2 {
+	if n := srv.Reanswer(d, resolver.Group{Server: srvA, CIDs: []uint32{1, 2}, Offer: resolver.OfferTCP}); n != 2 {
 		t.Fatalf("re-answered %d CIDs naming %v, want 2", n, srvA.Addr)
 	}
 }

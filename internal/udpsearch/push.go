@@ -62,11 +62,11 @@ func (s *Server) PushAnswer(to netip.AddrPort, g resolver.Group) {
 
 // claim is what a claim of g, answered after its search (a push, a
 // re-answer), says to the reply socket to under the policy p: decided as
-// a direct answer's (answer.Rules.Claim), for the offer the waiter's
-// search made (answer.Waited).
+// a direct answer's (answer.Rules.Claim), for the offer of the search
+// that made the client wait or was told (g.Offer).
 func (s *Server) claim(g *resolver.Group, to netip.Addr, p *policy) (answer.Claim, bool) {
 	ru := answer.Rules{Counters: s.st.answer()}
-	return ru.Claim(g, answer.Waited(g.TLS), to, p.AddressMap)
+	return ru.Claim(g, g.Offer, to, p.AddressMap)
 }
 
 // pushCIDs is the most CIDs one pushed datagram names: 256 × 4 bytes and

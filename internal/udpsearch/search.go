@@ -116,7 +116,7 @@ func (h *handler) answer(o origin, client, dest netip.AddrPort, from netip.Addr,
 	}
 	if rep.Wait {
 		if w, ok := h.o.Resolver.(UDPWaiter); ok {
-			w.WaitUDP(dest, s.Names, h.batch.Missing, rep.TLS)
+			w.WaitUDP(dest, s.Names, h.batch.Missing, rep.Offer)
 		}
 	}
 	for i := range rep.Claims {
@@ -133,7 +133,7 @@ func (h *handler) answer(o origin, client, dest netip.AddrPort, from netip.Addr,
 			// The restart fan-out may answer these CIDs again
 			// (resolver, told.go): that copy is paid for now, from the
 			// same reflection budget as this answer.
-			h.teller.ToldUDP(resolver.UDPDest{To: dest, From: from, Pin: pin}, s.Names, &h.batch, c.Group, c.CIDs, rep.TLS)
+			h.teller.ToldUDP(resolver.UDPDest{To: dest, From: from, Pin: pin}, s.Names, &h.batch, c.Group, c.CIDs, rep.Offer)
 		}
 	}
 	if rep.Negative {

@@ -20,11 +20,11 @@ type waitingResolver struct {
 type udpWait struct {
 	to    netip.AddrPort
 	names []string
-	tls   bool
+	off   resolver.Offer
 }
 
-func (r *waitingResolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool) {
-	w := udpWait{to: to, tls: tls}
+func (r *waitingResolver) WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, off resolver.Offer) {
+	w := udpWait{to: to, off: off}
 	for _, i := range missing {
 		w.names = append(w.names, string(q[i].Name))
 	}
@@ -42,8 +42,8 @@ func TestUnicastMissesSearchedThroughForTheClient(t *testing.T) {
 	msg := searchMsg(pva.SearchUnicast, netip.Addr{}, 40000, []string{"tls", "tcp"}, "cap:a:mbox1", "java:pv1", "java:pv2")
 	src := netip.MustParseAddrPort("10.0.0.9:5555")
 	h.handle(&datagram{b: msg, src: src, dst: ipEth, ifIndex: 2})
-	want := udpWait{to: netip.MustParseAddrPort("10.0.0.9:40000"), names: []string{"java:pv1", "java:pv2"}, tls: true}
-	if len(res.waits) != 1 || res.waits[0].to != want.to || !slices.Equal(res.waits[0].names, want.names) || !res.waits[0].tls {
+	want := udpWait{to: netip.MustParseAddrPort("10.0.0.9:40000"), names: []string{"java:pv1", "java:pv2"}, off: resolver.OfferTCP | resolver.OfferTLS}
+	if len(res.waits) != 1 || res.waits[0].to != want.to || !slices.Equal(res.waits[0].names, want.names) || res.waits[0].off != want.off {
 		t.Fatalf("waits %+v, want %+v", res.waits, want)
 	}
 
@@ -71,7 +71,7 @@ func TestPushAnswerSplitsIntoFrames(t *testing.T) {
 	for i := range 600 {
 		cids = append(cids, uint32(i))
 	}
-	s.PushAnswer(to, resolver.Group{Server: resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}, CIDs: cids})
+	s.PushAnswer(to, resolver.Group{Server: resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}, CIDs: cids, Offer: resolver.OfferTCP})
 	var got []uint32
 	buf := make([]byte, 65536)
 	for len(got) < len(cids) {
@@ -105,7 +105,7 @@ func TestPushAnswerFollowsClientAccess(t *testing.T) {
 	s := startServer(t, ns, Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true,
 		ClientAllowed: func(a netip.Addr) bool { return !a.IsLoopback() }})
 	to := netip.MustParseAddrPort("127.0.0.1:40000")
-	s.PushAnswer(to, resolver.Group{Server: resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}, CIDs: []uint32{1}})
+	s.PushAnswer(to, resolver.Group{Server: resolver.Endpoint{GUID: guidA, Addr: netip.MustParseAddrPort("127.0.0.1:5075"), Protocol: "tcp"}, CIDs: []uint32{1}, Offer: resolver.OfferTCP})
 	if s.st.repliesPushed.Load() != 0 || s.st.dropDenied.Load() != 1 {
 		t.Fatalf("pushed %d to a refused client (%d refusals counted), want none and 1", s.st.repliesPushed.Load(), s.st.dropDenied.Load())
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/registry"
 	"github.com/pvans-project/pvans/internal/resolver"
 )
 
@@ -58,5 +59,73 @@ func TestTLSNeverDowngradedOverUDP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// nopSearcher lets the resolver keep UDP searchers' waiters (it keeps
+// none without a Searcher) and searches nothing.
+type nopSearcher struct{}
+
+func (nopSearcher) Want(string, bool) {}
+func (nopSearcher) Drop(string, bool) {}
+
+// TestTLSOnlyClientNotPushedOrReansweredPlain: a UDP search that lists
+// "tls" alone is never named a plain "tcp" server directly (it takes
+// no TCP), and a push or a re-answer after a restart is decided as that
+// direct answer: the waiter and the remembered answer keep the search's
+// whole offer, not only whether it listed "tls" (which read back as
+// "tls" and "tcp" named the plain server to it). A search listing both
+// is pushed and re-answered the plain server over "tcp", as it is
+// answered directly.
+func TestTLSOnlyClientNotPushedOrReansweredPlain(t *testing.T) {
+	for _, c := range []struct {
+		protos []string
+		named  bool // a plain server may be named to it
+	}{{[]string{"tls"}, false}, {[]string{"tls", "tcp"}, true}, {[]string{"tcp"}, true}} {
+		reg := registry.New(registry.Options{})
+		var pushed []resolver.Group
+		res := resolver.New(reg, resolver.Options{PushUDP: func(_ netip.AddrPort, g resolver.Group) { pushed = append(pushed, g) }})
+		t.Cleanup(res.Close)
+		res.SetSearcher(nopSearcher{})
+		srv := New(Options{GUID: ownGUID, TCPPort: 5075, AnswerNames: true})
+		t.Cleanup(func() { srv.Close() })
+		reanswered := 0
+		res.SetUDPSink(func(d resolver.UDPDest, g resolver.Group) int {
+			n := srv.Reanswer(d, g)
+			reanswered += n
+			return n
+		})
+		// A server serving TLS holds "sec:pv"; nobody holds "late:pv".
+		sec := netip.MustParseAddrPort("10.0.0.20:5075")
+		if _, err := reg.Listed(registry.ServerInfo{GUID: pva.GUID{0x7}, Addr: sec, TLS: netip.AddrPortFrom(sec.Addr(), 5076)}, []string{"sec:pv"}, registry.SourceProbe); err != nil {
+			t.Fatal(err)
+		}
+		out := &recSender{}
+		h, _ := testHandler(t, Options{AnswerNames: true, Resolver: res, GUID: ownGUID, TCPPort: 5075}, out)
+		src := netip.MustParseAddrPort("10.0.0.9:5555")
+		h.handle(&datagram{b: searchMsg(pva.SearchUnicast, netip.Addr{}, 40000, c.protos, "sec:pv", "late:pv"), src: src, dst: ipEth, ifIndex: 2})
+		if len(out.replies) != 1 {
+			t.Fatalf("%v: %d direct answers, want sec:pv's", c.protos, len(out.replies))
+		}
+		// "late:pv" appears on a plain server (listed: it has no TLS).
+		plain := netip.MustParseAddrPort("10.0.0.22:5075")
+		if _, err := reg.Listed(registry.ServerInfo{GUID: pva.GUID{0x9}, Addr: plain}, []string{"late:pv"}, registry.SourceProbe); err != nil {
+			t.Fatal(err)
+		}
+		if len(pushed) != 1 {
+			t.Fatalf("%v: %d pushes, want late:pv's group", c.protos, len(pushed))
+		}
+		if cl, ok := srv.claim(&pushed[0], src.Addr(), srv.pol.Load()); ok != c.named || (ok && cl.Protocol != "tcp") {
+			t.Errorf("%v: push names %+v (%v), want named %v", c.protos, cl, ok, c.named)
+		}
+		// The TLS server restarts without TLS: a new instance at its
+		// endpoint lists "sec:pv" with no TLS endpoint.
+		reg.RemoveServer(pva.GUID{0x7})
+		if _, err := reg.Listed(registry.ServerInfo{GUID: pva.GUID{0x8}, Addr: sec}, []string{"sec:pv"}, registry.SourceProbe); err != nil {
+			t.Fatal(err)
+		}
+		if (reanswered == 1) != c.named {
+			t.Errorf("%v: re-answered %d CIDs naming a plain server, want named %v", c.protos, reanswered, c.named)
+		}
 	}
 }

@@ -16,17 +16,18 @@ type Resolver = answer.Resolver
 
 // UDPWaiter is a Resolver that also searches through, on a UDP searcher's
 // behalf, the names nobody listed (*resolver.Resolver is one): the
-// searcher whose replies go to to, the names of q at missing, whether the
-// search listed "tls". Same rules as Lookup; it bounds what it keeps.
+// searcher whose replies go to to, the names of q at missing, the
+// search's offer (a push is decided for it). Same rules as Lookup; it
+// bounds what it keeps.
 type UDPWaiter interface {
-	WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, tls bool)
+	WaitUDP(to netip.AddrPort, q []pva.SearchName, missing []int, off resolver.Offer)
 }
 
 // Teller is a Resolver that remembers answers for the restart fan-out
 // (*resolver.Resolver is one): the handler tells it each answer sent to
 // a reply address over UDP (resolver.Resolver.ToldUDP).
 type Teller interface {
-	ToldUDP(d resolver.UDPDest, q []pva.SearchName, b *resolver.Batch, gi int, sent []uint32, tls bool)
+	ToldUDP(d resolver.UDPDest, q []pva.SearchName, b *resolver.Batch, gi int, sent []uint32, off resolver.Offer)
 }
 
 // SearchObserver is told about every search the resolver answered
