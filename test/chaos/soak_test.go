@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,15 +222,17 @@ func TestSoak(t *testing.T) {
 	time.Sleep(dur)
 	close(stop)
 	wg.Wait()
-	t.Logf("soak %s: %d server restarts (%d held back while 10 were unlisted), %d client rounds, %d names resolved (%d pushed), %d unresolved, %d failed rounds",
-		dur, restarts.Load(), throttled.Load(), rounds.Load(), resolved.Load(), d.TCP.Stats().Pushed, unresolved.Load(), failures.Load())
+	t.Logf("soak %s: %d server restarts (%d held back while 10 were unlisted), %d client rounds, %d names resolved, %d unresolved, %d failed rounds\n%s",
+		dur, restarts.Load(), throttled.Load(), rounds.Load(), resolved.Load(), unresolved.Load(), failures.Load(),
+		series(d, "pvans_tcp_pushes_total", "pvans_resolver_pushes_total"))
 	if unresolved.Load() != 0 || failures.Load() != 0 {
 		hits := func(limit string) float64 {
 			v, _ := d.Metrics.Value(`pvans_resolver_limit_hits_total{limit="` + limit + `"}`)
 			return v
 		}
-		t.Errorf("%d names unresolved in %d failed rounds; first: %v\n%v\nwaiters refused at a bound: per connection %v, per source %v, total %v",
-			unresolved.Load(), failures.Load(), firstErr.Load(), diag.Load(), hits("waiters_per_connection"), hits("waiters_per_source"), hits("waiters_total"))
+		t.Errorf("%d names unresolved in %d failed rounds; first: %v\n%v\nwaiters refused at a bound: per connection %v, per source %v, total %v\n%s",
+			unresolved.Load(), failures.Load(), firstErr.Load(), diag.Load(), hits("waiters_per_connection"), hits("waiters_per_source"), hits("waiters_total"),
+			series(d, "pvans_tcp_"))
 	}
 	if rounds.Load() < clients {
 		t.Errorf("only %d rounds completed", rounds.Load())
@@ -353,6 +357,24 @@ func diagnose(d *daemon.Daemon, site *sim.Site, missing []string) string {
 		}
 		out += "\n"
 	}
-	out += fmt.Sprintf("  prober: %+v\n  udp: %+v\n  tcp: %+v\n  beacon: %+v\n", d.Prober.Stats(), d.UDP.Stats(), d.TCP.Stats(), d.Tracker.Stats())
+	out += fmt.Sprintf("  prober: %+v\n", d.Prober.Stats())
+	return out + series(d, "pvans_tcp_", "pvans_hints_dropped", "pvans_beacon", "pvans_probe_", "pvans_resolver_")
+}
+
+// series is the daemon's metric lines whose names start with one of
+// prefixes, for a failure's diagnosis: which bound closed, dropped or
+// refused what.
+func series(d *daemon.Daemon, prefixes ...string) string {
+	rec := httptest.NewRecorder()
+	d.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	out := ""
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				out += "  " + l + "\n"
+				break
+			}
+		}
+	}
 	return out
 }
