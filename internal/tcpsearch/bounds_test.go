@@ -3,6 +3,7 @@ package tcpsearch
 import (
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
+	"github.com/pvans-project/pvans/internal/pvaconn"
 )
 
 // TestConnectionsPerSource is the issue-14 row "10,000 TCP connections from
@@ -113,4 +115,60 @@ func TestAcceptBacksOff(t *testing.T) {
 	if s.cnt.acceptErrors.Load() == 0 {
 		t.Fatal("accept errors not counted")
 	}
+}
+
+// blockedTeardown is a ChannelProvider whose Closed waits for release:
+// a connection's teardown held up (in pvans, by the resolver's lock).
+type blockedTeardown struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockedTeardown) Message(*pvaconn.Conn, pva.Header, []byte) bool { return false }
+func (b *blockedTeardown) Closed(*pvaconn.Conn) {
+	b.entered <- struct{}{}
+	<-b.release
+}
+
+// TestClosedConnectionFreesItsShareAtOnce: a client that closes its
+// connection and reconnects is served while the old connection's
+// teardown is still held up; its source's share counts open sockets.
+// (TestSoak's 100 clients of 127.0.0.1 were refused at
+// DefaultMaxConnsPerSource on a loaded host: closed connections kept
+// their places while waiting for the resolver's lock.)
+func TestClosedConnectionFreesItsShareAtOnce(t *testing.T) {
+	b := &blockedTeardown{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	w := newWorld(t, Options{MaxConnsPerSource: 1, Channels: b})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(b.release) }) }
+	t.Cleanup(unblock)
+	dial := func() net.Conn {
+		nc, err := net.DialTimeout("tcp", w.ep.String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	// A served connection gets the 36-byte greeting and stays open.
+	greeted := func(nc net.Conn) bool {
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := readFull(nc, make([]byte, 36))
+		return err == nil && n == 36
+	}
+	first := dial()
+	if !greeted(first) {
+		t.Fatal("first connection not served")
+	}
+	first.Close()
+	<-b.entered // its teardown has started, and waits
+	second := dial()
+	if !greeted(second) || isClosed(second, 200*time.Millisecond) {
+		t.Fatalf("reconnection refused while the closed one's teardown waited (refused at the per-source bound: %d)", w.srv.cnt.perSource.Load())
+	}
+	if n := w.srv.cnt.perSource.Load(); n != 0 {
+		t.Fatalf("%d connections refused at the per-source bound, want 0", n)
+	}
+	unblock()
+	second.Close()
 }

@@ -596,9 +596,10 @@ func (p *policy) exempt(a netip.Addr) bool {
 	return false
 }
 
-func (s *Server) forget(c *pvaconn.Conn, src netip.Addr) {
+// release gives back a closed connection's place: its source's share
+// (MaxConnsPerSource) and MaxConns.
+func (s *Server) release(src netip.Addr) {
 	s.mu.Lock()
-	delete(s.conns, c)
 	if n := s.bySource[src] - 1; n > 0 {
 		s.bySource[src] = n
 	} else {
@@ -606,4 +607,12 @@ func (s *Server) forget(c *pvaconn.Conn, src netip.Addr) {
 	}
 	s.mu.Unlock()
 	s.cnt.active.Add(-1)
+}
+
+// forget drops c once its teardown is done (Close waits for those it
+// lists).
+func (s *Server) forget(c *pvaconn.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 }

@@ -71,6 +71,11 @@ func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 }
 
 func (ss *session) Closed(c *pvaconn.Conn, err error) {
+	// The socket is closed: its source's share and the connection count
+	// are given back now, not after the teardown below, which waits for
+	// the resolver's lock (seconds on a loaded host, under busy clients):
+	// a client reconnecting meanwhile was refused at its source's bound.
+	ss.s.release(ss.src)
 	ss.s.closedAtBound(c, err)
 	if ss.waiter != nil {
 		ss.waiter.Close()
@@ -81,7 +86,7 @@ func (ss *session) Closed(c *pvaconn.Conn, err error) {
 	if p := ss.s.opt.Channels; p != nil {
 		p.Closed(c)
 	}
-	ss.s.forget(c, ss.src)
+	ss.s.forget(c)
 }
 
 func (ss *session) handleSearch(c *pvaconn.Conn, h pva.Header, payload []byte, pol *policy, paid bool) {
