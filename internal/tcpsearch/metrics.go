@@ -36,7 +36,10 @@ type counters struct {
 	// the client's list or a zero address or port from the registry; claims
 	// of a server known by a loopback address sent to a remote client as
 	// "any" (answer.Rules.Claim).
-	noProtocol, protoSkipped, zeroEndpoint, loopbackRewritten metrics.Counter `metric:"-"`
+	noProtocol        metrics.Counter `metric:"-"` // never: a TCP search is answered whatever it lists
+	protoSkipped      metrics.Counter `metric:"pvans_tcp_claims_withheld_total" label:"reason=protocol" help:"Claims not named to a TCP client, by reason: protocol (a TLS endpoint to a client that did not offer tls), zero_endpoint (the registry had a zero address or port)."`
+	zeroEndpoint      metrics.Counter `metric:"pvans_tcp_claims_withheld_total" label:"reason=zero_endpoint"`
+	loopbackRewritten metrics.Counter `metric:"pvans_tcp_claims_loopback_rewritten_total" help:"Claims of a server known by a loopback address named \"any\" to a TCP client on another host (the client connects to where the answer came from)."`
 
 	responses  atomic.Uint64 // positive CMD_SEARCH_RESPONSE sent directly
 	negative   atomic.Uint64 // found=0 replies (MustReply, discovery ping)

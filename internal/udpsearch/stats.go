@@ -75,7 +75,9 @@ type counters struct {
 	// protocol is not one the client listed; the registry had a zero
 	// address or port. And claims of a server known by a loopback address
 	// named "any" to a client elsewhere.
-	protoSkipped, zeroEndpoint, loopbackRewritten metrics.Counter `metric:"-"`
+	protoSkipped      metrics.Counter `metric:"pvans_udp_claims_withheld_total" label:"reason=protocol" help:"Claims not named to a UDP client, by reason: protocol (the server's protocol is not one the search listed), zero_endpoint (the registry had a zero address or port)."`
+	zeroEndpoint      metrics.Counter `metric:"pvans_udp_claims_withheld_total" label:"reason=zero_endpoint"`
+	loopbackRewritten metrics.Counter `metric:"pvans_udp_claims_loopback_rewritten_total" help:"Claims of a server known by a loopback address named \"any\" to a UDP client on another host (the client connects to where the answer came from)."`
 
 	datagrams       atomic.Uint64 // received on the search port
 	discoveryPings  atomic.Uint64 // discovery pings answered
