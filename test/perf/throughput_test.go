@@ -83,6 +83,10 @@ func runUDP(tb testing.TB, t target, p *pvans, rate float64, dur time.Duration) 
 // (claims/s) and target CPU per datagram.
 func runUDPHit(tb testing.TB, t target, window int, dur time.Duration) measurement {
 	tb.Helper()
+	var before map[string]float64
+	if t.p != nil {
+		before, _ = t.p.Metrics()
+	}
 	r, err := bench.Run(context.Background(), bench.Config{
 		Mode: bench.UDP, Target: t.udp, Hits: t.hits, HitFraction: 1,
 		Window: window, Timeout: 50 * time.Millisecond, Duration: dur, PID: t.pid,
@@ -95,6 +99,22 @@ func runUDPHit(tb testing.TB, t target, window int, dur time.Duration) measureme
 	m := measurement{target: t.name, value: float64(min(r.Claims, r.Hits)) / r.Seconds,
 		extra: fmt.Sprintf("%.0f dgrams/s replies/dgram %.2f unanswered %d claims/hits %d/%d", r.MessagesPerSec,
 			float64(r.Replies)/float64(max(r.Messages, 1)), r.Timeouts, r.Claims, r.Hits)}
+	// Unanswered searches of held names: pvans's drops, or servers of the
+	// site it took for down (their names then go unanswered).
+	if before != nil {
+		if after, err := t.p.Metrics(); err == nil {
+			d := func(k string) float64 { return after[k] - before[k] }
+			var drops []string
+			for k := range after {
+				if strings.HasPrefix(k, "pvans_udp_drops_total") && d(k) > 0 {
+					drops = append(drops, fmt.Sprintf("%s=%.0f", strings.TrimPrefix(k, "pvans_udp_drops_total"), d(k)))
+				}
+			}
+			slices.Sort(drops)
+			m.extra += fmt.Sprintf(" pvans: searches %.0f drops %v names %.0f servers_down %.0f", d("pvans_udp_searches_total"),
+				drops, after["pvans_registry_names"], after["pvans_registry_servers_down"])
+		}
+	}
 	if r.CPU != nil && r.Messages > 0 {
 		m.cpuUs = r.CPU.PerMessageUs
 		m.extra += fmt.Sprintf(" cpu %.0f%%", 100*r.CPU.Utilization)
