@@ -359,15 +359,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	var cpu0 procCPU
 	if cfg.PID > 0 {
-		var err error
-		if cpu0, err = readProcCPU(cfg.PID); err != nil {
+		if _, err := readProcCPU(cfg.PID); err != nil {
 			return nil, err
 		}
 	}
 	st := &stats{}
-	var run func(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) error
+	var run func(ctx context.Context, begin func() context.Context, cfg *Config, st *stats, b *budget) error
 	switch cfg.Mode {
 	case UDP:
 		run = runUDP
@@ -376,20 +374,40 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	b := &budget{limit: cfg.Count > 0}
 	b.left.Store(cfg.Count)
-	sendCtx := ctx
-	if cfg.Duration > 0 {
-		var cancel context.CancelFunc
-		sendCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
-		defer cancel()
-	}
-	var drops0 int64 = -1
-	if cfg.Mode == UDP && cfg.Target.Addr().IsLoopback() {
-		if d, derr := readUDPDrops(cfg.Target.Port()); derr == nil {
-			drops0 = d
+	var (
+		cpu0    procCPU
+		cpuErr  error = errors.New("bench: run never began")
+		drops0  int64 = -1
+		cancel        = context.CancelFunc(func() {})
+		started bool
+	)
+	defer func() { cancel() }()
+	// begin starts the run's clock, its Duration and the target's CPU and
+	// drop baselines once the templates are built and the connections
+	// made: building a million names' templates can take longer than the
+	// run, and counting it would lower the rate of a target holding many
+	// names (and charge it the CPU it spends idle meanwhile).
+	begin := func() context.Context {
+		started = true
+		if cfg.PID > 0 {
+			cpu0, cpuErr = readProcCPU(cfg.PID)
 		}
+		if cfg.Mode == UDP && cfg.Target.Addr().IsLoopback() {
+			if d, derr := readUDPDrops(cfg.Target.Port()); derr == nil {
+				drops0 = d
+			}
+		}
+		sendCtx := ctx
+		if cfg.Duration > 0 {
+			sendCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		}
+		st.start = time.Now()
+		return sendCtx
 	}
-	st.start = time.Now()
-	err := run(ctx, sendCtx, &cfg, st, b)
+	err := run(ctx, begin, &cfg, st, b)
+	if !started {
+		st.start = time.Now()
+	}
 	if st.sendEnd.IsZero() {
 		st.sendEnd = time.Now()
 	}
@@ -400,7 +418,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.TargetDrops = &d
 		}
 	}
-	if cfg.PID > 0 {
+	if cfg.PID > 0 && cpuErr == nil {
 		cpu1, cerr := readProcCPU(cfg.PID)
 		if cerr == nil {
 			rep.addCPU(cfg.PID, cpu1.sub(cpu0))

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -194,5 +196,52 @@ func TestUDPDropsReported(t *testing.T) {
 	}
 	if r.TargetDrops == nil || *r.TargetDrops < 100 || *r.TargetDrops > r.Messages {
 		t.Fatalf("sent %d to a socket that never reads; drops %v", r.Messages, r.TargetDrops)
+	}
+}
+
+// TestDurationAfterSetup: the run's Duration (and its clock) starts once
+// the connections are made and the templates built, so a slow setup (a
+// million names to pack, a server slow to validate) does not eat the run.
+// The proxy holds each connection's handshake back longer than the whole
+// Duration: were the clock started before setup, nothing would be sent.
+func TestDurationAfterSetup(t *testing.T) {
+	s := startSite(t, 1, 20)
+	const hold = time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				time.Sleep(hold)
+				up, err := net.Dial("tcp", s.Server(0).TCP.String())
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c) }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	r, err := Run(context.Background(), Config{
+		Mode: TCP, Target: netip.MustParseAddrPort(ln.Addr().String()), Hits: s.AllNames(), HitFraction: 1,
+		Duration: hold / 5, Window: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Messages == 0 || r.Claims == 0 {
+		t.Fatalf("nothing sent or claimed after a %v setup in a %v run: %+v", hold, hold/5, r)
+	}
+	if r.Seconds >= hold.Seconds() {
+		t.Fatalf("the run's %.3f s include the setup", r.Seconds)
 	}
 }

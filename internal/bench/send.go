@@ -92,7 +92,7 @@ func newPacer(rate float64, senders int) *pacer {
 	return p
 }
 
-func runUDP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) error {
+func runUDP(ctx context.Context, begin func() context.Context, cfg *Config, st *stats, b *budget) error {
 	network := "udp4"
 	if cfg.Target.Addr().Is6() && !cfg.Target.Addr().Is4In6() {
 		network = "udp6"
@@ -135,6 +135,7 @@ func runUDP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) err
 		expireLoop(tr, cfg.Timeout, done)
 	}()
 	target := cfg.Target
+	sendCtx := begin()
 	err = sendLoop(sendCtx, st, b, tr, tmpl, newPacer(cfg.Rate, 1), func(m []byte) error {
 		_, err := uc.WriteToUDPAddrPort(m, target)
 		return err
@@ -147,7 +148,7 @@ func runUDP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) err
 	return err
 }
 
-func runTCP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) error {
+func runTCP(ctx context.Context, begin func() context.Context, cfg *Config, st *stats, b *budget) error {
 	// TCP searches: Unicast flag and reply port 0, as PVXS sends them to a
 	// name server.
 	flags := uint8(pva.SearchUnicast)
@@ -187,6 +188,7 @@ func runTCP(ctx, sendCtx context.Context, cfg *Config, st *stats, b *budget) err
 	}
 	done := make(chan struct{})
 	trackers := make([]*tracker, len(conns))
+	sendCtx := begin()
 	for i, nc := range conns {
 		tr := newTracker(cfg.Window, st)
 		trackers[i] = tr

@@ -42,7 +42,7 @@ func startFloors(t *testing.T) []target {
 		port := harness.FreePort(t)
 		args := []string{f.bin, fmt.Sprint(port)} // both bind 127.0.0.1:PORT
 		if cpu := os.Getenv("PERF_SERVER_CPU"); cpu != "" {
-			args = append([]string{"taskset", "-c", cpu}, args...)
+			args = append([]string{"setsid", "taskset", "-c", cpu}, args...) // own session: see startPVANSBin
 		}
 		p := testutil.StartProc(t, f.name, exec.Command(args[0], args[1:]...))
 		tg := target{name: f.name, pid: p.Pid(), floor: true,

@@ -58,7 +58,8 @@ type pvans struct {
 
 // startPVANS runs the daemon on loopback with fresh ports, no snapshot,
 // rate limits off (the load tool is one source), plus extra flags. With
-// PERF_SERVER_CPU set, it is pinned to that CPU with taskset.
+// PERF_SERVER_CPU set, it is pinned to that CPU with taskset, in a
+// session of its own.
 func startPVANS(t *testing.T, extra ...string) *pvans {
 	t.Helper()
 	return startPVANSOn(t, 0, extra...)
@@ -93,7 +94,14 @@ func startPVANSBin(t *testing.T, bin string, udp uint16, extra ...string) *pvans
 	}
 	o := harness.Options{UDPPort: udp, Args: append(args, extra...), Bin: bin}
 	if cpu := os.Getenv("PERF_SERVER_CPU"); cpu != "" {
-		o.Command = []string{"taskset", "-c", cpu}
+		// setsid: with the kernel's autogroups (sched_autogroup_enabled)
+		// a session's tasks share one CPU weight, split between the CPUs
+		// in proportion to their load; in the test's session pvans would
+		// get the part of a weight the busy load tool leaves on its CPU,
+		// while a comparison server started in a session of its own gets
+		// a whole one. setsid does not fork here (the child leads no
+		// process group), so the PID stays pvans's.
+		o.Command = []string{"setsid", "taskset", "-c", cpu}
 	}
 	p := &pvans{t: t, Started: time.Now()}
 	p.Pvans = harness.Start(t, o)
