@@ -172,3 +172,53 @@ func TestClosedConnectionFreesItsShareAtOnce(t *testing.T) {
 	unblock()
 	second.Close()
 }
+
+// TestTeardownsCountAgainstMaxConns: a connection whose teardown waits
+// keeps its place under MaxConns (only its source's share is given back
+// at once), so a source that connects and closes in a loop while
+// teardowns wait cannot pile up more than MaxConns of them.
+func TestTeardownsCountAgainstMaxConns(t *testing.T) {
+	b := &blockedTeardown{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	w := newWorld(t, Options{MaxConns: 1, Channels: b})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(b.release) }) }
+	t.Cleanup(unblock)
+	dial := func() net.Conn {
+		nc, err := net.DialTimeout("tcp", w.ep.String(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	greeted := func(nc net.Conn) bool {
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := readFull(nc, make([]byte, 36))
+		return err == nil && n == 36
+	}
+	first := dial()
+	if !greeted(first) {
+		t.Fatal("first connection not served")
+	}
+	first.Close()
+	<-b.entered // its teardown has started, and waits
+	second := dial()
+	if greeted(second) {
+		t.Fatalf("a connection was served while MaxConns=1 was held by a waiting teardown (rejected %d)", w.srv.cnt.rejected.Load())
+	}
+	if n := w.srv.cnt.rejected.Load(); n != 1 {
+		t.Fatalf("rejected at MaxConns: %d, want 1", n)
+	}
+	unblock()
+	// Once the teardown is done, its place is free again.
+	deadline := time.Now().Add(30 * time.Second)
+	for w.srv.cnt.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("teardown done but %d places still held", w.srv.cnt.active.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if third := dial(); !greeted(third) {
+		t.Fatal("connection refused after the teardown gave its place back")
+	}
+}

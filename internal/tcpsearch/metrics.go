@@ -46,7 +46,7 @@ type counters struct {
 	refused    atomic.Uint64 // CREATE_CHANNEL refused
 	ignored    atomic.Uint64 // other application messages drained and ignored
 	sendErrors atomic.Uint64 // replies dropped because the connection was closing or full
-	active     atomic.Int64  // open now
+	active     atomic.Int64  // open now, or closed with their teardown still running (MaxConns)
 }
 
 // Connections is the connections open now.

@@ -596,8 +596,8 @@ func (p *policy) exempt(a netip.Addr) bool {
 	return false
 }
 
-// release gives back a closed connection's place: its source's share
-// (MaxConnsPerSource) and MaxConns.
+// release gives back a closed connection's share of its source
+// (MaxConnsPerSource) as soon as its socket is closed.
 func (s *Server) release(src netip.Addr) {
 	s.mu.Lock()
 	if n := s.bySource[src] - 1; n > 0 {
@@ -606,13 +606,15 @@ func (s *Server) release(src netip.Addr) {
 		delete(s.bySource, src)
 	}
 	s.mu.Unlock()
-	s.cnt.active.Add(-1)
 }
 
 // forget drops c once its teardown is done (Close waits for those it
-// lists).
+// lists) and only then gives back its place under MaxConns: a teardown
+// waiting for the resolver holds a goroutine, so a source that connects
+// and closes in a loop can keep at most MaxConns of them waiting.
 func (s *Server) forget(c *pvaconn.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.cnt.active.Add(-1)
 }

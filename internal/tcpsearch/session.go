@@ -71,10 +71,12 @@ func (ss *session) Message(c *pvaconn.Conn, h pva.Header, payload []byte) {
 }
 
 func (ss *session) Closed(c *pvaconn.Conn, err error) {
-	// The socket is closed: its source's share and the connection count
-	// are given back now, not after the teardown below, which waits for
-	// the resolver's lock (seconds on a loaded host, under busy clients):
-	// a client reconnecting meanwhile was refused at its source's bound.
+	// The socket is closed: its source's share is given back now, not
+	// after the teardown below, which waits for the resolver's lock
+	// (seconds on a loaded host, under busy clients): a client
+	// reconnecting meanwhile was refused at its source's bound. Its place
+	// under MaxConns is kept until the teardown ends (forget), so waiting
+	// teardowns stay bounded.
 	ss.s.release(ss.src)
 	ss.s.closedAtBound(c, err)
 	if ss.waiter != nil {
