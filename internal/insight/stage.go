@@ -184,13 +184,25 @@ func wireSpan(payload []byte, names []pva.SearchName, missing []int, lens []byte
 
 // putLens writes each name's length, or'd with mark, to lens, and
 // returns the bytes of the names and their sizes and their lengths or'd.
+//
+// It runs for every name of every search staged in full, repeats
+// included: the loop only loads, adds and stores (no branch per name, the
+// bounds checked once), and the sizes are counted after it, one byte each
+// unless a name is 254 bytes or more (all tells: every length is at most
+// their or), which only then takes a second pass.
 func putLens(span []pva.SearchName, lens []byte, mark uint16) (size, all int) {
-	for _, sn := range span {
-		n := len(sn.Name)
+	lens = lens[:2*len(span)]
+	for i := range span {
+		n := len(span[i].Name)
 		all |= n
-		size += n + sizeLen(n)
-		binary.NativeEndian.PutUint16(lens, uint16(n)|mark)
-		lens = lens[2:]
+		size += n
+		binary.NativeEndian.PutUint16(lens[2*i:2*i+2], uint16(n)|mark)
+	}
+	if all < 254 {
+		return size + len(span), all
+	}
+	for i := range span {
+		size += sizeLen(len(span[i].Name))
 	}
 	return size, all
 }
