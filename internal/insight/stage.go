@@ -227,6 +227,9 @@ const (
 // shard's last record (written after the buffer's end, all but a
 // payload's stretch, and compared); s.mu held.
 func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing []int) putResult {
+	if h.flags&flagLight == 0 && s.repeatsWire(h, payload, names, missing) {
+		return repeated
+	}
 	start := len(s.buf)
 	free := s.buf[start:cap(s.buf)]
 	need, span := recHeader, []byte(nil)
@@ -251,6 +254,59 @@ func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing [
 		s.stagedFull += len(missing)
 	}
 	return staged1
+}
+
+// repeatsWire counts a full search whose names are all unclaimed and
+// views into payload (the storm of retries the answer path sees most) a
+// repeat of the shard's last record if it is one, reading that record
+// instead of writing the search's own first: the header, each name's
+// length and the payload's stretch compared where they lie. It proves
+// what put's own compare does (the stretch's ends are the names' own
+// bytes, and the lengths equal those that filled the last record's
+// stretch of the same bytes, so they fill this one); s.mu held.
+func (s *stage) repeatsWire(h *header, payload []byte, names []pva.SearchName, missing []int) bool {
+	if s.last < 0 || len(missing) == 0 || len(payload) == 0 {
+		return false
+	}
+	first, last := missing[0], missing[len(missing)-1]
+	if last-first+1 != len(missing) {
+		return false // not dense: put's compare decides
+	}
+	p := s.buf[s.last:]
+	span := names[first : last+1]
+	if len(p) < recHeader+4+2*len(span) || p[offFlags] != h.flags|flagWire ||
+		binary.NativeEndian.Uint16(p[recHeader:]) != uint16(len(span)) {
+		return false
+	}
+	f, l := span[0].Name, span[len(span)-1].Name
+	lo, hi := int(span[0].Off), int(span[len(span)-1].Off)+len(l)
+	if len(f) == 0 || len(l) == 0 || lo >= hi || hi > len(payload) || hi-lo > 0xffff ||
+		&payload[lo] != &f[0] || &payload[hi-1] != &l[len(l)-1] {
+		return false
+	}
+	data := p[recHeader+4+2*len(span):]
+	if len(data) != hi-lo || int(binary.NativeEndian.Uint16(p[recHeader+2:])) != hi-lo ||
+		binary.NativeEndian.Uint16(p[offRepeat:]) == 0xffff {
+		return false
+	}
+	if string(data) != string(payload[lo:hi]) {
+		return false // first: new names differ at once
+	}
+	var r [recHeader]byte
+	h.flags |= flagWire
+	h.put(r[:])
+	h.flags &^= flagWire
+	if string(p[:offRepeat]) != string(r[:offRepeat]) || string(p[offWeight:recHeader]) != string(r[offWeight:]) {
+		return false
+	}
+	lens := p[recHeader+4 : recHeader+4+2*len(span)]
+	for i := range span {
+		if binary.NativeEndian.Uint16(lens[2*i:2*i+2]) != uint16(len(span[i].Name))|unclaimed {
+			return false
+		}
+	}
+	binary.NativeEndian.PutUint16(p[offRepeat:], binary.NativeEndian.Uint16(p[offRepeat:])+1)
+	return true
 }
 
 // putNames writes a full record's names into free, after the header's
