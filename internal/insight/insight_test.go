@@ -338,6 +338,44 @@ func TestRepeatsCounted(t *testing.T) {
 	}
 }
 
+// A search is a repeat of the last record only for the same names: two
+// searches whose stretches of payload are the same bytes, split into
+// names elsewhere (a CID's bytes in one are a name's in the other), are
+// two records, each name counted as searched.
+func TestRepeatSameBytesOtherNames(t *testing.T) {
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+	wire := func(names ...pva.SearchName) ([]byte, []pva.SearchName) {
+		msg := pva.AppendSearch(nil, pva.FlagBigEndian, &pva.Search{Seq: 1, Names: names})
+		_, payload, _, err := pva.SplitMessage(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s pva.Search
+		if err := s.Decode(payload, true); err != nil {
+			t.Fatal(err)
+		}
+		return payload, s.Names
+	}
+	// Both stretches: 'a' 01 02 03 04 03 02 'x' 'y'.
+	pa, qa := wire(pva.SearchName{CID: 9, Name: []byte("a")}, pva.SearchName{CID: 0x01020304, Name: []byte("\x02xy")})
+	pb, qb := wire(pva.SearchName{CID: 9, Name: []byte("a\x01")}, pva.SearchName{CID: 0x02030403, Name: []byte("xy")})
+	if sa, sb := pa[len(pa)-9:], pb[len(pb)-9:]; string(sa) != string(sb) {
+		t.Fatalf("stretches differ: % x, % x", sa, sb)
+	}
+	in.Searched(cA, false, pa, qa, []int{0, 1}, 0)
+	in.Searched(cA, false, pb, qb, []int{0, 1}, 0)
+	in.Searched(cA, false, pb, qb, []int{0, 1}, 0) // a true repeat
+	r, _ := in.Unresolved("1m", 0)
+	got := map[string]uint64{}
+	for _, u := range r.Names {
+		got[u.Name] = u.Searches
+	}
+	want := map[string]uint64{"a": 1, "\x02xy": 1, "a\x01": 2, "xy": 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+}
+
 // The background digest runs on its own (real clock) and stops on Close.
 func TestBackgroundDigest(t *testing.T) {
 	in := New(withProduction(Options{DigestEvery: 10 * time.Millisecond}))

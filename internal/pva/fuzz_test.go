@@ -87,6 +87,7 @@ func FuzzSearch(f *testing.F) {
 		var s Search
 		err := s.Decode(payload, be)
 		checkErr(t, err)
+		sameAsReader(t, payload, be, &s, err)
 		if err != nil {
 			return
 		}

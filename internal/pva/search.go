@@ -1,6 +1,9 @@
 package pva
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 // SearchName is one (CID, name) pair of a CMD_SEARCH. Name is a view into
 // the receive buffer when decoded: valid only as long as that buffer is, so
@@ -109,6 +112,22 @@ func (s *Search) Decode(payload []byte, bigEndian bool) error {
 		r.Fail("count", "count exceeds payload")
 	}
 	for i := 0; i < n && !r.Failed(); i++ {
+		// The names are the bulk of every search the daemon answers: read
+		// straight from the payload while a name's size is one byte (under
+		// 254, as every name but a pvAccessCPP client's longest is) and
+		// its bytes are there. Anything else (a long or null name, a short
+		// payload) goes through the Reader, which decodes it the same way
+		// and says what is wrong.
+		if b := r.B[r.Off:]; len(b) >= minNameBytes && b[4] < 0xFE && int(b[4]) <= len(b)-minNameBytes {
+			cid := binary.LittleEndian.Uint32(b)
+			if bigEndian {
+				cid = binary.BigEndian.Uint32(b)
+			}
+			at, end := r.Off+minNameBytes, r.Off+minNameBytes+int(b[4])
+			s.Names = append(s.Names, SearchName{CID: cid, Off: uint32(at), Name: r.B[at:end:end]})
+			r.Off = end
+			continue
+		}
 		cid := r.U32("names.cid")
 		name := r.StringBytes("names.name")
 		s.Names = append(s.Names, SearchName{CID: cid, Off: uint32(r.Off - len(name)), Name: name})
