@@ -27,8 +27,9 @@ func (c *Counter) Load() uint64 { return c.n.Load() }
 // shared are the families several parts count into, each its own
 // series: their help is written here, once, so the parts cannot disagree.
 var shared = map[string]string{
-	"pvans_access_denied_total": "Requests refused by the access lists, by what was refused: tcp_client, tls_client, udp_client, name, server.",
-	"pvans_hints_dropped_total": "Beacons, discovery replies and search responses not believed, by reason (docs/operations.md).",
+	"pvans_access_denied_total":        "Requests refused by the access lists, by what was refused: tcp_client, tls_client, udp_client, name, server.",
+	"pvans_hints_dropped_total":        "Beacons, discovery replies and search responses not believed, by reason (docs/operations.md).",
+	"pvans_repeat_names_evicted_total": "Names a repeat memory forgot before their window ended, to stay within its bound of names, by transport (via): a repeat of one is priced as a new name.",
 }
 
 var (

@@ -13,5 +13,6 @@ func TestMetricsRegister(t *testing.T) {
 	metrics.CheckExported(t, s.RegisterMetrics, map[string]*metrics.Counter{
 		`pvans_hints_dropped_total{reason="address_mismatch"}`: &s.st.hintAddress,
 		`pvans_udp_drops_total{reason="no_usable_protocol"}`:   &s.st.dropNoTCP,
+		`pvans_repeat_names_evicted_total{via="udp"}`:          &s.st.repeatsEvicted,
 	})
 }
