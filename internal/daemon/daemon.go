@@ -287,9 +287,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		// is known by; others come from http.allowed_hosts.
 		HostNames: ownHostNames(cfg.HTTP.Listen),
 		Started:   d.startedAt,
-		Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
-			return resolver.Endpoint{Addr: server}.Wire(client, d.conf().Map.Rules)
-		},
+		Told:      d.told,
 		// Connection limits, timeouts, bounded bodies and patterns,
 		// discovery rate limit; the web configuration file from the tag.
 		Limits: httpLimits(cfg),

@@ -10,10 +10,5 @@ import (
 // fails here, and the scrape reads the count the watcher keeps.
 func TestMetricsRegister(t *testing.T) {
 	w := New(Options{})
-	m := metrics.New("test")
-	w.RegisterMetrics(m)
-	w.addrsDropped.Add(2)
-	if v, err := m.Value(`pvans_dns_dropped_total{what="addresses"}`); err != nil || v != 2 {
-		t.Fatalf("addresses dropped %v, %v; want 2", v, err)
-	}
+	metrics.CheckExported(t, w.RegisterMetrics, map[string]*metrics.Counter{`pvans_dns_dropped_total{what="addresses"}`: &w.addrsDropped})
 }

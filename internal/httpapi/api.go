@@ -64,9 +64,10 @@ type Options struct {
 	Version string
 	// Started is the daemon's start time.
 	Started time.Time
-	// Told is the address and port a client at client is told for a
-	// server learned at server (resolver.Endpoint.Wire); nil: not shown.
-	Told func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16)
+	// Told is what a client at client is told for name by a search
+	// offering "tcp", or "tls" and "tcp" when tls, decided as in every
+	// answer (the daemon's is answer.Told); nil: not shown.
+	Told func(name string, client netip.Addr, tls bool) Claimed
 	// Limits bound the listener and the costly endpoints (New).
 	Limits Limits
 	// HostNames are the names this machine is known by besides localhost
@@ -229,19 +230,39 @@ type Name struct {
 	Told *Told `json:"told,omitempty"`
 }
 
-// Told is the endpoint named to one client for a name: the address map
-// (map.rules) and the loopback rule applied, as in every answer.
+// Claimed is one answer's claim as Options.Told decides it.
+type Claimed struct {
+	Addr     pva.Address
+	Port     uint16
+	Protocol string // "tcp" or "tls"
+	// Withheld is why the answer names nothing for the name (the
+	// claims-withheld metrics' reason: "protocol", "zero_endpoint";
+	// "unheld": nobody holds it any more); "" when it names Addr, Port
+	// and Protocol.
+	Withheld string
+}
+
+// Told is what one client is told for a name: the claim's refusals, the
+// address map (map.rules) and the loopback rule applied, as in every
+// answer.
 type Told struct {
 	Client string `json:"client"`
+	// Withheld: the answer names nothing for this name, and why
+	// ("protocol": the server takes only a protocol the search did not
+	// offer; "zero_endpoint": the registry has a zero address or port;
+	// "unheld": nobody holds it any more); the fields below are then
+	// empty.
+	Withheld string `json:"withheld,omitempty"`
 	// Endpoint is the address:port in the answer; empty when Any.
 	Endpoint string `json:"endpoint,omitempty"`
 	// Any: the answer carries the "any" address, which the client reads
 	// as the address it reached pvans on, with Port.
-	Any  bool   `json:"any"`
-	Port uint16 `json:"port"`
+	Any      bool   `json:"any"`
+	Port     uint16 `json:"port"`
+	Protocol string `json:"protocol,omitempty"`
 	// TLS is what the same client is told when its search offers "tls"
-	// (the server's TLS endpoint through the same rules); nil when the
-	// server has no TLS endpoint.
+	// (and "tcp"), when that is something else (the server's TLS
+	// endpoint; a server serving only TLS); nil otherwise.
 	TLS *Told `json:"tls,omitempty"`
 }
 
@@ -517,20 +538,24 @@ func (a *api) name(w http.ResponseWriter, r *http.Request) {
 	}
 	out := NameJSON(info)
 	if client.IsValid() && a.o.Told != nil {
-		out.Told = a.told(info.Addr, client)
-		if info.TLS.IsValid() {
-			out.Told.TLS = a.told(info.TLS, client)
+		out.Told = a.told(n, client, false)
+		if tls := a.told(n, client, true); *tls != *out.Told {
+			out.Told.TLS = tls
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// told is what client is told for server.
-func (a *api) told(server netip.AddrPort, client netip.Addr) *Told {
-	addr, port := a.o.Told(server, client)
-	t := &Told{Client: client.String(), Port: port, Any: addr.IsAny()}
+// told is what client is told for name, offering tls or not.
+func (a *api) told(name string, client netip.Addr, tls bool) *Told {
+	c := a.o.Told(name, client, tls)
+	t := &Told{Client: client.String(), Withheld: c.Withheld}
+	if c.Withheld != "" {
+		return t
+	}
+	t.Port, t.Protocol, t.Any = c.Port, c.Protocol, c.Addr.IsAny()
 	if !t.Any {
-		t.Endpoint = netip.AddrPortFrom(addr.Addr(), port).String()
+		t.Endpoint = netip.AddrPortFrom(c.Addr.Addr(), c.Port).String()
 	}
 	return t
 }

@@ -180,28 +180,40 @@ func TestEndpoints(t *testing.T) {
 	}
 }
 
-// ?client=ADDR adds what that client is told, from Options.Told.
+// ?client=ADDR adds what that client is told, from Options.Told: an
+// endpoint, "any", or nothing and why; the TLS view only when it says
+// something else.
 func TestNameToldClient(t *testing.T) {
 	reg := &fakeReg{names: []registry.NameInfo{{Name: "ioc:a:temp", GUID: g1, Addr: a1, How: registry.SourceProbe}}}
 	var asked netip.Addr
-	h := Handler(Options{Registry: reg, Told: func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
-		asked = client
-		if client.IsLoopback() {
-			return pva.AddressFrom(server.Addr()), server.Port()
+	var askedName string
+	h := Handler(Options{Registry: reg, Told: func(name string, client netip.Addr, tls bool) Claimed {
+		asked, askedName = client, name
+		switch {
+		case client == netip.MustParseAddr("10.9.9.9"):
+			return Claimed{Withheld: "zero_endpoint"}
+		case client.IsLoopback():
+			return Claimed{Addr: pva.AddressFrom(a1.Addr()), Port: a1.Port(), Protocol: "tcp"}
 		}
-		return pva.AnyIPv4, server.Port()
+		return Claimed{Addr: pva.AnyIPv4, Port: a1.Port(), Protocol: "tcp"}
 	}})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	var n Name
 	if err := json.Unmarshal([]byte(get(t, srv.URL+"/v1/names/ioc:a:temp?client=127.0.0.9", 200)), &n); err != nil ||
-		n.Told == nil || *n.Told != (Told{Client: "127.0.0.9", Endpoint: a1.String(), Port: a1.Port()}) || asked != netip.MustParseAddr("127.0.0.9") {
+		n.Told == nil || *n.Told != (Told{Client: "127.0.0.9", Endpoint: a1.String(), Port: a1.Port(), Protocol: "tcp"}) ||
+		asked != netip.MustParseAddr("127.0.0.9") || askedName != "ioc:a:temp" {
 		t.Fatalf("local client: %+v %v", n.Told, err)
 	}
 	n = Name{}
 	if err := json.Unmarshal([]byte(get(t, srv.URL+"/v1/names/ioc:a:temp?client=10.1.2.3", 200)), &n); err != nil ||
-		n.Told == nil || *n.Told != (Told{Client: "10.1.2.3", Any: true, Port: a1.Port()}) {
+		n.Told == nil || *n.Told != (Told{Client: "10.1.2.3", Any: true, Port: a1.Port(), Protocol: "tcp"}) {
 		t.Fatalf("remote client: %+v %v", n.Told, err)
+	}
+	n = Name{}
+	if err := json.Unmarshal([]byte(get(t, srv.URL+"/v1/names/ioc:a:temp?client=10.9.9.9", 200)), &n); err != nil ||
+		n.Told == nil || *n.Told != (Told{Client: "10.9.9.9", Withheld: "zero_endpoint"}) {
+		t.Fatalf("withheld: %+v %v", n.Told, err)
 	}
 	n = Name{}
 	if err := json.Unmarshal([]byte(get(t, srv.URL+"/v1/names/ioc:a:temp", 200)), &n); err != nil || n.Told != nil {

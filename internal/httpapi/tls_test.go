@@ -24,8 +24,11 @@ func TestTLSEndpointShown(t *testing.T) {
 		},
 		names: []registry.NameInfo{{Name: "sec:pv", GUID: g1, Addr: a1, TLS: tlsEP, How: registry.SourceProbe}},
 	}
-	told := func(server netip.AddrPort, client netip.Addr) (pva.Address, uint16) {
-		return pva.AddressFrom(netip.MustParseAddr("192.0.2.1")), server.Port() + 10000
+	told := func(name string, client netip.Addr, tls bool) Claimed {
+		if tls {
+			return Claimed{Addr: pva.AddressFrom(netip.MustParseAddr("192.0.2.1")), Port: tlsEP.Port() + 10000, Protocol: "tls"}
+		}
+		return Claimed{Addr: pva.AddressFrom(netip.MustParseAddr("192.0.2.1")), Port: a1.Port() + 10000, Protocol: "tcp"}
 	}
 	srv := httptest.NewServer(Handler(Options{Registry: reg, Told: told, Version: "test"}))
 	defer srv.Close()

@@ -27,8 +27,9 @@ func (c *Counter) Load() uint64 { return c.n.Load() }
 // shared are the families several parts count into, each its own
 // series: their help is written here, once, so the parts cannot disagree.
 var shared = map[string]string{
-	"pvans_access_denied_total": "Requests refused by the access lists, by what was refused: tcp_client, tls_client, udp_client, name, server.",
-	"pvans_hints_dropped_total": "Beacons, discovery replies and search responses not believed, by reason (docs/operations.md).",
+	"pvans_access_denied_total":        "Requests refused by the access lists, by what was refused: tcp_client, tls_client, udp_client, name, server.",
+	"pvans_hints_dropped_total":        "Beacons, discovery replies and search responses not believed, by reason (docs/operations.md).",
+	"pvans_repeat_names_evicted_total": "Names a repeat memory forgot before their window ended, to stay within its bound of names, by transport (via): a repeat of one is priced as a new name.",
 }
 
 var (
@@ -193,6 +194,59 @@ func Check(counters ...any) error {
 		}
 	}
 	return nil
+}
+
+// TB is what CheckExported needs of a test (*testing.T is one): package
+// metrics is in every binary and does not import testing.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// CheckExported is each part's metrics test in one call: register (the
+// part's RegisterMetrics) into a fresh registry, where a slip in a
+// declaration fails the test (Register panics on a Counter without a
+// metric tag, a bad name or label, help missing or written twice, a
+// series declared or registered twice); then every series of counts
+// reads, as a scrape does, what is counted into its Counter afterwards.
+// Each gets a count of its own, so two series reading one Counter fail
+// too. A nil Counter: the series is exported and reads 0 (a part that
+// counts nothing yet).
+func CheckExported(t TB, register func(*Metrics), counts map[string]*Counter) {
+	t.Helper()
+	if len(counts) == 0 {
+		t.Fatalf("metrics: CheckExported without a series to read")
+	}
+	m := New("test")
+	if err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%v", r)
+			}
+		}()
+		register(m)
+		return nil
+	}(); err != nil {
+		t.Fatalf("registering the counters: %v", err)
+	}
+	names := make([]string, 0, len(counts))
+	for s := range counts {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	want := map[string]float64{}
+	for i, s := range names {
+		if c := counts[s]; c != nil {
+			want[s] = float64(c.Load()) + float64(i+2)
+			c.Add(uint64(i + 2))
+		}
+	}
+	for _, s := range names {
+		if v, err := m.Value(s); err != nil || v != want[s] {
+			t.Errorf("%s = %v, %v; want %v", s, v, err, want[s])
+		}
+	}
 }
 
 // Value reads one series from the registry, named as the exposition

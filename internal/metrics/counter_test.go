@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -154,6 +155,70 @@ func TestSprintReadsEachCount(t *testing.T) {
 	for _, want := range []string{"claims:3", "fwd.forwards:5", "private:0"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("%s lacks %s", s, want)
+		}
+	}
+}
+
+// fakeTB records what CheckExported reports; Fatalf stops the check as
+// testing's does (here by a panic the case recovers).
+type fakeTB struct{ failed []string }
+
+type fatal struct{}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.failed = append(f.failed, fmt.Sprintf(format, args...))
+}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.Errorf(format, args...)
+	panic(fatal{})
+}
+
+func (f *fakeTB) run(check func(TB)) {
+	defer func() {
+		if r := recover(); r != nil && r != (fatal{}) {
+			panic(r)
+		}
+	}()
+	check(f)
+}
+
+// CheckExported, each part's metrics test, fails on every slip a part's
+// declarations or its test can make, and passes good ones.
+func TestCheckExportedFailsOnSlips(t *testing.T) {
+	var c good
+	for _, tc := range []struct {
+		name     string
+		register func(*Metrics)
+		counts   map[string]*Counter
+		want     string // in the report; "" passes
+	}{
+		{"good", func(m *Metrics) { m.Register(&c) },
+			map[string]*Counter{`pvans_t_claims_total`: &c.claims, `pvans_t_drops_total{reason="malformed"}`: &c.malformed}, ""},
+		{"untagged Counter", func(m *Metrics) { m.Register(&struct{ a Counter }{}) },
+			map[string]*Counter{`pvans_t_claims_total`: nil}, "not pvans_"},
+		{"registered twice", func(m *Metrics) { m.Register(&c); m.Register(&c) },
+			map[string]*Counter{`pvans_t_claims_total`: &c.claims}, "registering"},
+		{"series declared twice", func(m *Metrics) {
+			m.Register(&struct {
+				a Counter `metric:"pvans_t_a_total" help:"A."`
+				b Counter `metric:"pvans_t_a_total"`
+			}{})
+		}, map[string]*Counter{`pvans_t_a_total`: nil}, "declared twice"},
+		{"another series' Counter", func(m *Metrics) { m.Register(&c) },
+			map[string]*Counter{`pvans_t_claims_total`: &c.forwards}, "pvans_t_claims_total ="},
+		{"one Counter for two series", func(m *Metrics) { m.Register(&c) },
+			map[string]*Counter{`pvans_t_claims_total`: &c.claims, `pvans_t_forwards_total`: &c.claims}, " = "},
+		{"not exported", func(m *Metrics) { m.Register(&c) },
+			map[string]*Counter{`pvans_t_private_total`: &c.private}, "no series"},
+		{"nothing read", func(m *Metrics) { m.Register(&c) }, nil, "without a series"},
+	} {
+		c = good{}
+		f := &fakeTB{}
+		f.run(func(tb TB) { CheckExported(tb, tc.register, tc.counts) })
+		got := strings.Join(f.failed, "\n")
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%s: reported %q; want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 // Repeats are priced apart from new names (docs/SECURITY.md, "Repeated
@@ -51,6 +52,11 @@ type Recent struct {
 	seed  maphash.Seed
 	clk   clock.Clock
 	epoch time.Time
+	// evicted counts the names forgotten before their RepeatWindow ended
+	// because the memory held RepeatNamesTotal: an operator seeing it
+	// grow knows repeats are priced as new (a flood, or more busy clients
+	// at once than the bound was sized for).
+	evicted *metrics.Counter
 	// minNames, per, total: RepeatMinNames, RepeatNamesPerSource,
 	// RepeatNamesTotal (smaller in tests).
 	minNames, per, total int
@@ -71,15 +77,21 @@ type recentEntry struct {
 }
 
 // NewRecent returns an empty memory; clk nil means the wall clock.
-func NewRecent(clk clock.Clock) *Recent {
-	return newRecent(clk, RepeatMinNames, RepeatNamesPerSource, RepeatNamesTotal)
+// evicted is where it counts the names it forgot early to stay within
+// RepeatNamesTotal (its owner declares and exports it); nil: a count of
+// its own, read by nobody.
+func NewRecent(clk clock.Clock, evicted *metrics.Counter) *Recent {
+	return newRecent(clk, evicted, RepeatMinNames, RepeatNamesPerSource, RepeatNamesTotal)
 }
 
-func newRecent(clk clock.Clock, minNames, per, total int) *Recent {
+func newRecent(clk clock.Clock, evicted *metrics.Counter, minNames, per, total int) *Recent {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &Recent{seed: maphash.MakeSeed(), clk: clk, epoch: clk.Now(), minNames: minNames, per: per, total: total,
+	if evicted == nil {
+		evicted = new(metrics.Counter)
+	}
+	return &Recent{seed: maphash.MakeSeed(), clk: clk, epoch: clk.Now(), evicted: evicted, minNames: minNames, per: per, total: total,
 		idx: map[uint64]int32{}, count: map[netip.Addr]int32{}}
 }
 
@@ -140,6 +152,7 @@ func (r *Recent) Remember(src netip.Addr, keys []uint64) {
 		}
 		if r.n == r.total {
 			r.evict()
+			r.evicted.Add(1)
 		}
 		if r.n == len(r.ring) {
 			r.grow()

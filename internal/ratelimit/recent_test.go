@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 )
 
 func names(prefix string, n int) [][]byte {
@@ -33,7 +34,7 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // refused) stays new.
 func TestRecentRepeatsPerSourceWithinWindow(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	r := NewRecent(clk)
+	r := NewRecent(clk, nil)
 	// A handful of names searched again and again are never repeats.
 	few := names("few", RepeatMinNames-1)
 	price(r, "192.0.2.1", few)
@@ -79,7 +80,7 @@ func TestRecentRepeatsPerSourceWithinWindow(t *testing.T) {
 func TestRecentBounded(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	const per, total = 100, 250
-	r := newRecent(clk, 1, per, total)
+	r := newRecent(clk, nil, 1, per, total)
 	ns := names("flood", 1000)
 	price(r, "192.0.2.1", ns)
 	if n := r.Len(); n != per {
@@ -110,6 +111,31 @@ func TestRecentBounded(t *testing.T) {
 	price(r, "192.0.2.9", ns[:1])
 	if n := r.Len(); n != 1 || len(r.idx) != 1 || len(r.count) != 1 {
 		t.Fatalf("after the window: %d names, %d keys, %d sources", n, len(r.idx), len(r.count))
+	}
+}
+
+// A name forgotten early, to make room within the bound, is counted;
+// one that outlived RepeatWindow is not.
+func TestRecentCountsEvictions(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	const per, total = 100, 250
+	var evicted metrics.Counter
+	r := newRecent(clk, &evicted, 1, per, total)
+	for i := range 3 {
+		price(r, fmt.Sprintf("10.1.0.%d", i), names("a", per)) // 300 names: 50 past the bound
+	}
+	if n, e := r.Len(), evicted.Load(); n != total || e != 3*per-total {
+		t.Fatalf("%d names remembered, %d evicted; want %d, %d", n, e, total, 3*per-total)
+	}
+	price(r, "10.1.0.9", names("b", 10)) // 10 more: the oldest 10 go
+	if e := evicted.Load(); e != 3*per-total+10 {
+		t.Fatalf("%d evicted, want %d", e, 3*per-total+10)
+	}
+	// Expired names make room without an eviction.
+	clk.Advance(RepeatWindow)
+	price(r, "10.1.0.9", names("c", per))
+	if n, e := r.Len(), evicted.Load(); n != per || e != 3*per-total+10 {
+		t.Fatalf("after the window: %d names, %d evicted; want %d, %d", n, e, per, 3*per-total+10)
 	}
 }
 
@@ -167,7 +193,7 @@ func TestRecentProductionBounds(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := NewRecent(clk)
+	r := NewRecent(clk, nil)
 	for i := range 6 {
 		a := netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})
 		_, fresh := r.Price(a, len(ns), func(j int) []byte { return ns[j] }, nil)
@@ -198,7 +224,7 @@ func TestRecentProductionBounds(t *testing.T) {
 // (a flood of one name) pays full price, as docs/SECURITY.md says,
 // rather than a 64th once its copies filled the count.
 func TestRecentCountsDistinctNames(t *testing.T) {
-	r := NewRecent(clock.NewFake(time.Unix(1e9, 0)))
+	r := NewRecent(clock.NewFake(time.Unix(1e9, 0)), nil)
 	one := make([][]byte, RepeatMinNames)
 	for i := range one {
 		one[i] = []byte("flood:one")

@@ -11,10 +11,5 @@ import (
 func TestMetricsRegister(t *testing.T) {
 	r := New(Options{})
 	defer r.Close()
-	m := metrics.New("test")
-	r.RegisterMetrics(m)
-	r.st.nameLength.Add(2)
-	if v, err := m.Value(`pvans_registry_limit_drops_total{what="name_length"}`); err != nil || v != 2 {
-		t.Fatalf("names too long %v, %v; want 2", v, err)
-	}
+	metrics.CheckExported(t, r.RegisterMetrics, map[string]*metrics.Counter{`pvans_registry_limit_drops_total{what="name_length"}`: &r.st.nameLength})
 }

@@ -394,7 +394,7 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 			} else {
 				b.gq = append(b.gq, nil)
 			}
-			b.Groups[g].Server = endpointOf(h)
+			b.Groups[g].Server = EndpointOf(h)
 			b.ghold = append(b.ghold, h)
 		}
 		b.Groups[g].CIDs = append(b.Groups[g].CIDs, q[i].CID)
@@ -598,7 +598,7 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, off Offer, exp ti
 		ws[waitKey{c, sn.CID}] = struct{}{}
 	}
 	for _, nc := range now {
-		c.push(Group{Server: endpointOf(nc.h), CIDs: nc.cids, Offer: off})
+		c.push(Group{Server: EndpointOf(nc.h), CIDs: nc.cids, Offer: off})
 		r.st.pushed.Add(uint64(len(nc.cids)))
 	}
 }
@@ -696,7 +696,8 @@ func (r *Resolver) tlsUnsettledLocked(h *registry.Holder) bool {
 	return !ok || info.ListedHow != registry.SourceProbe
 }
 
-func endpointOf(h *registry.Holder) Endpoint {
+// EndpointOf is the endpoint an answer names for h's names.
+func EndpointOf(h *registry.Holder) Endpoint {
 	return Endpoint{GUID: h.GUID, Addr: h.Addr, Protocol: h.Protocol, TLSPort: h.TLSPort}
 }
 
@@ -808,7 +809,7 @@ func (r *Resolver) onNames(added []string) {
 	}
 	for _, k := range order {
 		cids := out[k]
-		k.c.push(Group{Server: endpointOf(k.h), CIDs: cids, Offer: k.off})
+		k.c.push(Group{Server: EndpointOf(k.h), CIDs: cids, Offer: k.off})
 		r.st.pushed.Add(uint64(len(cids)))
 	}
 }

@@ -467,7 +467,7 @@ func (r *Resolver) reanswerLocked(added []string) {
 		}
 	}
 	for _, k := range order {
-		g := Group{Server: endpointOf(k.h), CIDs: out[k], Offer: k.off}
+		g := Group{Server: EndpointOf(k.h), CIDs: out[k], Offer: k.off}
 		if k.c != nil {
 			if !k.c.closed {
 				k.c.push(g)

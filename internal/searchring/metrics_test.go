@@ -60,10 +60,5 @@ func counterValue(m *dto.Metric) float64 {
 // here, and the scrape reads the count the ring keeps.
 func TestMetricsRegister(t *testing.T) {
 	r, _, _ := newTestRing(t, Options{})
-	m := metrics.New("test")
-	r.RegisterMetrics(m)
-	r.ctr.pokesIgnored.Add(2)
-	if v, err := m.Value(`pvans_searchring_pokes_total{result="ignored"}`); err != nil || v != 2 {
-		t.Fatalf("pokes ignored %v, %v; want 2", v, err)
-	}
+	metrics.CheckExported(t, r.RegisterMetrics, map[string]*metrics.Counter{`pvans_searchring_pokes_total{result="ignored"}`: &r.ctr.pokesIgnored})
 }

@@ -26,6 +26,9 @@ type counters struct {
 	decodeErrors      metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=decode_error"`     // malformed searches (connection closed, as PVXS does)
 	rateLimited       metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=rate_limited"`     // messages dropped: their source was over MessageRate
 	namesDropped      metrics.Counter `metric:"pvans_tcp_limit_hits_total" label:"limit=names_per_search"` // names beyond MaxNamesPerSearch, dropped
+	// Names the repeat memory forgot early to stay within its bound
+	// (ratelimit.Recent).
+	repeatsEvicted metrics.Counter `metric:"pvans_repeat_names_evicted_total" label:"via=tcp"`
 
 	denied       metrics.Counter `metric:"pvans_access_denied_total" label:"what=tcp_client"` // closed at once: client refused by ClientAllowed
 	certDenied   metrics.Counter `metric:"pvans_access_denied_total" label:"what=tls_client"` // closed at the end of their handshake: refused by ClientCertAllowed

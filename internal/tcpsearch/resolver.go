@@ -1,9 +1,11 @@
 package tcpsearch
 
 import (
+	"net/netip"
+
+	"github.com/pvans-project/pvans/internal/answer"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/resolver"
-	"net/netip"
 )
 
 // The resolver's result types, used as they are: a Batch is reused across
@@ -16,11 +18,10 @@ type (
 )
 
 // Resolver is what the listener needs from internal/resolver; tests use
-// fakes. Wrap a *resolver.Resolver with FromResolver.
+// fakes. Wrap a *resolver.Resolver with FromResolver. Its Lookup is
+// answer.Resolver's, declared there once for both transports.
 type Resolver interface {
-	// Lookup fills b (reusing its slices). q's names are views into the
-	// receive buffer, valid only during the call.
-	Lookup(q []pva.SearchName, b *Batch)
+	answer.Resolver
 	// NewClient returns the waiter set of one connection. push is called
 	// (from any goroutine, possibly under the resolver's lock) when waited
 	// names resolve: it must not block nor call back into the resolver.

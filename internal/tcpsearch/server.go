@@ -214,7 +214,7 @@ func (s *Server) Apply(p Policy) {
 	if cur != nil {
 		next.repeats = cur.repeats
 	} else {
-		next.repeats = ratelimit.NewRecent(s.opt.Clock)
+		next.repeats = ratelimit.NewRecent(s.opt.Clock, &s.cnt.repeatsEvicted)
 	}
 	if sameSources {
 		next.handshakes = cur.handshakes

@@ -11,10 +11,5 @@ import (
 // here, and the scrape reads the count the table keeps.
 func TestMetricsRegister(t *testing.T) {
 	tb := New(clock.Real{}, Options{})
-	m := metrics.New("test")
-	tb.RegisterMetrics(m)
-	tb.cnt.RecentFull.Add(2)
-	if v, err := m.Value(`pvans_twin_refused_total{reason="recent_full"}`); err != nil || v != 2 {
-		t.Fatalf("recent full %v, %v; want 2", v, err)
-	}
+	metrics.CheckExported(t, tb.RegisterMetrics, map[string]*metrics.Counter{`pvans_twin_refused_total{reason="recent_full"}`: &tb.cnt.RecentFull})
 }

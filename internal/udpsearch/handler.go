@@ -113,7 +113,7 @@ type handler struct {
 
 func newHandler(o *Options, st *counters, ifs *atomic.Pointer[ifaceTable], out sender) *handler {
 	h := &handler{o: o, st: st, ifs: ifs, out: out, buf: make([]byte, 0, 2048), pol: &atomic.Pointer[policy]{}}
-	h.pol.Store(newPolicy(o.policy(), nil, o.Clock))
+	h.pol.Store(newPolicy(o.policy(), nil, o.Clock, &st.repeatsEvicted))
 	h.rules = answer.Rules{Insight: o.Insight, Counters: st.answer()}
 	h.teller, _ = o.Resolver.(Teller)
 	if len(o.Interfaces) > 0 {

@@ -647,7 +647,7 @@ func TestSilentAnswersNothingButForwards(t *testing.T) {
 	o.setDefaults()
 	pol := o.policy()
 	pol.Silent = true
-	h.pol.Store(newPolicy(pol, nil, o.Clock))
+	h.pol.Store(newPolicy(pol, nil, o.Clock, nil))
 	ping := searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, 40000, nil)
 	h.handle(&datagram{b: ping, src: netip.MustParseAddrPort("10.0.0.9:5555"), dst: ipEth, ifIndex: 2})
 	miss := searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.Addr{}, 40000, []string{"tcp"}, "nobody:here")
@@ -669,7 +669,7 @@ func TestOnDiscoveryPing(t *testing.T) {
 	o.setDefaults()
 	pol := o.policy()
 	pol.Silent = true
-	h.pol.Store(newPolicy(pol, nil, o.Clock))
+	h.pol.Store(newPolicy(pol, nil, o.Clock, nil))
 	src := netip.MustParseAddrPort("10.0.0.9:5555")
 	ping := searchMsg(pva.SearchMustReply|pva.SearchUnicast, netip.MustParseAddr("10.0.0.77"), 40000, nil)
 	h.handle(&datagram{b: ping, src: src, dst: ipEth, ifIndex: 2})

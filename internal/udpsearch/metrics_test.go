@@ -10,16 +10,9 @@ import (
 // slip in a tag fails here, and the scrape reads the count the port keeps.
 func TestMetricsRegister(t *testing.T) {
 	s := New(Options{})
-	m := metrics.New("test")
-	s.RegisterMetrics(m)
-	s.st.hintAddress.Add(2)
-	s.st.dropNoTCP.Add(3)
-	for series, want := range map[string]float64{
-		`pvans_hints_dropped_total{reason="address_mismatch"}`: 2,
-		`pvans_udp_drops_total{reason="no_usable_protocol"}`:   3,
-	} {
-		if v, err := m.Value(series); err != nil || v != want {
-			t.Errorf("%s = %v, %v; want %v", series, v, err, want)
-		}
-	}
+	metrics.CheckExported(t, s.RegisterMetrics, map[string]*metrics.Counter{
+		`pvans_hints_dropped_total{reason="address_mismatch"}`: &s.st.hintAddress,
+		`pvans_udp_drops_total{reason="no_usable_protocol"}`:   &s.st.dropNoTCP,
+		`pvans_repeat_names_evicted_total{via="udp"}`:          &s.st.repeatsEvicted,
+	})
 }

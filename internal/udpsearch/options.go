@@ -10,6 +10,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/metrics"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/ratelimit"
 	"github.com/pvans-project/pvans/internal/twin"
@@ -273,8 +274,9 @@ type policy struct {
 
 // newPolicy builds p's limiters, keeping cur's when their settings did
 // not change (so a reload of something else does not refill every
-// source's burst).
-func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
+// source's burst). The repeat memory, made once, counts its evictions
+// into evicted.
+func newPolicy(p Policy, cur *policy, clk clock.Clock, evicted *metrics.Counter) *policy {
 	if p.MaxNamesPerSearch == 0 {
 		p.MaxNamesPerSearch = DefaultMaxNamesPerSearch
 	}
@@ -311,7 +313,7 @@ func newPolicy(p Policy, cur *policy, clk clock.Clock) *policy {
 	if cur != nil {
 		n.repeats = cur.repeats
 	} else {
-		n.repeats = ratelimit.NewRecent(clk)
+		n.repeats = ratelimit.NewRecent(clk, evicted)
 	}
 	if sameSources && cur.ReflectionRatio == p.ReflectionRatio && cur.ReflectionWindow == p.ReflectionWindow {
 		n.refl = cur.refl

@@ -143,7 +143,7 @@ func New(o Options) *Server {
 		s.bq = newBeaconQueue(o.Beacons, max(o.BeaconQueue, 0), &s.st, o.Logger)
 		s.o.Beacons = s.bq
 	}
-	s.pol.Store(newPolicy(o.policy(), nil, o.Clock))
+	s.pol.Store(newPolicy(o.policy(), nil, o.Clock, &s.st.repeatsEvicted))
 	s.pace = newPacing(&s.o, &s.st)
 	if s.pace == nil {
 		s.unpaced = &pacing{q: &replyQueue{clk: s.o.Clock, max: s.o.ReplyQueueBytes, st: &s.st}}
@@ -179,7 +179,7 @@ func (s *Server) newHandler() *handler {
 func (s *Server) Apply(p Policy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pol.Store(newPolicy(p, s.pol.Load(), s.o.Clock))
+	s.pol.Store(newPolicy(p, s.pol.Load(), s.o.Clock, &s.st.repeatsEvicted))
 }
 
 // SetReceiveBuffer sets SO_RCVBUF of the search port and client sockets

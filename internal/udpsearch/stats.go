@@ -63,6 +63,10 @@ type counters struct {
 	dropReplyHold        metrics.Counter `metric:"pvans_udp_drops_total" label:"reason=reply_hold"`
 	dropDenied           metrics.Counter `metric:"pvans_access_denied_total" label:"what=udp_client"` // client or reply destination refused by the client access list
 
+	// Names the repeat memory forgot early to stay within its bound
+	// (ratelimit.Recent).
+	repeatsEvicted metrics.Counter `metric:"pvans_repeat_names_evicted_total" label:"via=udp"`
+
 	// Hints (beacons, discovery replies, search responses) not believed.
 	hintAddress     metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=address_mismatch"`   // names a server address other than its sender's, sender not a trusted relay
 	hintNotAllowed  metrics.Counter `metric:"pvans_hints_dropped_total" label:"reason=sender_not_allowed"` // sender or named server outside Options.ServerAllowed

@@ -11,10 +11,5 @@ import (
 func TestMetricsRegister(t *testing.T) {
 	p := New(Options{})
 	defer p.Close()
-	m := metrics.New("test")
-	p.RegisterMetrics(m)
-	p.asks.refused.Add(2)
-	if v, err := m.Value(`pvans_upstream_asks_total{result="refused"}`); err != nil || v != 2 {
-		t.Fatalf("asks refused %v, %v; want 2", v, err)
-	}
+	metrics.CheckExported(t, p.RegisterMetrics, map[string]*metrics.Counter{`pvans_upstream_asks_total{result="refused"}`: &p.asks.refused})
 }

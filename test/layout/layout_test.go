@@ -161,7 +161,7 @@ func TestCommandsDoNotImportTestSupport(t *testing.T) {
 	root := rootDir(t)
 	for _, dir := range packageDirs(t, root, "cmd") {
 		for _, im := range imports(t, filepath.Join(root, dir)) {
-			if im == "internal/testutil" || strings.HasPrefix(im, "test/") {
+			if im == "internal/testutil" || strings.HasPrefix(im, "internal/testutil/") || strings.HasPrefix(im, "test/") {
 				t.Errorf("%s imports %s, which is test support", dir, im)
 			}
 		}
