@@ -57,7 +57,7 @@ type Options struct {
 	// allocated by New, which panics without them: a summary of no slot
 	// has nothing to count in.
 	Names   int `setting:"insight.names"`
-	Clients int `setting:"insight.clients"`
+	Clients int
 	// QueueBytes bounds the staging buffers (all shards, double
 	// buffered); each buffer takes at least minStage bytes, which is all
 	// a zero QueueBytes gets.

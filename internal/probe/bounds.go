@@ -26,4 +26,24 @@ const (
 	// it new ones are dropped (pvans_probe_search_through_dropped_total).
 	// test/trust's hostile replies stay within it.
 	DefaultMaxThrough = 1024
+	// DefaultConcurrency: servers listed at the same time. A listing is
+	// one connection and one GET_FIELD/RPC of a few kB: 16 at once list
+	// 1,000 IOCs starting together in seconds, and a hostile flood of
+	// sightings cannot open more connections than this.
+	DefaultConcurrency = 16
+	// DefaultBackoffMin is the first retry delay after a failed probe; it
+	// doubles (±20 %) up to DefaultBackoffMax. A server that refused once
+	// is tried again within a second, as soon as a restarting IOC listens;
+	// its beacon brings it back sooner anyway.
+	DefaultBackoffMin = time.Second
+	// DefaultTimeout is the time allowed to connect to a known server and
+	// list its names: pva.conn_tmo's default (30 s, what a PVXS client
+	// allows a connection), while a never-listed server gets
+	// DefaultFirstTimeout.
+	DefaultTimeout = 30 * time.Second
 )
+
+// The ECHO period of watch connections is not a constant: it is PVXS's
+// client echo of pva.conn_tmo (config.PVA.EchoInterval, 15 s at the
+// default), as a PVXS client keeps its connections, so the servers' own
+// tcpTimeout never drops a probe connection.

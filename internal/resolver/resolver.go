@@ -206,7 +206,7 @@ type Stats struct {
 // field takes (config.Fill).
 type Policy struct {
 	MaxWaitsPerClient int
-	MaxWaitsPerSource int `setting:"tcp.waiters_per_source"`
+	MaxWaitsPerSource int
 	MaxWaiters        int `setting:"tcp.waiters_total"`
 	MaxNameBytes      int
 	NameAllowed       func(name []byte) bool
