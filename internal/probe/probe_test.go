@@ -138,16 +138,16 @@ func withProduction(opt Options) Options {
 			*f = v
 		}
 	}
-	setN(&opt.Concurrency, c.Probe.Concurrency)
+	setN(&opt.Concurrency, DefaultConcurrency)
 	setN(&opt.PerHostConcurrency, DefaultPerHostConcurrency)
 	setN(&opt.ThroughRetries, DefaultThroughRetries)
 	setN(&opt.MaxThrough, DefaultMaxThrough)
-	set(&opt.EchoInterval, c.Probe.EchoInterval)
-	set(&opt.ProbeTimeout, c.Probe.Timeout)
+	set(&opt.EchoInterval, c.PVA.EchoInterval())
+	set(&opt.ProbeTimeout, DefaultTimeout)
 	set(&opt.FirstTimeout, DefaultFirstTimeout)
 	set(&opt.Reprobe, c.Probe.ReprobeInterval)
 	if opt.Backoff.Min == 0 {
-		opt.Backoff.Min, opt.Backoff.Max = c.Probe.BackoffMin, DefaultBackoffMax
+		opt.Backoff.Min, opt.Backoff.Max = DefaultBackoffMin, DefaultBackoffMax
 	}
 	return opt
 }

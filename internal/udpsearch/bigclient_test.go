@@ -63,7 +63,7 @@ func defaultLimits(o Options) Options {
 	d := config.Defaults().RateLimit
 	o.SearchRate, o.SearchBurst = d.UDPSearchesPerSecond, int(d.UDPSearchesPerSecond)*BurstSeconds
 	o.NameRate, o.NameBurst = d.UDPNamesPerSecond, int(d.UDPNamesPerSecond)*BurstSeconds
-	o.ReflectionRatio, o.ReflectionWindow = d.ReflectionRatio, d.ReflectionWindow
+	o.ReflectionRatio, o.ReflectionWindow = DefaultReflectionRatio, DefaultReflectionWindow
 	return o
 }
 
