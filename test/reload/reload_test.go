@@ -357,29 +357,28 @@ func TestReloadRegistryLimits(t *testing.T) {
 	}
 }
 
-// HTTP settings other than the listen address: a discovery interval
-// shortened by reload lets the next POST /v1/discover through.
+// HTTP settings other than the listen address: a DNS name added to
+// http.allowed_hosts by reload is answered from the next request on.
 func TestReloadHTTP(t *testing.T) {
-	d := start(t, "http:\n  discover_interval: 1h\n")
-	post := func() int {
-		resp, err := http.Post(d.HTTP+"/v1/discover", "application/json", strings.NewReader("{}"))
+	d := start(t, "http:\n  allowed_hosts: []\n")
+	get := func() int {
+		req, err := http.NewRequest(http.MethodGet, d.HTTP+"/v1/servers", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "pvans.site.example"
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if c := post(); c != http.StatusAccepted {
-		t.Fatalf("first discover: %d", c)
+	if c := get(); c != http.StatusMisdirectedRequest {
+		t.Fatalf("a DNS name not allowed: %d, want 421", c)
 	}
-	if c := post(); c != http.StatusTooManyRequests {
-		t.Fatalf("second discover within 1h: %d, want 429", c)
-	}
-	d.reload(t, "http:\n  discover_interval: 1s\n")
-	time.Sleep(1100 * time.Millisecond)
-	if c := post(); c != http.StatusAccepted {
-		t.Fatalf("discover after the interval was shortened by reload: %d, want 202", c)
-	}
+	d.reload(t, "http:\n  allowed_hosts: [.site.example]\n")
+	testutil.WaitFor(t, 5*time.Second, "the name allowed after the reload", func() bool { return get() == http.StatusOK })
 }
 
 // A changed restart-only setting is logged as needing a restart and is
