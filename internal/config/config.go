@@ -211,7 +211,6 @@ type UDP struct {
 
 // Probe is how servers are listed and watched.
 type Probe struct {
-	ReprobeInterval time.Duration
 	// Conn is the probes connection profile (see ConnProfile), also used
 	// for upstream name servers. It has no file key.
 	Conn ConnProfile

@@ -31,7 +31,7 @@ func TestDefaultsAreValid(t *testing.T) {
 		t.Errorf("idle timeout = %v, want 40s", d.PVA.TCPTimeout())
 	}
 	if d.HTTP.Listen != "127.0.0.1:9076" || d.Registry.MaxServers != 20000 || d.TCP.MaxConnections != 10000 ||
-		d.Probe.ReprobeInterval != 5*time.Minute || d.Beacon.Expiry != 360*time.Second ||
+		d.Beacon.Expiry != 360*time.Second ||
 		!d.UDP.AnswerSearches || d.UDP.SendBeacons {
 		t.Errorf("daemon defaults changed: %+v", d)
 	}

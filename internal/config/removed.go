@@ -51,6 +51,7 @@ var removed = map[string]removedSetting{
 	"probe.concurrency":            {"probe.DefaultConcurrency", "16"},
 	"probe.backoff_min":            {"probe.DefaultBackoffMin", "1s"},
 	"probe.timeout":                {"probe.DefaultTimeout", "30s"},
+	"probe.reprobe_interval":       {"probe.DefaultReprobeInterval", "5m"},
 	"probe.echo_interval":          {"3/8 x 4/3 x pva.conn_tmo, 1s to 15s (PVXS client echo)", "15s at the default conn_tmo"},
 
 	"rate_limit.reflection_ratio":  {"udpsearch.DefaultReflectionRatio", "4"},

@@ -117,7 +117,7 @@ func (d *Daemon) applyBeacon(_, next *config.Config) {
 func (d *Daemon) applyProbe(_, next *config.Config) {
 	t := probe.Timings{Backoff: d.probeBackoff(), Concurrency: probe.DefaultConcurrency,
 		PerHostConcurrency: probe.DefaultPerHostConcurrency, EchoInterval: d.bounds.probeEcho(next),
-		ProbeTimeout: probe.DefaultTimeout, FirstTimeout: probe.DefaultFirstTimeout,
+		ProbeTimeout: probe.DefaultTimeout, FirstTimeout: probe.DefaultFirstTimeout, Reprobe: probe.DefaultReprobeInterval,
 		ThroughRetries: probe.DefaultThroughRetries, MaxThrough: probe.DefaultMaxThrough}
 	config.Fill("probe", &t, next)
 	d.Prober.Apply(t)

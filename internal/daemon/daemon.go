@@ -174,6 +174,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	insightOpt := insight.Options{
 		Known:                func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
 		Clock:                d.clk,
+		Clients:              insight.DefaultClients,
 		QueueBytes:           insight.DefaultQueueBytes,
 		DigestNamesPerSecond: insight.DefaultDigestNamesPerSecond,
 		GUIDChangesPerHour:   insight.DefaultGUIDChangesPerHour,

@@ -94,6 +94,7 @@ func TestRemovedSettingsNameTheirConstants(t *testing.T) {
 		"probe.DefaultConcurrency":                               num(probe.DefaultConcurrency),
 		"probe.DefaultBackoffMin":                                dur(probe.DefaultBackoffMin),
 		"probe.DefaultTimeout":                                   dur(probe.DefaultTimeout),
+		"probe.DefaultReprobeInterval":                           dur(probe.DefaultReprobeInterval),
 		"udpsearch.DefaultReflectionRatio":                       num(udpsearch.DefaultReflectionRatio),
 		"udpsearch.DefaultReflectionWindow":                      dur(udpsearch.DefaultReflectionWindow),
 		"registry.FieldNames":                                    fmt.Sprint(registry.FieldNames),

@@ -125,7 +125,7 @@ type Insight struct {
 // the background; queries digest on their own either way.
 func New(o Options) *Insight {
 	if o.Names <= 0 || o.Clients <= 0 {
-		panic(fmt.Sprintf("insight.New: %d name and %d client slots: both summaries need slots (the daemon passes insight.names and insight.clients)", o.Names, o.Clients))
+		panic(fmt.Sprintf("insight.New: %d name and %d client slots: both summaries need slots (the daemon passes insight.names and DefaultClients)", o.Names, o.Clients))
 	}
 	if o.DigestEvery <= 0 {
 		o.DigestEvery = 250 * time.Millisecond

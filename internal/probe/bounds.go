@@ -6,15 +6,15 @@ import "time"
 // settings; docs/SECURITY.md, "Bounds").
 const (
 	// DefaultPerHostConcurrency: servers of one IP address listed at the
-	// same time, its share of probe.concurrency, so one host of many IOCs
+	// same time, its share of DefaultConcurrency, so one host of many IOCs
 	// (or one that names many ports) cannot take the whole pool.
 	DefaultPerHostConcurrency = 4
 	// DefaultBackoffMax caps the retry delay after failed probes (it
-	// doubles from probe.backoff_min): a server down for a day is tried
+	// doubles from DefaultBackoffMin): a server down for a day is tried
 	// every five minutes, and comes back sooner by its beacon.
 	DefaultBackoffMax = 5 * time.Minute
 	// DefaultFirstTimeout is the timeout of the first attempt at a server
-	// never listed (retries get probe.timeout), so a server that holds
+	// never listed (retries get DefaultTimeout), so a server that holds
 	// the connection silent does not hold a probe slot for long.
 	DefaultFirstTimeout = 5 * time.Second
 	// DefaultThroughRetries: an endpoint known only from search replies
@@ -41,6 +41,12 @@ const (
 	// allows a connection), while a never-listed server gets
 	// DefaultFirstTimeout.
 	DefaultTimeout = 30 * time.Second
+	// DefaultReprobeInterval: a watched server is listed again this often
+	// (±10 %). Its death is seen on its watch connection and its restart
+	// by its beacon; re-listing only catches names a running server added
+	// or dropped (a p4p server's dynamic PVs), and a client asking for
+	// such a name before then is answered by search-through.
+	DefaultReprobeInterval = 5 * time.Minute
 )
 
 // The ECHO period of watch connections is not a constant: it is PVXS's

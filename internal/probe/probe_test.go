@@ -145,7 +145,7 @@ func withProduction(opt Options) Options {
 	set(&opt.EchoInterval, c.PVA.EchoInterval())
 	set(&opt.ProbeTimeout, DefaultTimeout)
 	set(&opt.FirstTimeout, DefaultFirstTimeout)
-	set(&opt.Reprobe, c.Probe.ReprobeInterval)
+	set(&opt.Reprobe, DefaultReprobeInterval)
 	if opt.Backoff.Min == 0 {
 		opt.Backoff.Min, opt.Backoff.Max = DefaultBackoffMin, DefaultBackoffMax
 	}
@@ -259,7 +259,7 @@ func TestListAndRelist(t *testing.T) {
 	// Periodic re-listing at Reprobe ±10 %.
 	srv.SetNames([]string{"d:four"})
 	next := p.Servers()[0].NextAttempt.Sub(c.Now())
-	if re := config.Defaults().Probe.ReprobeInterval; next < re*9/10 || next >= re*11/10 {
+	if re := DefaultReprobeInterval; next < re*9/10 || next >= re*11/10 {
 		t.Fatalf("re-listing in %v, want %v ±10%%", next, re)
 	}
 	c.Advance(next - time.Nanosecond)

@@ -53,7 +53,7 @@ type Timings struct {
 	FirstTimeout       time.Duration
 	ThroughRetries     int
 	MaxThrough         int
-	Reprobe            time.Duration `setting:"probe.reprobe_interval"`
+	Reprobe            time.Duration
 	Backoff            Backoff
 }
 

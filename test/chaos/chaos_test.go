@@ -500,7 +500,7 @@ func TestBeaconStorm(t *testing.T) {
 	if rss1-rss0 > 200<<10 {
 		t.Errorf("RSS grew by %d KiB during the storm, want under 200 MiB", rss1-rss0)
 	}
-	// The probe pool's goroutines (probe.concurrency, 16), the
+	// The probe pool's goroutines (probe.DefaultConcurrency, 16), the
 	// connections' and the daemon's own: not one per waiting probe.
 	if goroutines > 300 {
 		t.Errorf("%v goroutines with %v probes waiting: want no goroutine per waiting probe", goroutines, waiting)
