@@ -49,7 +49,7 @@ func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan 
 	httpListen := fs.String("http-listen", "127.0.0.1:9076", "HTTP API and metrics address (loopback)")
 	logLevel := fs.String("log-level", "info", "log level")
 	wait := fs.Duration("wait", 30*time.Second, "give up if the registry is not full after this long")
-	echo := fs.Duration("echo", 0, "pvans' watch-connection echo interval (0: the default, 15 s); a killed server leaves after echo + min(echo, 10 s)")
+	echo := fs.Duration("echo", 0, "pvans' watch-connection echo interval, 1s to 15s (0: the default, 15 s); a killed server leaves after echo + min(echo, 10 s). Sets pva.conn_tmo to twice it: pvans echoes as a PVXS client does")
 	var script []sim.Timed
 	fs.Func("do", `run a site command this long after the site is ready, e.g. --do "10s restart 1" (repeatable; "help" lists commands)`, func(v string) error {
 		c, err := sim.ParseTimed(v)
@@ -71,7 +71,9 @@ func demo(args []string, stdin io.Reader, stdout, stderr io.Writer, stop <-chan 
 	cfg.Search.Through = true
 	cfg.Log.Level = *logLevel
 	if *echo > 0 {
-		cfg.Probe.EchoInterval = *echo
+		// PVXS's client echo is 3/8 of tcpTimeout (4/3 × conn_tmo): half of
+		// conn_tmo (config.PVA.EchoInterval).
+		cfg.PVA.ConnTmo = 2 * echo.Seconds()
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "pvans demo: configuration refused:\n"+err.Error())

@@ -150,8 +150,7 @@ type ConnProfile struct {
 // HTTP is the metrics and health endpoint.
 type HTTP struct {
 	// Listen is host:port; empty turns the endpoint off.
-	Listen           string
-	DiscoverInterval time.Duration
+	Listen string
 	// WebConfigFile is an exporter-toolkit web configuration file (TLS,
 	// client certificates, basic auth); empty serves plain HTTP.
 	WebConfigFile string
@@ -182,18 +181,14 @@ type Snapshot struct {
 type Registry struct {
 	MaxServers int // also the beacon tracking limit (PVXS: 20000)
 	MaxNames   int
-	// FieldNames answers "rec.FIELD" with the server claiming "rec", since
-	// QSRV serves field channels it never lists.
-	FieldNames bool
 }
 
 // TCP bounds the name-server listener.
 type TCP struct {
 	MaxConnections int
-	// WaitersPerSource and WaitersTotal bound the same over all
-	// connections from one address, and over all connections.
-	WaitersPerSource int
-	WaitersTotal     int
+	// WaitersTotal bounds the unanswered names remembered for a push
+	// answer over all connections.
+	WaitersTotal int
 }
 
 // UDP is the port-5076 side.
@@ -216,11 +211,6 @@ type UDP struct {
 
 // Probe is how servers are listed and watched.
 type Probe struct {
-	Concurrency     int
-	ReprobeInterval time.Duration
-	BackoffMin      time.Duration
-	EchoInterval    time.Duration
-	Timeout         time.Duration // connect plus one listing RPC
 	// Conn is the probes connection profile (see ConnProfile), also used
 	// for upstream name servers. It has no file key.
 	Conn ConnProfile
@@ -358,11 +348,6 @@ type RateLimit struct {
 	// client's start-up, which searches every channel at once.
 	UDPNamesPerSecond    float64
 	TCPMessagesPerSecond float64 // per source address
-	// ReflectionRatio caps UDP reply bytes to a source at this multiple of
-	// the search bytes it sent within ReflectionWindow, so the daemon cannot
-	// amplify a spoofed search. 0 turns the check off.
-	ReflectionRatio  float64
-	ReflectionWindow time.Duration
 	// BeaconsPerSecond and BeaconBurst limit the beacons and discovery
 	// replies taken from one sender address.
 	BeaconsPerSecond float64
@@ -374,8 +359,7 @@ type RateLimit struct {
 // Insight sizes the search-traffic summaries (internal/insight) and sets
 // the beacon anomaly threshold.
 type Insight struct {
-	Names   int // unresolved-name slots per summary
-	Clients int // client slots per summary
+	Names int // unresolved-name slots per summary
 }
 
 // Discovery is the periodic discovery ping.
@@ -403,9 +387,6 @@ type Relay struct {
 	// relay sends to central instances one by one, so such a destination
 	// is a mistake unless the operator says it is not.
 	ToBroadcast bool
-	// PerSecond and Burst bound the datagrams relayed, over all
-	// destinations together; beyond them sightings are dropped (counted).
-	PerSecond float64
 	// Only is the relay profile (`pvans relay`): no TCP name server, no
 	// answers to UDP searches, sightings only relayed, never listed here.
 	Only bool

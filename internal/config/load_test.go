@@ -30,8 +30,8 @@ func TestDefaultsAreValid(t *testing.T) {
 	if d.PVA.TCPTimeout() != 40*time.Second {
 		t.Errorf("idle timeout = %v, want 40s", d.PVA.TCPTimeout())
 	}
-	if d.HTTP.Listen != "127.0.0.1:9076" || d.Registry.MaxServers != 20000 || d.Probe.Concurrency != 16 ||
-		d.Probe.ReprobeInterval != 5*time.Minute || d.Beacon.Expiry != 360*time.Second ||
+	if d.HTTP.Listen != "127.0.0.1:9076" || d.Registry.MaxServers != 20000 || d.TCP.MaxConnections != 10000 ||
+		d.Beacon.Expiry != 360*time.Second ||
 		!d.UDP.AnswerSearches || d.UDP.SendBeacons {
 		t.Errorf("daemon defaults changed: %+v", d)
 	}
@@ -82,10 +82,10 @@ func TestPrecedence(t *testing.T) {
 			get:  func(c *Config) string { return c.HTTP.Listen },
 			want: [4]string{"127.0.0.1:9076", "127.0.0.1:1000", "127.0.0.1:1000", "127.0.0.1:2000"},
 		},
-		{key: "probe.concurrency", section: "probe", name: "concurrency", flagName: "probe-concurrency",
+		{key: "tcp.max_connections", section: "tcp", name: "max_connections", flagName: "tcp-max-connections",
 			vals: src{"4", "", "8"},
-			get:  func(c *Config) string { return specByKey["probe.concurrency"].get(c) },
-			want: [4]string{"16", "4", "4", "8"},
+			get:  func(c *Config) string { return specByKey["tcp.max_connections"].get(c) },
+			want: [4]string{"10000", "4", "4", "8"},
 		},
 	}
 	for _, tc := range cases {
@@ -248,8 +248,8 @@ func TestRefusalNamesSettingValueAndWhy(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 
-	e = loadErr(t, LoadOptions{Flags: map[string]string{"probe-echo-interval": "45s"}})
-	if got, want := e.Problems[0].Error(), `--probe-echo-interval="45s": must be between 1s and 30s (PVXS peers drop a client silent for 40s)`; got != want {
+	e = loadErr(t, LoadOptions{Flags: map[string]string{"dns-refresh": "10ms"}})
+	if got, want := e.Problems[0].Error(), `--dns-refresh="10ms": must be 0 (off) or at least 1s`; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -464,7 +464,7 @@ func TestValidateCodeBuilt(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	path := writeFile(t, "probe:\n  concurrency: 3\nsearch:\n  through: false\n")
+	path := writeFile(t, "tcp:\n  max_connections: 3\nsearch:\n  through: false\n")
 	fs := flag.NewFlagSet("pvans", flag.ContinueOnError)
 	fv := RegisterFlags(fs)
 	err := fs.Parse([]string{"--config", path, "--search-through", "--server-port=7777", "--discovery-at-start=false",
@@ -481,8 +481,8 @@ func TestFlags(t *testing.T) {
 	if !c.Search.Through || c.Search.DiscoveryAtStart || c.UDP.AnswerSearches {
 		t.Errorf("bool flags: %+v %+v", c.Search, c.UDP)
 	}
-	if c.PVA.ServerPort != 7777 || c.PVA.BroadcastPort != 6667 || c.Probe.Concurrency != 3 {
-		t.Errorf("flag/env/file: server %d broadcast %d concurrency %d", c.PVA.ServerPort, c.PVA.BroadcastPort, c.Probe.Concurrency)
+	if c.PVA.ServerPort != 7777 || c.PVA.BroadcastPort != 6667 || c.TCP.MaxConnections != 3 {
+		t.Errorf("flag/env/file: server %d broadcast %d max connections %d", c.PVA.ServerPort, c.PVA.BroadcastPort, c.TCP.MaxConnections)
 	}
 	if c.Access.NameAllowed("a:1") || c.Access.NameAllowed("bcd") || !c.Access.NameAllowed("c") {
 		t.Errorf("name deny flag not applied: %v", c.Access.NameDeny)

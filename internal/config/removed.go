@@ -24,6 +24,7 @@ var removed = map[string]removedSetting{
 	"http.max_connections":            {"httpapi.DefaultMaxConns", "64"},
 	"http.max_connections_per_source": {"httpapi.DefaultMaxConnsPerSource", "16"},
 	"http.show_down_for":              {"httpapi.DefaultShowDownFor", "1h"},
+	"http.discover_interval":          {"httpapi.DefaultDiscoverInterval", "10s"},
 
 	"tcp.max_connections_per_source":  {"tcpsearch.DefaultMaxConnsPerSource", "256"},
 	"tcp.send_queue_bytes":            {"tcpsearch.DefaultSendQueueBytes", "1MiB"},
@@ -32,6 +33,7 @@ var removed = map[string]removedSetting{
 	"tcp.buffer_bytes_total":          {"tcpsearch.DefaultBufferBytesTotal", "256MiB"},
 	"tcp.idle_timeout":                {"4/3 x pva.conn_tmo (PVXS tcpTimeout)", "40s at the default conn_tmo"},
 	"tcp.waiters_per_connection":      {"resolver.DefaultMaxWaitsPerClient", "100000"},
+	"tcp.waiters_per_source":          {"resolver.DefaultMaxWaitsPerSource", "10000"},
 	"tcp.max_cached_types":            {"serverpv.DefaultTypesPerConn", "64"},
 	"tcp.max_cached_type_bytes":       {"serverpv.DefaultTypeBytesPerConn", "64KiB"},
 	"tcp.max_cached_type_bytes_total": {"serverpv.DefaultTypeBytesTotal", "16MiB"},
@@ -46,6 +48,18 @@ var removed = map[string]removedSetting{
 	"probe.search_through_retries": {"probe.DefaultThroughRetries", "4"},
 	"probe.search_through_max":     {"probe.DefaultMaxThrough", "1024"},
 	"probe.first_timeout":          {"probe.DefaultFirstTimeout", "5s"},
+	"probe.concurrency":            {"probe.DefaultConcurrency", "16"},
+	"probe.backoff_min":            {"probe.DefaultBackoffMin", "1s"},
+	"probe.timeout":                {"probe.DefaultTimeout", "30s"},
+	"probe.reprobe_interval":       {"probe.DefaultReprobeInterval", "5m"},
+	"probe.echo_interval":          {"3/8 x 4/3 x pva.conn_tmo, 1s to 15s (PVXS client echo)", "15s at the default conn_tmo"},
+
+	"rate_limit.reflection_ratio":  {"udpsearch.DefaultReflectionRatio", "4"},
+	"rate_limit.reflection_window": {"udpsearch.DefaultReflectionWindow", "10s"},
+
+	"registry.field_names": {"registry.FieldNames", "true"},
+	"relay.max_per_second": {"relay.DefaultPerSecond", "500"},
+	"insight.clients":      {"insight.DefaultClients", "10000"},
 
 	"beacon.check_interval": {"beacon.DefaultCheckInterval", "10s (a quarter of beacon.expiry when shorter)"},
 

@@ -83,7 +83,6 @@ func init() {
 	registryRows()
 	tcpRows()
 	udpRows()
-	probeRows()
 	beaconRows()
 	staticRows()
 	searchRows()

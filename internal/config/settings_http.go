@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
 )
@@ -40,10 +39,6 @@ func httpRows() {
 		}},
 		"127.0.0.1:9076", restart("the HTTP listener is bound at start"),
 		"HTTP API, status page, metrics (/metrics) and health endpoints; empty turns them off. Loopback by default: the API lists the site's names and POST /v1/discover sends broadcasts. To let Prometheus scrape from another host, listen on \":9076\" with web_config_file (TLS, client certificates or basic auth), and restrict port 9076 to the monitoring hosts with the firewall (docs/SECURITY.md).")
-	add(durSpec("http.discover_interval", "at most one POST /v1/discover round per interval; extra requests are answered 429", time.Second, 0,
-		func(c *Config) *time.Duration { return &c.HTTP.DiscoverInterval }),
-		"10s", live("HTTP service, next POST /v1/discover", "http"),
-		"At most one POST /v1/discover round per interval; extra requests get 429.")
 	add(spec{key: "http.web_config_file", ptr: field(func(c *Config) *string { return &c.HTTP.WebConfigFile }), flag: "web.config.file",
 		usage: "exporter-toolkit web configuration file (the Prometheus exporters' --web.config.file): TLS, client certificates, basic auth; read again at every request and TLS handshake; empty serves plain HTTP without authentication (see docs/SECURITY.md)",
 		set:   func(c *Config, _ *loadCtx, v raw) error { c.HTTP.WebConfigFile = strings.TrimSpace(v.text); return nil },

@@ -137,6 +137,6 @@ func pvaRows() {
 			return nil
 		},
 		get: func(c *Config) string { return strconv.FormatFloat(c.PVA.ConnTmo, 'g', -1, 64) }},
-		"30", live("client idle timeout (auto) and upstream timers, for new connections", "upstream", "tcp"),
-		"Connection timeout in seconds; the TCP idle timeout is 4/3 of it (40 s by default; <=0 or non-finite means 40 s; never below 2 s).")
+		"30", live("client idle timeout, upstream and probe echo timers, for new connections", "upstream", "tcp", "probe"),
+		"Connection timeout in seconds; the TCP idle timeout is 4/3 of it (40 s by default; <=0 or non-finite means 40 s; never below 2 s), and pvans's own connections to servers and name servers send ECHO as a PVXS client does, every 3/8 of that (between 1 s and 15 s).")
 }

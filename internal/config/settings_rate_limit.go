@@ -2,7 +2,6 @@ package config
 
 import (
 	"net/netip"
-	"time"
 )
 
 // rateLimitRows adds the rate_limit.* settings, beside each other so a part's settings
@@ -20,14 +19,6 @@ func rateLimitRows() {
 		func(c *Config) *float64 { return &c.RateLimit.TCPMessagesPerSecond }),
 		"1000", live("TCP policy: a new limiter, every source with a full burst", "tcp"),
 		"TCP messages handled per source address per second; 0 = no limit. A source may send 2 seconds' worth at once above it (tcpsearch.BurstSeconds).")
-	add(floatSpec("rate_limit.reflection_ratio", "UDP reply bytes to a source at most this multiple of its search bytes; 0 = off", 0, 1000,
-		func(c *Config) *float64 { return &c.RateLimit.ReflectionRatio }),
-		"4", live("UDP policy: a new reflection account", "udp"),
-		"UDP reply bytes to a source at most this multiple of the search bytes it sent, so a spoofed search cannot be amplified; 0 turns the check off.")
-	add(durSpec("rate_limit.reflection_window", "window over which reflection_ratio is measured", 100*time.Millisecond, 0,
-		func(c *Config) *time.Duration { return &c.RateLimit.ReflectionWindow }),
-		"10s", live("UDP policy: a new reflection account", "udp"),
-		"Window over which reflection_ratio is measured.")
 	// A host of 200 IOCs starting at once sends 200 first beacons; steady
 	// state is one per IOC per 15 s (fast) or 180 s.
 	add(floatSpec("rate_limit.beacons_per_second", "beacons and discovery replies taken per sender address per second; 0 = unlimited", 0, 1e9,

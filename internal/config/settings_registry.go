@@ -11,8 +11,4 @@ func registryRows() {
 		func(c *Config) *int { return &c.Registry.MaxNames }),
 		"5000000", live("registry: raised now, lowered at the next natural eviction", "registry"),
 		"Names held at most over all servers.")
-	add(boolSpec("registry.field_names", nil, false, `answer "rec.FIELD" with the server that claims "rec"`,
-		func(c *Config) *bool { return &c.Registry.FieldNames }),
-		"true", live("registry, next lookup", "registry"),
-		"Answer \"rec.FIELD\" with the server claiming \"rec\" (QSRV serves field channels it never lists).")
 }

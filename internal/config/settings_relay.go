@@ -20,12 +20,6 @@ func relayRows() {
 		func(c *Config) *bool { return &c.Relay.ToBroadcast }),
 		"false", live("relay, next sighting", "relay"),
 		"Lets relay.to name multicast and broadcast destinations; without it such an entry is an error, and an address a relay.to host name resolves to that is one (or a broadcast of this host's networks) is skipped (logged).")
-	// 1,000 IOCs beaconing every 15 s at start are 67/s; a relay never sends
-	// the central side more than this.
-	add(floatSpec("relay.max_per_second", "sightings relayed per second at most (each to every relay.to destination); beyond the burst they are dropped (counted); 0 = no bound", 0, 1e6,
-		func(c *Config) *float64 { return &c.Relay.PerSecond }),
-		"500", live("relay: a new bound with a full burst", "relay"),
-		"Sightings relayed per second at most; 4 seconds' worth may go at once above it (1,000 IOCs starting), beyond that they are dropped (pvans_relay_dropped_total). 0 = no bound.")
 	add(spec{key: "relay.only", ptr: field(func(c *Config) *bool { return &c.Relay.Only }), usage: "the relay profile (pvans relay): no TCP name server, no answers to UDP searches; sightings are only relayed, never listed here",
 		isBool: true, set: setTo(func(c *Config) *bool { return &c.Relay.Only }, fromText(ParseBool)),
 		get: func(c *Config) string { return strconv.FormatBool(c.Relay.Only) },

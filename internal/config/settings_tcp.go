@@ -10,12 +10,8 @@ func tcpRows() {
 	// A waiter only speeds an answer up (the client's own retry finds the
 	// name anyway), so these bound memory, not service: about 1 KiB per
 	// waiter with its search-through entry.
-	add(intSpec("tcp.waiters_per_source", "unanswered names remembered for push over all connections from one client address; 0 = no bound", 0, 100_000_000,
-		func(c *Config) *int { return &c.TCP.WaitersPerSource }),
-		"10000", live("resolver policy: raised now, lowered as waiters leave", "resolver"),
-		"Unanswered names remembered, over all connections from one client address, to be answered as soon as they are learned (about 1 KiB each); 0 = no bound. One connection may hold at most resolver.DefaultMaxWaitsPerClient (100,000).")
 	add(intSpec("tcp.waiters_total", "unanswered names remembered for push over all connections; 0 = no bound", 0, 100_000_000,
 		func(c *Config) *int { return &c.TCP.WaitersTotal }),
 		"100000", live("resolver policy: raised now, lowered as waiters leave", "resolver"),
-		"Unanswered names remembered over all connections; 0 = no bound.")
+		"Unanswered names remembered over all connections, to be answered as soon as they are learned (about 1 KiB each); 0 = no bound. One client address may hold at most resolver.DefaultMaxWaitsPerSource (10,000) of them, one connection resolver.DefaultMaxWaitsPerClient (100,000).")
 }

@@ -95,14 +95,15 @@ func (d *Daemon) apply(prev, next *config.Config, changed []string) {
 }
 
 func (d *Daemon) applyRegistry(_, next *config.Config) {
-	l := registry.Limits{MaxNameBytes: registry.MaxNameBytes}
+	l := registry.Limits{MaxNameBytes: registry.MaxNameBytes, FieldNames: registry.FieldNames}
 	config.Fill("registry", &l, next)
 	d.Registry.Apply(l)
 }
 
 func (d *Daemon) applyResolver(_, next *config.Config) {
 	p := resolver.Policy{NameAllowed: nameFilter(&next.Access),
-		MaxWaitsPerClient: resolver.DefaultMaxWaitsPerClient, MaxNameBytes: registry.MaxNameBytes}
+		MaxWaitsPerClient: resolver.DefaultMaxWaitsPerClient, MaxWaitsPerSource: d.bounds.WaitersPerSource,
+		MaxNameBytes: registry.MaxNameBytes}
 	config.Fill("resolver", &p, next)
 	d.Resolver.Apply(p)
 }
@@ -114,8 +115,10 @@ func (d *Daemon) applyBeacon(_, next *config.Config) {
 }
 
 func (d *Daemon) applyProbe(_, next *config.Config) {
-	t := probe.Timings{Backoff: probeBackoff(next), PerHostConcurrency: probe.DefaultPerHostConcurrency,
-		FirstTimeout: probe.DefaultFirstTimeout, ThroughRetries: probe.DefaultThroughRetries, MaxThrough: probe.DefaultMaxThrough}
+	t := probe.Timings{Backoff: d.probeBackoff(), Concurrency: probe.DefaultConcurrency,
+		PerHostConcurrency: probe.DefaultPerHostConcurrency, EchoInterval: d.bounds.probeEcho(next),
+		ProbeTimeout: probe.DefaultTimeout, FirstTimeout: probe.DefaultFirstTimeout, Reprobe: probe.DefaultReprobeInterval,
+		ThroughRetries: probe.DefaultThroughRetries, MaxThrough: probe.DefaultMaxThrough}
 	config.Fill("probe", &t, next)
 	d.Prober.Apply(t)
 }
@@ -141,6 +144,8 @@ func (d *Daemon) applyUDP(_, next *config.Config) {
 		Silent:        d.boot.Relay.Only,
 		ServerAllowed: serverFilter(&next.Access),
 		LearnFrom:     learnFrom(d.boot.PVA.Interfaces, next.UDP.LearnInterfaces),
+		// A spoofed search is never amplified beyond the ratio.
+		ReflectionRatio: d.bounds.ReflectionRatio, ReflectionWindow: d.bounds.ReflectionWindow,
 	}
 	config.Fill("udp", &p, next)
 	p.SearchBurst = burst(p.SearchRate, udpsearch.BurstSeconds)
@@ -164,7 +169,7 @@ func (d *Daemon) applyDNS(prev, next *config.Config) {
 // applyRelay: relay.to's host names expanded; the sockets are opened the
 // first time there is somewhere to relay to (Start opens them at start).
 func (d *Daemon) applyRelay(prev, next *config.Config) {
-	l := relay.Limits{To: config.AddrPorts(d.expand(next.Relay.To))}
+	l := relay.Limits{To: config.AddrPorts(d.expand(next.Relay.To)), PerSecond: d.bounds.RelayPerSecond}
 	config.Fill("relay", &l, next)
 	l.Burst = burst(l.PerSecond, relay.BurstSeconds)
 	d.Relay.Apply(l)
@@ -177,7 +182,7 @@ func (d *Daemon) applyUpstream(_, next *config.Config) {
 	d.Upstream.Apply(upstream.Settings{Servers: d.nameServers(next), Conn: upstreamConnOptions(next)})
 }
 
-func (d *Daemon) applyHTTP(_, next *config.Config) { d.httpSrv.Apply(httpLimits(next)) }
+func (d *Daemon) applyHTTP(_, next *config.Config) { d.httpSrv.Apply(d.httpLimits(next)) }
 
 // applySearch hands the waited names to the search ring (search.through)
 // or takes them back.
@@ -269,9 +274,9 @@ func (d *Daemon) applyKeychain(prev, next *config.Config) {
 	}
 }
 
-func httpLimits(c *config.Config) httpapi.Limits {
+func (d *Daemon) httpLimits(c *config.Config) httpapi.Limits {
 	l := httpapi.Limits{MaxConns: httpapi.DefaultMaxConns, MaxConnsPerSource: httpapi.DefaultMaxConnsPerSource,
-		ShowDownFor: httpapi.DefaultShowDownFor}
+		ShowDownFor: httpapi.DefaultShowDownFor, DiscoverInterval: d.bounds.DiscoverInterval}
 	config.Fill("http", &l, c)
 	return l
 }
@@ -322,10 +327,10 @@ func upstreamConnOptions(cfg *config.Config) pvaconn.Options {
 	return o
 }
 
-// probeBackoff: the first delay is a setting, the cap and the shape
-// (doubling, ±20 %) are the prober's.
-func probeBackoff(cfg *config.Config) probe.Backoff {
+// probeBackoff: the prober's shape (doubling, ±20 %) between its
+// constants (a test's first delay through Options.TestBounds).
+func (d *Daemon) probeBackoff() probe.Backoff {
 	b := probe.BackoffShape
-	b.Min, b.Max = cfg.Probe.BackoffMin, probe.DefaultBackoffMax
+	b.Min, b.Max = d.bounds.ProbeBackoffMin, probe.DefaultBackoffMax
 	return b
 }

@@ -103,6 +103,7 @@ type Daemon struct {
 	// (refreshReplicas): their UDP searches are their own search-through.
 	replicas atomic.Pointer[map[netip.Addr]struct{}]
 
+	bounds      Bounds          // constants; a test's own through Options.TestBounds
 	counters                    // metrics.go
 	discoveries discoveryRounds // by trigger, into counters
 	relayOpen   atomic.Bool
@@ -129,6 +130,9 @@ type Options struct {
 	// ProbeDial replaces the prober's dialling (tests: servers that never
 	// answer); nil: pvaconn.Dial.
 	ProbeDial probe.DialFunc
+	// TestBounds changes, for a test, bounds production takes from
+	// constants (testbounds.go); nil in production.
+	TestBounds func(*Bounds)
 }
 
 // New builds every part and wires every callback between them, but opens
@@ -148,6 +152,10 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	log, logBudget := limitlog.Logger(o.Logger, 0, 0, o.Clock)
 	d := &Daemon{boot: cfg, log: log, logBudget: logBudget, clk: o.Clock, startedAt: o.Clock.Now(), Events: events.New(500), Down: events.NewDown()}
 	d.discoveries = newDiscoveryRounds(&d.counters)
+	d.bounds = productionBounds()
+	if o.TestBounds != nil {
+		o.TestBounds(&d.bounds)
+	}
 	d.cur.Store(cfg)
 	if _, err := rand.Read(d.guid[:]); err != nil {
 		return nil, fmt.Errorf("daemon GUID: %w", err)
@@ -166,6 +174,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 	insightOpt := insight.Options{
 		Known:                func(n string) bool { return d.Registry.Lookup([]byte(n)) != nil },
 		Clock:                d.clk,
+		Clients:              insight.DefaultClients,
 		QueueBytes:           insight.DefaultQueueBytes,
 		DigestNamesPerSecond: insight.DefaultDigestNamesPerSecond,
 		GUIDChangesPerHour:   insight.DefaultGUIDChangesPerHour,
@@ -290,7 +299,7 @@ func New(cfg *config.Config, o Options) (*Daemon, error) {
 		Told:      d.told,
 		// Connection limits, timeouts, bounded bodies and patterns,
 		// discovery rate limit; the web configuration file from the tag.
-		Limits: httpLimits(cfg),
+		Limits: d.httpLimits(cfg),
 		Logger: d.log.Named("http"),
 		Clock:  d.clk,
 	}

@@ -23,7 +23,7 @@ import (
 var lo = netip.MustParseAddr("127.0.0.1")
 
 // testConfig is config.Loopback on free ports, with search-through to
-// searchDest and a fast probe echo.
+// searchDest.
 func testConfig(t *testing.T, searchDest ...netip.AddrPort) *config.Config {
 	c := config.Loopback(testutil.FreeTCPPort(t), testutil.FreeUDPPort(t))
 	c.PVA.AddrList = nil
@@ -33,14 +33,32 @@ func testConfig(t *testing.T, searchDest ...netip.AddrPort) *config.Config {
 	c.HTTP.Listen = "127.0.0.1:0"
 	c.Search.Through = true
 	c.Search.DiscoveryAtStart = len(searchDest) > 0
-	c.Probe.EchoInterval = 300 * time.Millisecond
-	c.Probe.BackoffMin = 100 * time.Millisecond
 	return &c
+}
+
+// testEcho is the probes' ECHO period in the daemon tests (production:
+// PVXS's echo of pva.conn_tmo, 15 s), so a server's silent death is seen
+// in about a second.
+const testEcho = 300 * time.Millisecond
+
+// fast is the daemon tests' Options.TestBounds: a fast probe echo and a
+// first retry 100 ms after a failed probe (production: 1 s).
+func fast(b *Bounds) { b.ProbeEcho, b.ProbeBackoffMin = testEcho, 100*time.Millisecond }
+
+// fastAnd is fast, then tune.
+func fastAnd(tune func(*Bounds)) func(*Bounds) {
+	return func(b *Bounds) { fast(b); tune(b) }
 }
 
 func startDaemon(t *testing.T, c *config.Config) *Daemon {
 	t.Helper()
-	d, err := New(c, Options{Logger: zaptest.NewLogger(t)})
+	return startDaemonWith(t, c, fast)
+}
+
+// startDaemonWith is startDaemon with the test's bounds.
+func startDaemonWith(t *testing.T, c *config.Config, bounds func(*Bounds)) *Daemon {
+	t.Helper()
+	d, err := New(c, Options{Logger: zaptest.NewLogger(t), TestBounds: bounds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,13 +185,13 @@ func TestServerDeathRemovesNames(t *testing.T) {
 	if err := site.Kill(1); err != nil {
 		t.Fatal(err)
 	}
-	took = testutil.WaitFor(t, 10*c.Probe.EchoInterval+2*time.Second, "silent death removes names", func() bool {
+	took = testutil.WaitFor(t, 10*testEcho+2*time.Second, "silent death removes names", func() bool {
 		_, ok := d.Registry.LookupName("silent:1")
 		return !ok
 	})
-	t.Logf("silent death: names gone after %s (echo interval %s)", took, c.Probe.EchoInterval)
-	if took > 4*c.Probe.EchoInterval {
-		t.Errorf("silent death detected after %s, want within about 2 echo intervals (%s)", took, 2*c.Probe.EchoInterval)
+	t.Logf("silent death: names gone after %s (echo interval %s)", took, testEcho)
+	if took > 4*testEcho {
+		t.Errorf("silent death detected after %s, want within about 2 echo intervals (%s)", took, 2*testEcho)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // fanoutDaemon is a started daemon on a fake clock with no search
 // destinations: what it answers comes only from the listings the test
 // makes (probeSink.Listed, as the prober would).
-func fanoutDaemon(t *testing.T, mod func(*config.Config)) (*Daemon, *clock.Fake) {
+func fanoutDaemon(t *testing.T, mod func(*config.Config), tune ...func(*Bounds)) (*Daemon, *clock.Fake) {
 	t.Helper()
 	c := testConfig(t)
 	c.Search.Through = false
@@ -28,7 +28,11 @@ func fanoutDaemon(t *testing.T, mod func(*config.Config)) (*Daemon, *clock.Fake)
 		mod(c)
 	}
 	clk := clock.NewFake(time.Time{})
-	d, err := New(c, Options{Clock: clk})
+	bounds := fast
+	for _, f := range tune {
+		bounds = fastAnd(f)
+	}
+	d, err := New(c, Options{Clock: clk, TestBounds: bounds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +179,7 @@ func TestRestartFanOutForgetsOldAnswers(t *testing.T) {
 
 // A spoofed reply address: the re-answers a restart sends it stay within
 // the reflection cap of the searches that named it — answers and
-// re-answers together are at most rate_limit.reflection_ratio times the
+// re-answers together are at most the reflection ratio times the
 // search bytes credited to that address. At a ratio of 1 a one-name
 // search pays for its answer (53 bytes for 54) but not for a re-answer
 // too: without the reservation the restart would push the victim's bytes
@@ -183,9 +187,10 @@ func TestRestartFanOutForgetsOldAnswers(t *testing.T) {
 func TestRestartFanOutWithinReflectionCap(t *testing.T) {
 	const ratio = 1
 	d, clk := fanoutDaemon(t, func(c *config.Config) {
-		c.RateLimit.ReflectionRatio = ratio
-		c.RateLimit.ReflectionWindow = time.Hour // the whole test is one window
-		c.UDP.ClientReplyNamesPerSecond = 0      // every answer goes at once: the budget is all spent
+		c.UDP.ClientReplyNamesPerSecond = 0 // every answer goes at once: the budget is all spent
+	}, func(b *Bounds) {
+		b.ReflectionRatio = ratio
+		b.ReflectionWindow = time.Hour // the whole test is one window
 	})
 	old, nu := pva.GUID{0xA1, 1}, pva.GUID{0xB2, 2}
 	ep := netip.MustParseAddrPort("127.0.0.1:5999")

@@ -22,7 +22,7 @@ import (
 func TestForgedBeaconsDoNotFloodTheLog(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
-	d, err := New(testConfig(t), Options{Logger: zap.New(core), Clock: clk})
+	d, err := New(testConfig(t), Options{Logger: zap.New(core), Clock: clk, TestBounds: fast})
 	if err != nil {
 		t.Fatal(err)
 	}

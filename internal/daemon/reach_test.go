@@ -42,7 +42,7 @@ func (r *tableDNS) set(host string, addrs ...string) {
 func startFake(t *testing.T, c *config.Config, dns *tableDNS) (*Daemon, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
-	o := Options{Logger: zaptest.NewLogger(t), Clock: clk}
+	o := Options{Logger: zaptest.NewLogger(t), Clock: clk, TestBounds: fast}
 	if dns != nil {
 		o.Resolver = dns
 	}

@@ -112,12 +112,12 @@ func TestReloadUnderLoad(t *testing.T) {
 		func(n *config.Config) { n.Search.Through = false },
 		func(n *config.Config) { n.Static.Servers = []netip.AddrPort{site.Server(0).TCP, site.Server(1).TCP} },
 		func(n *config.Config) { n.PVA.AddrList = nil },
-		func(n *config.Config) { n.Registry.MaxNames, n.TCP.WaitersPerSource = 10, 1 },
-		func(n *config.Config) { n.Probe.ReprobeInterval, n.Beacon.Expiry = time.Second, 30*time.Second },
+		func(n *config.Config) { n.Registry.MaxNames, n.TCP.WaitersTotal = 10, 1 },
+		func(n *config.Config) { n.Beacon.Expiry, n.PVA.ConnTmo = 30*time.Second, 6 },
 		func(n *config.Config) {
 			n.RateLimit.UDPSearchesPerSecond, n.Access.UDPClientDeny = 1, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 		},
-		func(n *config.Config) { n.HTTP.DiscoverInterval = time.Second },
+		func(n *config.Config) { n.HTTP.AllowedHosts = []string{".example.org"} },
 	}
 	for i := range 20 {
 		n := *c

@@ -24,7 +24,6 @@ func TestReplicasOnOneSubnet(t *testing.T) {
 		c.HTTP.Listen = "127.0.0.1:0"
 		c.Search.DiscoveryAtStart = true
 		c.UDP.SendBeacons = true
-		c.Probe.BackoffMin = 100 * time.Millisecond
 		return &c
 	}
 	cb := replica(udpB, udpA)

@@ -128,9 +128,10 @@ func hurryDaemon(t *testing.T, rx netip.AddrPort, name string) (*Daemon, *clock.
 	t.Helper()
 	c := testConfig(t, rx)
 	c.Search.DiscoveryAtStart = false
-	c.HTTP.DiscoverInterval = time.Nanosecond // the endpoint's own rate limit is not under test
 	clk := clock.NewFake(time.Time{})
-	d, err := New(c, Options{Clock: clk})
+	d, err := New(c, Options{Clock: clk, TestBounds: fastAnd(func(b *Bounds) {
+		b.DiscoverInterval = time.Nanosecond // the endpoint's own rate limit is not under test
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +284,7 @@ func askRestarted(t *testing.T, cpp bool) {
 	// server is up (but its restart claim not yet settled) is a second
 	// unlistable report and a second ask, however the test waits. Only the
 	// reports the test causes are asked here.
-	c.Probe.BackoffMin = 0
-	d := startDaemon(t, c)
+	d := startDaemonWith(t, c, fastAnd(func(b *Bounds) { b.ProbeBackoffMin = 0 }))
 	old := startPeerServerAt(t, 0, cpp, name)
 	if err := old.beacon(u.conn, d.udpAddr(), 0); err != nil {
 		t.Fatal(err)
@@ -483,7 +483,7 @@ func TestOwnBeaconChangeCountFollowsAnswers(t *testing.T) {
 	c.UDP.SendBeacons = true
 	c.PVA.BeaconAddrList = []config.Endpoint{config.EndpointOf(rxAddr(rx))}
 	clk := clock.NewFake(time.Time{})
-	d, err := New(c, Options{Clock: clk})
+	d, err := New(c, Options{Clock: clk, TestBounds: fast})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pvans-project/pvans/internal/beacon"
 	"github.com/pvans-project/pvans/internal/clock"
+	"github.com/pvans-project/pvans/internal/probe"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/pvaconn"
 	"github.com/pvans-project/pvans/internal/testutil"
@@ -63,7 +64,7 @@ func TestForgedRowsCost(t *testing.T) {
 		beaconFilter{d}.Observe(beacon.Observation{GUID: g, Endpoint: ep, Protocol: "tcp", Via: beacon.ViaBeacon,
 			From: netip.AddrPortFrom(ep.Addr(), 5076)})
 	}
-	conc := c.Probe.Concurrency
+	conc := probe.DefaultConcurrency
 	// The pool works through them at probe.DefaultFirstTimeout (wall clock):
 	// nearly every row still waits when measured.
 	testutil.WaitFor(t, 10*time.Second, "the rows waiting for a probe", func() bool { return d.Prober.Stats().Waiting >= rows-10*conc })

@@ -39,7 +39,7 @@ func startLoggedDaemon(t *testing.T, c *config.Config) (*Daemon, *testutil.Buffe
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(c, Options{Logger: l})
+	d, err := New(c, Options{Logger: l, TestBounds: fast})
 	if err != nil {
 		t.Fatal(err)
 	}

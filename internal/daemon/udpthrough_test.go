@@ -107,15 +107,15 @@ func TestBeaconlessServerStartedLateFoundOverUDP(t *testing.T) {
 // address per name, makes pvans search through exactly the UDP share of
 // tcp.waiters_total over resolver.UDPNameShare and no more
 // (docs/SECURITY.md, "Bounds"); one reply address alone gets no more
-// than tcp.waiters_per_source.
+// than resolver's per-source bound (Bounds.WaitersPerSource here).
 func TestSpoofedUDPSearchThroughBounded(t *testing.T) {
 	rx := udpRx(t, "127.0.0.1:0")
 	c := testConfig(t, rxAddr(rx))
 	c.Search.DiscoveryAtStart = false
 	c.Discovery.Interval = 0
-	c.TCP.WaitersPerSource = 3
+	const perSource = 3
 	c.TCP.WaitersTotal = 160 // a UDP share of 16, 8 names
-	d := startDaemon(t, c)
+	d := startDaemonWith(t, c, fastAnd(func(b *Bounds) { b.WaitersPerSource = perSource }))
 	u := newUDPOnly(t, d.udpAddr())
 
 	got := map[string]bool{} // every name searched through so far
@@ -132,8 +132,8 @@ func TestSpoofedUDPSearchThroughBounded(t *testing.T) {
 	for i := range 20 {
 		u.search(t, uint32(i), uint32(i), netip.Addr{}, "flood:one:"+string(rune('a'+i)))
 	}
-	if searched(); len(got) != c.TCP.WaitersPerSource {
-		t.Fatalf("one UDP source made pvans search through %d names %v; want tcp.waiters_per_source = %d", len(got), got, c.TCP.WaitersPerSource)
+	if searched(); len(got) != perSource {
+		t.Fatalf("one UDP source made pvans search through %d names %v; want the per-source bound %d", len(got), got, perSource)
 	}
 	// Forged reply addresses, one per name.
 	for i := range 40 {
@@ -217,13 +217,13 @@ func TestUDPSearcherAnswerPushed(t *testing.T) {
 
 // The push goes to an address named in a datagram anyone can forge: it
 // is charged to the reflection account of the searches that named it,
-// and not sent beyond rate_limit.reflection_ratio of their bytes.
+// and not sent beyond the reflection ratio of their bytes.
 func TestUDPPushWithinReflectionBudget(t *testing.T) {
 	sitePort := testutil.FreeUDPPort(t)
 	c := testConfig(t, netip.AddrPortFrom(lo, sitePort))
 	c.Discovery.Interval = 0
-	c.RateLimit.ReflectionRatio = 0.5 // a search's bytes pay for no reply
-	d := startDaemon(t, c)
+	// A search's bytes pay for no reply at a ratio of 0.5.
+	d := startDaemonWith(t, c, fastAnd(func(b *Bounds) { b.ReflectionRatio = 0.5 }))
 	site := startSite(t, sim.Options{UDPPort: sitePort, RPCError: "no such channel: server"})
 	srv := site.Server(0)
 

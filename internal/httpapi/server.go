@@ -62,6 +62,11 @@ const (
 	// an hour covers a shift's look at the page, and a server back at its
 	// endpoint leaves at once.
 	DefaultShowDownFor = time.Hour
+	// DefaultDiscoverInterval: at most one POST /v1/discover round per
+	// interval (extra requests get 429), so the endpoint cannot be used
+	// to make pvans broadcast; an operator's button press or a deploy
+	// hook needs no more, and discovery.interval sends rounds anyway.
+	DefaultDiscoverInterval = 10 * time.Second
 )
 
 // Limits are the HTTP listener's settings; a zero bound is no bound (the
@@ -74,7 +79,7 @@ type Limits struct {
 	MaxConnsPerSource int
 	// DiscoverInterval: at most one POST /v1/discover round per interval;
 	// extra requests are answered 429.
-	DiscoverInterval time.Duration `setting:"http.discover_interval"`
+	DiscoverInterval time.Duration
 	// AllowedHosts are the DNS names, beyond addresses, localhost and
 	// Options.HostNames, that requests may name as Host (host.go).
 	AllowedHosts []string `setting:"http.allowed_hosts"`

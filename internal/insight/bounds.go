@@ -1,8 +1,13 @@
 package insight
 
-// The options the daemon gives New beside insight.names and
-// insight.clients (issue 40: constants, not settings).
+// The options the daemon gives New beside insight.names (issue 40:
+// constants, not settings).
 const (
+	// DefaultClients: searching client addresses kept per summary. A site
+	// has far fewer searching hosts than searched names (insight.names
+	// sizes those): 10,000 holds every host of a large site exactly, and
+	// a count is off by at most (searches in the window)/10,000 beyond.
+	DefaultClients = 10_000
 	// DefaultQueueBytes: staging between the answer paths and the
 	// summaries; beyond it searches are not summarised
 	// (pvans_insight_dropped_names_total).

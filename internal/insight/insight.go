@@ -57,7 +57,7 @@ type Options struct {
 	// allocated by New, which panics without them: a summary of no slot
 	// has nothing to count in.
 	Names   int `setting:"insight.names"`
-	Clients int `setting:"insight.clients"`
+	Clients int
 	// QueueBytes bounds the staging buffers (all shards, double
 	// buffered); each buffer takes at least minStage bytes, which is all
 	// a zero QueueBytes gets.
@@ -125,7 +125,7 @@ type Insight struct {
 // the background; queries digest on their own either way.
 func New(o Options) *Insight {
 	if o.Names <= 0 || o.Clients <= 0 {
-		panic(fmt.Sprintf("insight.New: %d name and %d client slots: both summaries need slots (the daemon passes insight.names and insight.clients)", o.Names, o.Clients))
+		panic(fmt.Sprintf("insight.New: %d name and %d client slots: both summaries need slots (the daemon passes insight.names and DefaultClients)", o.Names, o.Clients))
 	}
 	if o.DigestEvery <= 0 {
 		o.DigestEvery = 250 * time.Millisecond

@@ -29,7 +29,7 @@ func withProduction(o Options) Options {
 		o.Names = p.Names
 	}
 	if o.Clients == 0 {
-		o.Clients = p.Clients
+		o.Clients = DefaultClients
 	}
 	if o.QueueBytes == 0 {
 		o.QueueBytes = DefaultQueueBytes

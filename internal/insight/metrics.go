@@ -22,7 +22,7 @@ func (in *Insight) RegisterMetrics(m *metrics.Metrics) {
 		metrics.U64(func() uint64 { return tot().Dropped }))
 	m.Counter("insight", "sampled_out_names_total", "Unclaimed names left out of the name summaries because more than insight.DefaultDigestNamesPerSecond arrived (the summaries then count a weighted sample).", nil,
 		metrics.U64(in.SampledOut))
-	m.Counters("insight", "evictions_total", "Keys that lost their summary slot to another (both windows): a steady rise means more distinct keys than insight.names or insight.clients slots.", "summary", map[string]func() uint64{
+	m.Counters("insight", "evictions_total", "Keys that lost their summary slot to another (both windows): a steady rise means more distinct keys than slots (insight.names; insight.DefaultClients for clients).", "summary", map[string]func() uint64{
 		"names":   func() uint64 { n, _ := in.Evictions(); return n },
 		"clients": func() uint64 { _, c := in.Evictions(); return c },
 	})

@@ -10,8 +10,8 @@ import (
 // [1−Jitter, 1+Jitter) so that servers that failed together (a network
 // outage, a gateway restart) are not all retried in the same instant.
 //
-// Min and Max are the daemon's settings (probe.backoff_min,
-// probe.DefaultBackoffMax). A zero Min is no backoff: nothing is retried on a
+// Min and Max are the daemon's bounds (DefaultBackoffMin,
+// DefaultBackoffMax). A zero Min is no backoff: nothing is retried on a
 // timer (a failed or lost server waits to be asked for again) and hints
 // are not spaced out. A zero Max is no cap; a Max below Min is Min.
 type Backoff struct {
@@ -67,7 +67,7 @@ func jitter(d time.Duration, j, u float64) time.Duration {
 }
 
 // The retry schedule of a server that answered over TCP and would not
-// list: it doubles from UnlistableRetryMin (or probe.backoff_min, if
+// list: it doubles from UnlistableRetryMin (or DefaultBackoffMin, if
 // longer) up to UnlistableRetryMax (or probe.DefaultBackoffMax). Such a server
 // is alive (its watch connection stays up and tells its loss) and its
 // names come from search-through, so a listing gains little; and each

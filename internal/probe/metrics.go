@@ -64,7 +64,7 @@ func (p *Prober) RegisterMetrics(m *metrics.Metrics) {
 	m.Gauge("probe", "tls_watches", "Servers watched over TLS: their listing proved their TLS endpoint (pvans has a keychain), and the watch and the next listings run there.", nil, func() float64 { return float64(p.Stats().WatchingTLS) })
 	m.Gauge("probe", "endpoints", "Server endpoints the prober lists, watches or retries.", nil, func() float64 { return float64(p.Stats().Servers) })
 	m.Gauge("probe", "search_through_endpoints", "Of pvans_probe_endpoints, those known only from search replies (bounded by probe.DefaultMaxThrough).", nil, func() float64 { return float64(p.Stats().Through) })
-	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.concurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })
+	m.Gauge("probe", "waiting", "Probes and confirmations waiting for a slot of the probe pool (probe.DefaultConcurrency).", nil, func() float64 { return float64(p.Stats().Waiting) })
 }
 
 // Probes is the connect-and-list attempts started (re-listings too).

@@ -138,16 +138,16 @@ func withProduction(opt Options) Options {
 			*f = v
 		}
 	}
-	setN(&opt.Concurrency, c.Probe.Concurrency)
+	setN(&opt.Concurrency, DefaultConcurrency)
 	setN(&opt.PerHostConcurrency, DefaultPerHostConcurrency)
 	setN(&opt.ThroughRetries, DefaultThroughRetries)
 	setN(&opt.MaxThrough, DefaultMaxThrough)
-	set(&opt.EchoInterval, c.Probe.EchoInterval)
-	set(&opt.ProbeTimeout, c.Probe.Timeout)
+	set(&opt.EchoInterval, c.PVA.EchoInterval())
+	set(&opt.ProbeTimeout, DefaultTimeout)
 	set(&opt.FirstTimeout, DefaultFirstTimeout)
-	set(&opt.Reprobe, c.Probe.ReprobeInterval)
+	set(&opt.Reprobe, DefaultReprobeInterval)
 	if opt.Backoff.Min == 0 {
-		opt.Backoff.Min, opt.Backoff.Max = c.Probe.BackoffMin, DefaultBackoffMax
+		opt.Backoff.Min, opt.Backoff.Max = DefaultBackoffMin, DefaultBackoffMax
 	}
 	return opt
 }
@@ -259,7 +259,7 @@ func TestListAndRelist(t *testing.T) {
 	// Periodic re-listing at Reprobe ±10 %.
 	srv.SetNames([]string{"d:four"})
 	next := p.Servers()[0].NextAttempt.Sub(c.Now())
-	if re := config.Defaults().Probe.ReprobeInterval; next < re*9/10 || next >= re*11/10 {
+	if re := DefaultReprobeInterval; next < re*9/10 || next >= re*11/10 {
 		t.Fatalf("re-listing in %v, want %v ±10%%", next, re)
 	}
 	c.Advance(next - time.Nanosecond)

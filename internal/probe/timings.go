@@ -45,15 +45,15 @@ type timings struct {
 // reload); zero fields keep the current value. Each tag names the setting
 // the field takes (config.Fill).
 type Timings struct {
-	Concurrency        int `setting:"probe.concurrency"`
+	Concurrency        int
 	PerHostConcurrency int
-	EchoInterval       time.Duration `setting:"probe.echo_interval"`
+	EchoInterval       time.Duration
 	IdleTimeout        time.Duration // 0 with a new EchoInterval: DefaultIdleTimeout of it
-	ProbeTimeout       time.Duration `setting:"probe.timeout"`
+	ProbeTimeout       time.Duration
 	FirstTimeout       time.Duration
 	ThroughRetries     int
 	MaxThrough         int
-	Reprobe            time.Duration `setting:"probe.reprobe_interval"`
+	Reprobe            time.Duration
 	Backoff            Backoff
 }
 

@@ -114,8 +114,8 @@ type Limits struct {
 	MaxServers    int           `setting:"registry.max_servers"`
 	MaxNames      int           `setting:"registry.max_names"`
 	UnverifiedTTL time.Duration `setting:"snapshot.unverified_window"`
-	FieldNames    bool          `setting:"registry.field_names"`
-	MaxNameBytes  int           // applied as given: 0 = no bound
+	FieldNames    bool
+	MaxNameBytes  int // applied as given: 0 = no bound
 }
 
 // Apply applies new limits. A raised bound admits more at once. A

@@ -6,7 +6,7 @@ import "github.com/pvans-project/pvans/internal/metrics"
 type counters struct {
 	sightings    metrics.Counter `metric:"pvans_relay_sightings_total" help:"Beacons and discovery replies relayed to relay.to."`
 	datagrams    metrics.Counter `metric:"pvans_relay_datagrams_total" help:"Datagrams sent to relay.to destinations (a sighting to each)."`
-	rate         metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=rate" help:"Sightings not relayed, by reason: rate (relay.max_per_second), not_relayable (a loopback, link-local, multicast, broadcast or unspecified server address), second_hand (sent by another relay: only what was heard first hand is relayed), send_error (per datagram)."`
+	rate         metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=rate" help:"Sightings not relayed, by reason: rate (relay.DefaultPerSecond), not_relayable (a loopback, link-local, multicast, broadcast or unspecified server address), second_hand (sent by another relay: only what was heard first hand is relayed), send_error (per datagram)."`
 	notRelayable metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=not_relayable"`
 	secondHand   metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=second_hand"`
 	sendErrors   metrics.Counter `metric:"pvans_relay_dropped_total" label:"reason=send_error"`

@@ -64,7 +64,7 @@ type Limits struct {
 	ToBroadcast bool `setting:"relay.to_broadcast"`
 	// PerSecond and Burst bound the sightings relayed (each to every
 	// destination); PerSecond 0: no bound.
-	PerSecond float64 `setting:"relay.max_per_second"`
+	PerSecond float64
 	Burst     int
 	// Expiry is how long a server heard first hand is kept for a
 	// re-announce after it was last heard: as long as a tracker keeps it.

@@ -176,7 +176,7 @@ type Options struct {
 
 // UDPShare is the part of MaxWaiters the UDP searchers may hold together
 // (MaxUDPWaiters): 100,000 / 10 = 10,000 at defaults, as many names as
-// one TCP source may have searched through (tcp.waiters_per_source) and
+// one TCP source may have searched through (resolver.DefaultMaxWaitsPerSource) and
 // the search ring holds (searchring.DefaultMaxChannels). Their source is the
 // sender's word, so a spoofed flood meets this bound, not the per-source
 // one; a share apart keeps the TCP clients' room whatever it does.
@@ -206,7 +206,7 @@ type Stats struct {
 // field takes (config.Fill).
 type Policy struct {
 	MaxWaitsPerClient int
-	MaxWaitsPerSource int `setting:"tcp.waiters_per_source"`
+	MaxWaitsPerSource int
 	MaxWaiters        int `setting:"tcp.waiters_total"`
 	MaxNameBytes      int
 	NameAllowed       func(name []byte) bool

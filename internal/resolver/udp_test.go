@@ -98,7 +98,7 @@ func TestUDPSearcherNeedsASearcher(t *testing.T) {
 // A flood of UDP searches for distinct unknown names, from one address
 // over many reply ports, or (spoofed) from many addresses, makes pvans
 // search through no more names than the bounds allow: per reply address
-// tcp.waiters_per_source, in all MaxWaiters/UDPShare; and the TCP
+// resolver.DefaultMaxWaitsPerSource, in all MaxWaiters/UDPShare; and the TCP
 // clients keep their room (a TCP client then still waits for every name
 // up to its own bounds).
 func TestUDPFloodBounded(t *testing.T) {

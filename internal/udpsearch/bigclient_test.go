@@ -63,7 +63,7 @@ func defaultLimits(o Options) Options {
 	d := config.Defaults().RateLimit
 	o.SearchRate, o.SearchBurst = d.UDPSearchesPerSecond, int(d.UDPSearchesPerSecond)*BurstSeconds
 	o.NameRate, o.NameBurst = d.UDPNamesPerSecond, int(d.UDPNamesPerSecond)*BurstSeconds
-	o.ReflectionRatio, o.ReflectionWindow = d.ReflectionRatio, d.ReflectionWindow
+	o.ReflectionRatio, o.ReflectionWindow = DefaultReflectionRatio, DefaultReflectionWindow
 	return o
 }
 
@@ -106,7 +106,7 @@ func TestBigClientBurstAnsweredAtDefaults(t *testing.T) {
 }
 
 // The same burst from one source, spoofing a victim's reply address, and
-// then kept up for 10 s: the victim gets at most reflection_ratio × the
+// then kept up for 10 s: the victim gets at most DefaultReflectionRatio × the
 // attacker's bytes, and the names pvans looks up for the source stay
 // within its budget (burst plus rate × time), as for any flood, a repeat
 // costing 1/RepeatShare of a new name (TestDistinctNameFloodLimited

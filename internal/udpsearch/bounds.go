@@ -1,5 +1,7 @@
 package udpsearch
 
+import "time"
+
 // The bounds the daemon gives the UDP side (issue 40: constants, not
 // settings; docs/SECURITY.md, "Bounds").
 const (
@@ -21,4 +23,13 @@ const (
 	// DefaultReplyQueueBytes: paced replies held over all clients; beyond
 	// it they are dropped (pvans_udp_drops_total{reason="reply_queue"}).
 	DefaultReplyQueueBytes = 4 << 20
+	// DefaultReflectionRatio and DefaultReflectionWindow: the UDP reply
+	// bytes sent to one address within the window are at most this
+	// multiple of the search bytes it sent (docs/SECURITY.md,
+	// "Reflection"), so a spoofed search is never amplified more than
+	// 4×. A real client's search of one name (~60 B) is answered in ~90
+	// B; a ratio under ~2 would cut honest answers, and a site's gateway
+	// that needs more goes in rate_limit.exempt.
+	DefaultReflectionRatio  = 4
+	DefaultReflectionWindow = 10 * time.Second
 )

@@ -219,7 +219,7 @@ func (h *handler) foreign(src netip.AddrPort) {
 // relay announcing a subnet of IOCs gives each of them the budget a
 // directly heard IOC has, and a datagram forged from the relay's address
 // cannot spend an IOC's own. The relay's sightings are bounded on its
-// side (relay.max_per_second) and by the tracker's limit here.
+// side (relay.DefaultPerSecond) and by the tracker's limit here.
 func (h *handler) allowSighting(src, named netip.AddrPort) bool {
 	if a := named.Addr(); a != src.Addr().Unmap() {
 		return h.p.relayed.Allow(a)

@@ -228,8 +228,8 @@ type Policy struct {
 	SearchBurst       int
 	NameRate          float64 `setting:"rate_limit.udp_names_per_second"`
 	NameBurst         int
-	ReflectionRatio   float64        `setting:"rate_limit.reflection_ratio"`
-	ReflectionWindow  time.Duration  `setting:"rate_limit.reflection_window"`
+	ReflectionRatio   float64
+	ReflectionWindow  time.Duration
 	LimitExempt       []netip.Prefix `setting:"rate_limit.exempt"`
 	RateSources       int
 	MaxNamesPerSearch int

@@ -14,7 +14,7 @@ import (
 // is still searching whenever it comes (docs/protocol.md). The reply
 // address came in a datagram anyone can forge, so the push is charged to
 // the same reflection account as the answers to the searches that named
-// it: it is sent only within rate_limit.reflection_ratio of the bytes
+// it: it is sent only within the reflection ratio (DefaultReflectionRatio) of the bytes
 // those searches brought (beyond, the client's next search is answered
 // instead). Called with the resolver's lock held: it sends at once, from
 // the search port, unpaced (a push is a few datagrams, not a client's

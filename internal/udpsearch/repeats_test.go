@@ -81,7 +81,7 @@ func TestJavaBurstNotLimitedAtDefaults(t *testing.T) {
 
 // The same burst aimed at a victim (its address as the reply address):
 // a repeat is answered like any search, so its reply bytes count, and
-// the victim never gets more than reflection_ratio × the bytes sent,
+// the victim never gets more than the reflection ratio × the bytes sent,
 // though the flood is cheap for the limits (here a ratio of 0.25, so that it binds).
 func TestRepeatsStayUnderReflectionCap(t *testing.T) {
 	var sent int

@@ -29,14 +29,17 @@ func beaconingIOCs(host netip.Addr, prefix string, servers, names int) simSpec {
 		Beacon: pvansBeaconDest, BeaconInterval: time.Second}
 }
 
-// echoInterval is the probe ECHO period the chaos tests give pvans
-// (default 15 s) so a silent death is seen in seconds, not half a minute;
-// PVANS_CHAOS_DEFAULT_ECHO=1 keeps the default.
+// echoArgs gives pvans a connection timeout of 4 s (EPICS_PVA_CONN_TMO;
+// default 30 s) so its probes echo every 2 s, as a PVXS client does for
+// that timeout, and a silent death is seen in seconds, not half a minute;
+// PVANS_CHAOS_DEFAULT_ECHO=1 keeps the default. pvans then also closes a
+// client connection silent for 4/3 of it (5.3 s): a test that gives it
+// echoArgs waits for answers less than that (nsclient sends no ECHO).
 func echoArgs() []string {
 	if os.Getenv("PVANS_CHAOS_DEFAULT_ECHO") != "" {
 		return nil
 	}
-	return []string{"--probe-echo-interval", "2s"}
+	return []string{"--conn-tmo", "4"}
 }
 
 func echoInterval() time.Duration {
@@ -243,7 +246,7 @@ func TestLossyServerNet(t *testing.T) {
 	tp.p.nft(t, lossScript(tp.pToS, 20))
 	hiddenSpec := simSpec{Host: iocB, Prefix: "hidden", Servers: 2, Names: 10, TCPPort: 5075, UDPPort: 5076}
 	// No discovery at start: the hidden servers are found only by search-through.
-	tp.startPvans(t, append(echoArgs(), "--search-through", "--discovery-at-start=false",
+	tp.startPvans(t, append([]string{}, "--search-through", "--discovery-at-start=false",
 		"--addr-list", netip.AddrPortFrom(iocB, hiddenSpec.UDPPort).String())...)
 	ioc := tp.startSim(t, "iocs", beaconingIOCs(iocA, "lossy", 10, 50))
 	hidden := tp.startSim(t, "hidden iocs", hiddenSpec)
@@ -387,7 +390,7 @@ func TestBeaconStorm(t *testing.T) {
 `, stormAddr))
 	// One storm source: its per-sender beacon rate limit would stop it at
 	// the door, so it is lifted here to load the tracker's limit.
-	pv := tp.startPvans(t, append(echoArgs(), "--registry-max-servers", fmt.Sprint(limit), "--rate-limit-beacons-per-second", "0")...)
+	pv := tp.startPvans(t, "--registry-max-servers", fmt.Sprint(limit), "--rate-limit-beacons-per-second", "0")
 	ioc := tp.startSim(t, "iocs", beaconingIOCs(iocA, "real", 3, 20))
 	tp.allHeld(t, 15*time.Second, ioc)
 	names := ioc.spec.allNames()
@@ -497,7 +500,7 @@ func TestBeaconStorm(t *testing.T) {
 	if rss1-rss0 > 200<<10 {
 		t.Errorf("RSS grew by %d KiB during the storm, want under 200 MiB", rss1-rss0)
 	}
-	// The probe pool's goroutines (probe.concurrency, 16), the
+	// The probe pool's goroutines (probe.DefaultConcurrency, 16), the
 	// connections' and the daemon's own: not one per waiting probe.
 	if goroutines > 300 {
 		t.Errorf("%v goroutines with %v probes waiting: want no goroutine per waiting probe", goroutines, waiting)

@@ -89,13 +89,13 @@ func TestSoak(t *testing.T) {
 	c.HTTP.Listen = ""
 	c.Search.Through = false
 	c.Search.DiscoveryAtStart = false
-	c.Probe.EchoInterval = time.Second
-	c.Probe.BackoffMin = 100 * time.Millisecond
 	c.RateLimit.TCPMessagesPerSecond = 0 // every client is 127.0.0.1
-	c.TCP.WaitersPerSource = 0           // likewise: 100 clients × 1,000 names wait from one address
 	c.RateLimit.UDPSearchesPerSecond = 0
 	c.RateLimit.UDPNamesPerSecond = 0
-	d, err := daemon.New(&c, daemon.Options{Logger: zap.NewNop()})
+	d, err := daemon.New(&c, daemon.Options{Logger: zap.NewNop(), TestBounds: func(b *daemon.Bounds) {
+		b.ProbeEcho, b.ProbeBackoffMin = time.Second, 100*time.Millisecond
+		b.WaitersPerSource = 0 // every client is 127.0.0.1: 100 clients × 1,000 names wait from one address
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

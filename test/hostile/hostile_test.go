@@ -168,7 +168,7 @@ func TestRowWaiters(t *testing.T) {
 	refused := tg.Metric(t, `pvans_resolver_limit_hits_total{limit="waiters_per_source"}`)
 	t.Logf("waiters at most %v (%v refused per source), search-through datagrams %v in %v", maxWaiters, refused, dg, dur)
 	if maxWaiters > 10000 || maxWaiters < 5000 || refused < 1 {
-		t.Errorf("%v waiters from one address (%v refused); bound tcp.waiters_per_source = 10000", maxWaiters, refused)
+		t.Errorf("%v waiters from one address (%v refused); bound resolver.DefaultMaxWaitsPerSource = 10000", maxWaiters, refused)
 	}
 	if limit := 50*dur.Seconds() + 50 + 50; dg > limit {
 		t.Errorf("%v search-through datagrams in %v; bound 50/s (+ burst)", dg, dur)
@@ -530,7 +530,7 @@ func TestRowDiscoverFlood(t *testing.T) {
 	})
 	t.Logf("answers %v", codes)
 	if codes[202] > 1 || codes[429] == 0 {
-		t.Errorf("discovery rounds %d in 3 s (answers %v); want at most 1 per http.discover_interval", codes[202], codes)
+		t.Errorf("discovery rounds %d in 3 s (answers %v); want at most 1 per httpapi.DefaultDiscoverInterval (10 s)", codes[202], codes)
 	}
 }
 

@@ -31,9 +31,9 @@ func start(t *testing.T, servers, names int, echo time.Duration, o sim.Options) 
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Log.Level = "error"
 	if echo > 0 {
-		cfg.Probe.EchoInterval = echo
+		cfg.PVA.ConnTmo = 2 * echo.Seconds() // as pvans demo --echo: PVXS's echo is half of conn_tmo
 	}
-	echo = cfg.Probe.EchoInterval
+	echo = cfg.PVA.EchoInterval()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

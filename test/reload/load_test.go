@@ -95,10 +95,10 @@ func TestReloadUnderLoadBinary(t *testing.T) {
 		"search:\n  through: true\n",
 		fmt.Sprintf("static:\n  servers: [%s]\n", site.Server(0).TCP),
 		fmt.Sprintf("pva:\n  addr_list: [%s]\n", site.UDPAddr()),
-		"registry:\n  max_names: 30\ntcp:\n  waiters_per_source: 1\n",
-		"probe:\n  reprobe_interval: 1s\nbeacon:\n  expiry: 30s\n",
+		"registry:\n  max_names: 30\ntcp:\n  waiters_total: 1\n",
+		"beacon:\n  expiry: 30s\npva:\n  conn_tmo: 6\n",
 		"log:\n  level: debug\n  format: console\n",
-		"http:\n  discover_interval: 1s\nudp:\n  send_beacons: true\n",
+		"http:\n  allowed_hosts: [.site.example]\nudp:\n  send_beacons: true\n",
 	}
 	for i := range 20 {
 		body := groups[i%len(groups)]

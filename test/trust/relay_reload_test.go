@@ -62,8 +62,7 @@ func TestNarrowedServerAllowForgetsRetriedEndpoint(t *testing.T) {
 	}
 	write(serverAllow)
 	tp.pv = harness.Start(t, harness.Options{Netns: tp.p, Args: []string{"--config", file, "--discovery-at-start=false",
-		"--probe-echo-interval", "1s", "--log-level", "debug", "--search-through", "--addr-list", "10.213.0.255:5076",
-		"--probe-backoff-min", "2s"}})
+		"--log-level", "debug", "--search-through", "--addr-list", "10.213.0.255:5076"}})
 	sniff := tp.searchListener(t)
 	// The attacker (10.213.0.66) will later run a real server at port 7100;
 	// at first nothing listens there (connection refused: probe retried).
@@ -84,7 +83,10 @@ func TestNarrowedServerAllowForgetsRetriedEndpoint(t *testing.T) {
 	t.Logf("reloaded; now starting the attacker's server at %s", ep)
 	// Now the attacker's server appears (it claims arbitrary names).
 	tp.sim(t, sim.Options{Host: evilAddr, TCPPort: port, Names: [][]string{{"evil:after-deny", "victim:x"}}})
-	deadline := time.Now().Add(12 * time.Second) // six retries at probe.backoff_min
+	// The refused endpoint is retried 1 s after a failure, doubling
+	// (probe.DefaultBackoffMin): the server has several chances in this
+	// time to be registered, were the reload not in force.
+	deadline := time.Now().Add(12 * time.Second)
 	for time.Now().Before(deadline) {
 		if h := tp.holder(t, "evil:after-deny"); h != "" {
 			ans, err := tp.pv.Query([]string{"evil:after-deny"}, 2*time.Second)

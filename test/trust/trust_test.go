@@ -71,7 +71,7 @@ func (tp *topo) start(t *testing.T, extra ...string) {
 // default: every server allowed).
 func (tp *topo) startAllow(t *testing.T, allow string, extra ...string) {
 	t.Helper()
-	args := []string{"--discovery-at-start=false", "--probe-echo-interval", "1s", "--log-level", "debug"}
+	args := []string{"--discovery-at-start=false", "--log-level", "debug"}
 	if allow != "" {
 		args = append(args, "--access-server-allow", allow)
 	}
