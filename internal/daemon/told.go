@@ -11,8 +11,14 @@ import (
 // told is the HTTP API's ?client= view: what a client at client is told
 // for name, decided as its answers are (answer.Told: the claim's
 // refusals, the address map in force, the loopback rule), by a search
-// offering "tcp", or "tls" and "tcp" when tls.
+// offering "tcp", or "tls" and "tcp" when tls. A name the name policy
+// refuses is told nothing ("name_policy"), as Lookup answers it.
 func (d *Daemon) told(name string, client netip.Addr, tls bool) httpapi.Claimed {
+	if !d.Resolver.Answers([]byte(name)) {
+		// The name access list (or the name's length) refuses every
+		// search for it, before any claim.
+		return httpapi.Claimed{Withheld: "name_policy"}
+	}
 	h, ok := d.Registry.LookupName(name)
 	if !ok {
 		// Gone since the API read it: nothing is named.

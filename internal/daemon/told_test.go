@@ -14,9 +14,11 @@ import (
 // and why, where every answer withholds the claim (a server serving only
 // TLS to a plain search, a zero port in the registry), as decided by
 // answer.Told, and the TLS view where a search offering "tls" is told
-// something else.
+// something else. A name the name access list refuses is told nothing.
 func TestAPIToldAppliesClaimRules(t *testing.T) {
-	d := startDaemon(t, testConfig(t))
+	c := testConfig(t)
+	c.Access.NameDeny = patterns("told:denied")
+	d := startDaemon(t, c)
 	for _, s := range []struct {
 		guid byte
 		addr string
@@ -26,6 +28,7 @@ func TestAPIToldAppliesClaimRules(t *testing.T) {
 		{0x51, "127.0.0.1:5095", "tcp", "told:plain"},
 		{0x52, "10.0.0.10:5986", "tls", "told:tls-only"},
 		{0x53, "10.0.0.11:0", "tcp", "told:zero-port"},
+		{0x54, "10.0.0.12:5075", "tcp", "told:denied"},
 	} {
 		g := pva.GUID{s.guid}
 		if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: g, Addr: netip.MustParseAddrPort(s.addr), Protocol: s.prot}); err != nil {
@@ -53,6 +56,8 @@ func TestAPIToldAppliesClaimRules(t *testing.T) {
 			TLS: &httpapi.Told{Client: remote, Endpoint: "10.0.0.10:5986", Port: 5986, Protocol: "tls"}},
 		// Never named: it would send the client back to pvans.
 		"told:zero-port": {Client: remote, Withheld: "zero_endpoint"},
+		// Refused by access.name_deny before any claim.
+		"told:denied": {Client: remote, Withheld: "name_policy"},
 	} {
 		got := told(name, remote)
 		if got.TLS != nil && want.TLS != nil && *got.TLS == *want.TLS {

@@ -237,7 +237,8 @@ type Claimed struct {
 	Protocol string // "tcp" or "tls"
 	// Withheld is why the answer names nothing for the name (the
 	// claims-withheld metrics' reason: "protocol", "zero_endpoint";
-	// "unheld": nobody holds it any more); "" when it names Addr, Port
+	// "unheld": nobody holds it any more; "name_policy": the name access
+	// list or name length refuses it); "" when it names Addr, Port
 	// and Protocol.
 	Withheld string
 }
@@ -250,7 +251,9 @@ type Told struct {
 	// Withheld: the answer names nothing for this name, and why
 	// ("protocol": the server takes only a protocol the search did not
 	// offer; "zero_endpoint": the registry has a zero address or port;
-	// "unheld": nobody holds it any more); the fields below are then
+	// "unheld": nobody holds it any more; "name_policy":
+	// access.name_allow/name_deny or the name length refuses every search
+	// for it); the fields below are then
 	// empty.
 	Withheld string `json:"withheld,omitempty"`
 	// Endpoint is the address:port in the answer; empty when Any.

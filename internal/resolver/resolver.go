@@ -344,6 +344,18 @@ func (r *Resolver) SetSearcher(s Searcher) {
 	}
 }
 
+// Answers is whether the name policy in force lets a search for name be
+// answered at all (Options.MaxNameBytes, Options.NameAllowed), as Lookup
+// decides it, counting and logging nothing: the operator's view of an
+// answer (the HTTP API's ?client=).
+func (r *Resolver) Answers(name []byte) bool {
+	pol := r.pol.Load()
+	if m := pol.MaxNameBytes; m > 0 && len(name) > m {
+		return false
+	}
+	return pol.NameAllowed == nil || pol.NameAllowed(name)
+}
+
 // Lookup answers every (CID, name) of q in one registry read, grouped per
 // claiming server, into b. Names are []byte views and are not kept. A name
 // Options.NameAllowed refuses is neither claimed nor listed in b.Missing.
