@@ -639,3 +639,32 @@ func TestWireSpanAtDecodedOffsets(t *testing.T) {
 		}
 	}
 }
+
+// A repeat of the shard's last record takes no room in the buffer: with
+// the buffer full it is still counted a repeat, not dropped, in a storm
+// sampled light (the answer path's commonest repeat) as with its names.
+func TestRepeatCountedWhenBufferFull(t *testing.T) {
+	for _, light := range []bool{true, false} {
+		in := New(withProduction(Options{QueueBytes: 1, Clock: clock.NewFake(time.Time{})}))
+		if light {
+			in.stageP.Store(math.Float64bits(0)) // every search staged light
+		}
+		s := &in.stages[int(cA.As16()[15])%shards]
+		p, qs := encoded(t, "storm:1", "ok")
+		n := 0
+		for found := 0; cap(s.buf)-len(s.buf) >= recHeader+4+2+len("storm:1"); found++ {
+			in.Searched(cA, false, p, qs, []int{0}, found) // each a record of its own
+			n++
+		}
+		for range 3 {
+			in.Searched(cA, false, p, qs, []int{0}, n-1) // the last one again
+		}
+		if tot := in.Totals(); tot.Dropped != 0 || tot.NotFound != uint64(n+3) {
+			t.Errorf("light %v: %d records then 3 repeats: totals %+v", light, n, tot)
+		}
+		c, _ := in.Clients("1m", 1)
+		if len(c.Clients) != 1 || c.Clients[0].Searches != uint64(n+3) {
+			t.Errorf("light %v: clients %+v, want %d searches", light, c.Clients, n+3)
+		}
+	}
+}
