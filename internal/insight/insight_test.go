@@ -668,3 +668,47 @@ func TestRepeatCountedWhenBufferFull(t *testing.T) {
 		}
 	}
 }
+
+// A repeat is the same search from the same client with the same result
+// and weight: the same payload from another client of the shard, over
+// the other transport, with another found count or weight is a record
+// of its own, each client and name counted as searched.
+func TestRepeatOnlyOfTheSameHeader(t *testing.T) {
+	cE := netip.MustParseAddr("10.0.0.5") // cA's shard
+	if int(cE.As16()[15])%shards != int(cA.As16()[15])%shards {
+		t.Fatal("cE is not in cA's shard")
+	}
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+	p, qs := encoded(t, "storm:1", "storm:2", "held")
+	in.Searched(cA, false, p, qs, []int{0, 1}, 1)
+	in.Searched(cE, false, p, qs, []int{0, 1}, 1) // another client
+	in.Searched(cE, true, p, qs, []int{0, 1}, 1)  // over TCP
+	in.Searched(cE, true, p, qs, []int{0, 1}, 0)  // another result
+	s := &in.stages[int(cA.As16()[15])%shards]
+	h := header{client: cE.As16(), flags: flagTCP, names: 3, missing: 2, weight: 2}
+	if s.repeatsWire(&h, p, qs, []int{0, 1}) { // another weight
+		t.Error("a search of another weight counted a repeat")
+	}
+	in.Searched(cE, true, p, qs, []int{0, 1}, 0) // a true repeat
+	var records int
+	for b := s.buf; len(b) >= recHeader; b = b[recordLen(b):] {
+		records++
+	}
+	if records != 4 {
+		t.Errorf("%d records, want 4", records)
+	}
+	c, _ := in.Clients("1m", 0)
+	got := map[string]uint64{}
+	for _, cl := range c.Clients {
+		got[cl.Addr+" "+cl.Transport] = cl.Searches
+	}
+	if want := map[string]uint64{"10.0.0.1 udp": 1, "10.0.0.5 udp+tcp": 4}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("clients %v, want %v", got, want)
+	}
+	r, _ := in.Unresolved("1m", 0)
+	for _, u := range r.Names {
+		if u.Searches != 5 {
+			t.Errorf("%s searched %d times, want 5", u.Name, u.Searches)
+		}
+	}
+}
