@@ -712,3 +712,25 @@ func TestRepeatOnlyOfTheSameHeader(t *testing.T) {
 		}
 	}
 }
+
+// The names, not the payload, say what was searched: names decoded from
+// one payload, passed with another of the same layout (a copy of an
+// earlier search), are staged as themselves, never as the other's bytes
+// at their offsets, nor counted a repeat of the search it copies.
+func TestNamesNotViewsIntoThePayloadAreCopied(t *testing.T) {
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+	py, qy := encoded(t, "y:one", "y:two")
+	_, qx := encoded(t, "x:one", "x:two")
+	in.Searched(cA, false, py, qy, []int{0, 1}, 0)
+	other := slices.Clone(py) // y's bytes, not x's names' buffer
+	in.Searched(cA, false, other, qx, []int{0, 1}, 0)
+	in.Searched(cA, false, other, qx, []int{1}, 1) // not dense: put's path
+	r, _ := in.Unresolved("1m", 0)
+	got := map[string]uint64{}
+	for _, u := range r.Names {
+		got[u.Name] = u.Searches
+	}
+	if want := map[string]uint64{"x:one": 1, "x:two": 2, "y:one": 1, "y:two": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+}
