@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/pvans-project/pvans/internal/addrmap"
 	"github.com/pvans-project/pvans/internal/httpapi"
 	"github.com/pvans-project/pvans/internal/pva"
 	"github.com/pvans-project/pvans/internal/registry"
@@ -14,10 +15,16 @@ import (
 // and why, where every answer withholds the claim (a server serving only
 // TLS to a plain search, a zero port in the registry), as decided by
 // answer.Told, and the TLS view where a search offering "tls" is told
-// something else. A name the name access list refuses is told nothing.
+// something else. A name the name access list refuses is told nothing;
+// a server the address map (map.rules) moves is told where it maps to.
 func TestAPIToldAppliesClaimRules(t *testing.T) {
 	c := testConfig(t)
 	c.Access.NameDeny = patterns("told:denied")
+	m, err := addrmap.ParseMap([]string{"servers=10.0.0.13:5075 to=192.0.2.13:15075"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Map.Rules = m
 	d := startDaemon(t, c)
 	for _, s := range []struct {
 		guid byte
@@ -29,6 +36,7 @@ func TestAPIToldAppliesClaimRules(t *testing.T) {
 		{0x52, "10.0.0.10:5986", "tls", "told:tls-only"},
 		{0x53, "10.0.0.11:0", "tcp", "told:zero-port"},
 		{0x54, "10.0.0.12:5075", "tcp", "told:denied"},
+		{0x55, "10.0.0.13:5075", "tcp", "told:mapped"},
 	} {
 		g := pva.GUID{s.guid}
 		if _, err := d.Registry.UpsertServer(registry.ServerInfo{GUID: g, Addr: netip.MustParseAddrPort(s.addr), Protocol: s.prot}); err != nil {
@@ -58,6 +66,8 @@ func TestAPIToldAppliesClaimRules(t *testing.T) {
 		"told:zero-port": {Client: remote, Withheld: "zero_endpoint"},
 		// Refused by access.name_deny before any claim.
 		"told:denied": {Client: remote, Withheld: "name_policy"},
+		// The address map in force (map.rules).
+		"told:mapped": {Client: remote, Endpoint: "192.0.2.13:15075", Port: 15075, Protocol: "tcp"},
 	} {
 		got := told(name, remote)
 		if got.TLS != nil && want.TLS != nil && *got.TLS == *want.TLS {

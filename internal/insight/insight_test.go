@@ -639,3 +639,98 @@ func TestWireSpanAtDecodedOffsets(t *testing.T) {
 		}
 	}
 }
+
+// A repeat of the shard's last record takes no room in the buffer: with
+// the buffer full it is still counted a repeat, not dropped, in a storm
+// sampled light (the answer path's commonest repeat) as with its names.
+func TestRepeatCountedWhenBufferFull(t *testing.T) {
+	for _, light := range []bool{true, false} {
+		in := New(withProduction(Options{QueueBytes: 1, Clock: clock.NewFake(time.Time{})}))
+		if light {
+			in.stageP.Store(math.Float64bits(0)) // every search staged light
+		}
+		s := &in.stages[int(cA.As16()[15])%shards]
+		p, qs := encoded(t, "storm:1", "ok")
+		n := 0
+		for found := 0; cap(s.buf)-len(s.buf) >= recHeader+4+2+len("storm:1"); found++ {
+			in.Searched(cA, false, p, qs, []int{0}, found) // each a record of its own
+			n++
+		}
+		for range 3 {
+			in.Searched(cA, false, p, qs, []int{0}, n-1) // the last one again
+		}
+		if tot := in.Totals(); tot.Dropped != 0 || tot.NotFound != uint64(n+3) {
+			t.Errorf("light %v: %d records then 3 repeats: totals %+v", light, n, tot)
+		}
+		c, _ := in.Clients("1m", 1)
+		if len(c.Clients) != 1 || c.Clients[0].Searches != uint64(n+3) {
+			t.Errorf("light %v: clients %+v, want %d searches", light, c.Clients, n+3)
+		}
+	}
+}
+
+// A repeat is the same search from the same client with the same result
+// and weight: the same payload from another client of the shard, over
+// the other transport, with another found count or weight is a record
+// of its own, each client and name counted as searched.
+func TestRepeatOnlyOfTheSameHeader(t *testing.T) {
+	cE := netip.MustParseAddr("10.0.0.5") // cA's shard
+	if int(cE.As16()[15])%shards != int(cA.As16()[15])%shards {
+		t.Fatal("cE is not in cA's shard")
+	}
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+	p, qs := encoded(t, "storm:1", "storm:2", "held")
+	in.Searched(cA, false, p, qs, []int{0, 1}, 1)
+	in.Searched(cE, false, p, qs, []int{0, 1}, 1) // another client
+	in.Searched(cE, true, p, qs, []int{0, 1}, 1)  // over TCP
+	in.Searched(cE, true, p, qs, []int{0, 1}, 0)  // another result
+	s := &in.stages[int(cA.As16()[15])%shards]
+	h := header{client: cE.As16(), flags: flagTCP, names: 3, missing: 2, weight: 2}
+	if s.repeatsWire(&h, p, qs, []int{0, 1}) { // another weight
+		t.Error("a search of another weight counted a repeat")
+	}
+	in.Searched(cE, true, p, qs, []int{0, 1}, 0) // a true repeat
+	var records int
+	for b := s.buf; len(b) >= recHeader; b = b[recordLen(b):] {
+		records++
+	}
+	if records != 4 {
+		t.Errorf("%d records, want 4", records)
+	}
+	c, _ := in.Clients("1m", 0)
+	got := map[string]uint64{}
+	for _, cl := range c.Clients {
+		got[cl.Addr+" "+cl.Transport] = cl.Searches
+	}
+	if want := map[string]uint64{"10.0.0.1 udp": 1, "10.0.0.5 udp+tcp": 4}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("clients %v, want %v", got, want)
+	}
+	r, _ := in.Unresolved("1m", 0)
+	for _, u := range r.Names {
+		if u.Searches != 5 {
+			t.Errorf("%s searched %d times, want 5", u.Name, u.Searches)
+		}
+	}
+}
+
+// The names, not the payload, say what was searched: names decoded from
+// one payload, passed with another of the same layout (a copy of an
+// earlier search), are staged as themselves, never as the other's bytes
+// at their offsets, nor counted a repeat of the search it copies.
+func TestNamesNotViewsIntoThePayloadAreCopied(t *testing.T) {
+	in := New(withProduction(Options{Clock: clock.NewFake(time.Time{})}))
+	py, qy := encoded(t, "y:one", "y:two")
+	_, qx := encoded(t, "x:one", "x:two")
+	in.Searched(cA, false, py, qy, []int{0, 1}, 0)
+	other := slices.Clone(py) // y's bytes, not x's names' buffer
+	in.Searched(cA, false, other, qx, []int{0, 1}, 0)
+	in.Searched(cA, false, other, qx, []int{1}, 1) // not dense: put's path
+	r, _ := in.Unresolved("1m", 0)
+	got := map[string]uint64{}
+	for _, u := range r.Names {
+		got[u.Name] = u.Searches
+	}
+	if want := map[string]uint64{"x:one": 1, "x:two": 2, "y:one": 1, "y:two": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+}

@@ -225,10 +225,21 @@ const (
 
 // put appends h's record with those names, or counts it a repeat of the
 // shard's last record (written after the buffer's end, all but a
-// payload's stretch, and compared); s.mu held.
+// payload's stretch, and compared; a light record, its header alone, on
+// the stack, so that a repeat needs no room); s.mu held.
 func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing []int) putResult {
 	if h.flags&flagLight == 0 && s.repeatsWire(h, payload, names, missing) {
 		return repeated
+	}
+	if h.flags&flagLight != 0 && s.last >= 0 {
+		// A light record is its header: compared from the stack, so a
+		// repeat in a storm is counted even with the buffer full.
+		var r [recHeader]byte
+		h.put(r[:])
+		if s.sameAsLast(r[:], nil) {
+			s.bumpLast()
+			return repeated
+		}
 	}
 	start := len(s.buf)
 	free := s.buf[start:cap(s.buf)]
@@ -243,8 +254,7 @@ func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing [
 	h.put(r)
 	head := r[:need-len(span)]
 	if s.last >= 0 && s.sameAsLast(head, span) {
-		p := s.buf[s.last:]
-		binary.NativeEndian.PutUint16(p[offRepeat:], binary.NativeEndian.Uint16(p[offRepeat:])+1)
+		s.bumpLast()
 		return repeated
 	}
 	copy(r[len(head):], span)
@@ -305,8 +315,14 @@ func (s *stage) repeatsWire(h *header, payload []byte, names []pva.SearchName, m
 			return false
 		}
 	}
-	binary.NativeEndian.PutUint16(p[offRepeat:], binary.NativeEndian.Uint16(p[offRepeat:])+1)
+	s.bumpLast()
 	return true
+}
+
+// bumpLast counts one more repeat of the shard's last record; s.mu held.
+func (s *stage) bumpLast() {
+	p := s.buf[s.last:]
+	binary.NativeEndian.PutUint16(p[offRepeat:], binary.NativeEndian.Uint16(p[offRepeat:])+1)
 }
 
 // putNames writes a full record's names into free, after the header's

@@ -209,6 +209,8 @@ func TestCheckExportedFailsOnSlips(t *testing.T) {
 			map[string]*Counter{`pvans_t_claims_total`: &c.forwards}, "pvans_t_claims_total ="},
 		{"one Counter for two series", func(m *Metrics) { m.Register(&c) },
 			map[string]*Counter{`pvans_t_claims_total`: &c.claims, `pvans_t_forwards_total`: &c.claims}, " = "},
+		{"two series' tags swapped", func(m *Metrics) { m.Register(&c) },
+			map[string]*Counter{`pvans_t_drops_total{reason="malformed"}`: &c.truncated, `pvans_t_drops_total{reason="truncated"}`: &c.malformed}, " = "},
 		{"not exported", func(m *Metrics) { m.Register(&c) },
 			map[string]*Counter{`pvans_t_private_total`: &c.private}, "no series"},
 		{"nothing read", func(m *Metrics) { m.Register(&c) }, nil, "without a series"},

@@ -3,6 +3,7 @@ package pva
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 )
 
 // readerSearchNames decodes a search's names the way Decode did before its
@@ -94,5 +95,16 @@ func TestSearchDecodeMatchesReader(t *testing.T) {
 			s.Names[5].Name != nil || s.Names[5].CID != 9 {
 			t.Fatalf("whole: %v, %d names", err, len(s.Names))
 		}
+	}
+}
+
+// Off sits in CID's padding (SearchName's comment, docs/PERFORMANCE.md):
+// a SearchName is no bigger than a CID and a slice header with it.
+func TestSearchNameOffInCIDPadding(t *testing.T) {
+	if got, want := unsafe.Sizeof(SearchName{}), unsafe.Sizeof(struct {
+		CID  uint32
+		Name []byte
+	}{}); got != want {
+		t.Fatalf("SearchName is %d bytes, %d without Off", got, want)
 	}
 }

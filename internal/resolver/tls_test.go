@@ -215,3 +215,27 @@ func TestOffersOfOneKindPushedApart(t *testing.T) {
 		t.Fatalf("TCP re-answer %+v, want offer %v", gs, OfferTLS)
 	}
 }
+
+// TestHeldAtWaitPushedWithTheOffer: a name held by the time its waiter
+// is set (listed between the lookup and Wait) is pushed at once, with
+// the search's own offer as every other push: a search listing "tls"
+// alone is not named the plain server (answer.Rules.Claim reads it).
+func TestHeldAtWaitPushedWithTheOffer(t *testing.T) {
+	f := newFixture(t, registry.Options{}, Options{})
+	f.res.SetSearcher(&kindSearcher{})
+	var p pushes
+	c := f.res.NewClient(p.push)
+	if _, err := f.reg.Listed(registry.ServerInfo{GUID: guid(3), Addr: addr(3)}, []string{"now"}, registry.SourceProbe); err != nil {
+		t.Fatal(err)
+	}
+	q := query("now", "now")
+	c.Wait(q[0:1], []int{0}, OfferTLS)
+	c.Wait(q[1:2], []int{0}, OfferTCP|OfferTLS)
+	got := map[Offer][]uint32{}
+	for _, g := range p.take() {
+		got[g.Offer] = append(got[g.Offer], g.CIDs...)
+	}
+	if len(got) != 2 || !slices.Equal(got[OfferTLS], []uint32{q[0].CID}) || !slices.Equal(got[OfferTCP|OfferTLS], []uint32{q[1].CID}) {
+		t.Fatalf("pushed %v, want %v for the search listing tls alone", got, q[0].CID)
+	}
+}

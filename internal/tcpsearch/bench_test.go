@@ -181,7 +181,7 @@ func BenchmarkPushLatency(b *testing.B) {
 // production settings.
 func benchInsight() insight.Options {
 	o := insight.Options{QueueBytes: insight.DefaultQueueBytes, DigestNamesPerSecond: insight.DefaultDigestNamesPerSecond,
-		GUIDChangesPerHour: insight.DefaultGUIDChangesPerHour}
+		GUIDChangesPerHour: insight.DefaultGUIDChangesPerHour, Clients: insight.DefaultClients}
 	c := config.Defaults()
 	config.FillAtStart(&o, &c)
 	return o

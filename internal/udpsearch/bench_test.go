@@ -63,7 +63,7 @@ func runHandle(b *testing.B, r Resolver, d datagram, wantReplies, wantForwards b
 		// digested in the background. PVANS_BENCH_INSIGHT=off measures
 		// the same code without it (the before/after in PERFORMANCE.md).
 		io := insight.Options{QueueBytes: insight.DefaultQueueBytes, DigestNamesPerSecond: insight.DefaultDigestNamesPerSecond,
-			GUIDChangesPerHour: insight.DefaultGUIDChangesPerHour}
+			GUIDChangesPerHour: insight.DefaultGUIDChangesPerHour, Clients: insight.DefaultClients}
 		c := config.Defaults()
 		config.FillAtStart(&io, &c)
 		in := insight.New(io)

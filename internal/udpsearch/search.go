@@ -160,6 +160,11 @@ func (h *handler) pairing(o origin, client, dest netip.AddrPort, payload []byte)
 	if !h.p.AnswerOverTCP || (o != originUnicast && o != originBroadcast) || netip.AddrPortFrom(client.Addr().Unmap(), client.Port()) != dest {
 		return
 	}
+	// No TCP name-server connection open: nothing can pair (UDPSearch
+	// would say so), and the search is not hashed for nothing.
+	if !tw.Active() {
+		return
+	}
 	if fp, ok := tw.Fingerprint(payload); ok {
 		h.twin, h.candidate = tw.UDPSearch(dest, fp)
 	}

@@ -422,6 +422,20 @@ func (s *Server) SetSendBeacons(on bool) error {
 	return nil
 }
 
+// kernelDrops is one socket's SO_RXQ_OVFL as last seen: the socket's
+// running total (modulo 2^32), from 0 when it is opened. What it grew by
+// is counted, so both families' and a reopened socket's drops add up in
+// one counter, which never goes back.
+type kernelDrops struct{ seen uint32 }
+
+// note counts into c what the socket's total drops grew by.
+func (k *kernelDrops) note(c *metrics.Counter, drops uint32) {
+	if drops != k.seen {
+		c.Add(uint64(drops - k.seen))
+		k.seen = drops
+	}
+}
+
 // rxLoop receives on r's socket until it is closed.
 func (s *Server) rxLoop(r rx) {
 	defer s.wg.Done()
@@ -431,17 +445,14 @@ func (s *Server) rxLoop(r rx) {
 	}
 	rb := newRxBatch(r.batch, maxDatagram)
 	var d datagram
-	// SO_RXQ_OVFL is the socket's running total (modulo 2^32): what it
-	// grew by since the last one seen is counted, so both families' and a
-	// reopened socket's drops add up in one counter.
-	var drops, seen uint32
+	var drops uint32
+	var kd kernelDrops
 	_ = rb.serve(rc, func(k int) {
 		for i := 0; i < k; i++ {
 			have := false
 			ok := rb.fill(i, &d, &drops, &have)
-			if have && drops != seen {
-				r.drops.Add(uint64(drops - seen))
-				seen = drops
+			if have {
+				kd.note(r.drops, drops)
 			}
 			if !ok {
 				s.st.dropTruncated.Add(1)
