@@ -139,6 +139,12 @@ step "go test -race (packages with goroutines)"
 go test "${testflags[@]}" -race $race_pkgs
 go test "${testflags[@]}" -race -run '^TestSoak$' ./test/chaos
 
+# Every benchmark once: their figures live in docs/PERFORMANCE.md and are
+# taken by hand, but one that no longer runs (a setup that panics on a
+# changed option) must fail here, not at the next measurement.
+step "benchmarks, one iteration each"
+go test -count=1 -vet=off -run '^$' -bench . -benchtime 1x ./internal/... ./cmd/...
+
 if [ "$FUZZTIME" != "0" ]; then
 	step "fuzz ($FUZZTIME per target)"
 	# Each package with fuzz targets is built once, instrumented as go test
