@@ -218,36 +218,49 @@ func (ru *Rules) Claim(g *resolver.Group, off Offer, to netip.Addr, m addrmap.Ma
 }
 
 // claim is Claim deciding into c, every field of which it sets when it
-// reports true (c may hold an earlier claim).
+// reports true (c may hold an earlier claim), and counting what decide
+// withholds or rewrites.
 func (ru *Rules) claim(c *Claim, g *resolver.Group, off Offer, to netip.Addr, m addrmap.Map) bool {
 	if len(g.CIDs) == 0 {
 		return false
 	}
-	ep := &g.Server
+	switch decide(c, &g.Server, off, to, m) {
+	case WithheldProtocol:
+		ru.Counters.ProtocolSkipped.Add(1)
+		return false
+	case WithheldZeroEndpoint:
+		ru.Counters.ZeroEndpoint.Add(1)
+		return false
+	}
+	if c.Addr == pva.AnyIPv4 {
+		ru.Counters.LoopbackRewritten.Add(1)
+	}
+	c.CIDs, c.Group = g.CIDs, 0
+	return true
+}
+
+// decide is Claim's rule for the server ep, counting nothing: it sets c's
+// GUID, address, port and protocol and returns "", or returns why nothing
+// may be named (WithheldProtocol, WithheldZeroEndpoint).
+func decide(c *Claim, ep *resolver.Endpoint, off Offer, to netip.Addr, m addrmap.Map) string {
 	if off&TLS != 0 && ep.TLSPort != 0 {
 		viaTLS, _ := ep.For(true)
 		ep = &viaTLS
 	}
-	cnt := ru.Counters
 	switch {
 	case ep.Protocol == "tls" && off&TLS != 0:
 		c.Protocol = "tls"
 	case (ep.Protocol == "tcp" || ep.Protocol == "") && off&TCP != 0:
 		c.Protocol = "tcp"
 	default:
-		cnt.ProtocolSkipped.Add(1)
-		return false
+		return WithheldProtocol
 	}
 	if ip := ep.Addr.Addr(); !ip.IsValid() || ip.Unmap().IsUnspecified() || ep.Addr.Port() == 0 {
-		cnt.ZeroEndpoint.Add(1)
-		return false
+		return WithheldZeroEndpoint
 	}
 	c.Addr, c.Port = ep.Wire(to, m)
-	if c.Addr == pva.AnyIPv4 {
-		cnt.LoopbackRewritten.Add(1)
-	}
-	c.GUID, c.CIDs, c.Group = ep.GUID, g.CIDs, 0
-	return true
+	c.GUID = ep.GUID
+	return ""
 }
 
 // Negative is pvans's own answer naming no channel (found = 0): its GUID,

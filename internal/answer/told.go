@@ -15,18 +15,13 @@ const (
 )
 
 // Told is what a claim of server says to a client at to that takes off,
-// under the address map m, decided by Claim as every answer is but
-// counted nowhere: the operator's view of an answer (the HTTP API's
+// under the address map m, decided by Claim's rule (decide) as every
+// answer is but counted nowhere: the operator's view of an answer (the HTTP API's
 // ?client=). withheld is why nothing is named (WithheldProtocol,
 // WithheldZeroEndpoint), "" when c is what the client is told.
 func Told(server resolver.Endpoint, off Offer, to netip.Addr, m addrmap.Map) (c Claim, withheld string) {
-	ru := Rules{Counters: NewCounters()}
-	g := resolver.Group{Server: server, CIDs: []uint32{0}}
-	if c, ok := ru.Claim(&g, off, to, m); ok {
-		return c, ""
+	if withheld = decide(&c, &server, off, to, m); withheld != "" {
+		return Claim{}, withheld
 	}
-	if ru.Counters.ZeroEndpoint.Load() > 0 {
-		return Claim{}, WithheldZeroEndpoint
-	}
-	return Claim{}, WithheldProtocol
+	return c, ""
 }
