@@ -274,25 +274,7 @@ func Negative(guid pva.GUID, port uint16) Claim {
 // Append appends c as a CMD_SEARCH_RESPONSE (found when it names CIDs)
 // echoing the search's sequence seq, with the header flags flags, whose
 // FlagBigEndian gives the byte order: the server direction, big endian,
-// over UDP (as PVXS sends), the connection's over TCP. It builds no
-// pva.SearchResponse, so the protocol is not copied to a []byte per answer.
+// over UDP (as PVXS sends), the connection's over TCP.
 func Append(dst []byte, flags uint8, seq uint32, c *Claim) []byte {
-	size := 12 + 4 + 16 + 2 + pva.SizeLen(len(c.Protocol)) + len(c.Protocol) + 1 + 2 + 4*len(c.CIDs)
-	dst = pva.AppendHeader(dst, pva.Header{Flags: flags, Command: pva.CmdSearchResponse, Size: uint32(size)})
-	w := pva.Writer{B: dst, BE: flags&pva.FlagBigEndian != 0}
-	w.GUID(c.GUID)
-	w.U32(seq)
-	w.Address(c.Addr)
-	w.U16(c.Port)
-	w.String(c.Protocol)
-	if len(c.CIDs) > 0 {
-		w.U8(1)
-	} else {
-		w.U8(0)
-	}
-	w.U16(uint16(len(c.CIDs)))
-	for _, id := range c.CIDs {
-		w.U32(id)
-	}
-	return w.B
+	return pva.AppendClaim(dst, flags, seq, c.GUID, c.Addr, c.Port, c.Protocol, c.CIDs)
 }

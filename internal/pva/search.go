@@ -195,19 +195,33 @@ func (m *SearchResponse) Decode(payload []byte, bigEndian bool) error {
 
 // AppendSearchResponse appends a whole CMD_SEARCH_RESPONSE message.
 func AppendSearchResponse(dst []byte, flags uint8, m *SearchResponse) []byte {
+	return appendSearchResponse(dst, flags, m.GUID, m.Seq, m.Addr, m.Port, m.Protocol, m.Found, m.CIDs)
+}
+
+// AppendClaim appends a whole CMD_SEARCH_RESPONSE naming the server guid
+// at addr:port in protocol for cids (found when there are any), echoing
+// the search's seq: the answer path's form, whose protocol is a constant
+// string, so nothing is copied into a SearchResponse per answer.
+func AppendClaim(dst []byte, flags uint8, seq uint32, guid GUID, addr Address, port uint16, protocol string, cids []uint32) []byte {
+	return appendSearchResponse(dst, flags, guid, seq, addr, port, protocol, len(cids) > 0, cids)
+}
+
+func appendSearchResponse[P string | []byte](dst []byte, flags uint8, guid GUID, seq uint32, addr Address, port uint16,
+	protocol P, found bool, cids []uint32) []byte {
 	w, start := NewMessage(dst, flags, CmdSearchResponse)
-	w.GUID(m.GUID)
-	w.U32(m.Seq)
-	w.Address(m.Addr)
-	w.U16(m.Port)
-	w.StringBytes(m.Protocol)
-	if m.Found {
+	w.GUID(guid)
+	w.U32(seq)
+	w.Address(addr)
+	w.U16(port)
+	w.Size(len(protocol))
+	w.B = append(w.B, protocol...)
+	if found {
 		w.U8(1)
 	} else {
 		w.U8(0)
 	}
-	w.U16(uint16(len(m.CIDs)))
-	for _, c := range m.CIDs {
+	w.U16(uint16(len(cids)))
+	for _, c := range cids {
 		w.U32(c)
 	}
 	return FinishMessage(w.B, start)
