@@ -212,6 +212,28 @@ type Policy struct {
 	NameAllowed       func(name []byte) bool
 }
 
+// refusal is why a Policy answers no search for a name.
+type refusal uint8
+
+const (
+	answered refusal = iota
+	tooLong          // over MaxNameBytes
+	denied           // NameAllowed refuses it
+)
+
+// refuses is the name rule every search meets before its lookup, its
+// wait and the API's view alike (Lookup, Wait, Answers); it counts and
+// logs nothing, its callers do.
+func (p *Policy) refuses(name []byte) refusal {
+	if p.MaxNameBytes > 0 && len(name) > p.MaxNameBytes {
+		return tooLong
+	}
+	if p.NameAllowed != nil && !p.NameAllowed(name) {
+		return denied
+	}
+	return answered
+}
+
 func (o *Options) policy() Policy {
 	return Policy{MaxWaitsPerClient: o.MaxWaitsPerClient, MaxWaitsPerSource: o.MaxWaitsPerSource,
 		MaxWaiters: o.MaxWaiters, MaxNameBytes: o.MaxNameBytes, NameAllowed: o.NameAllowed}
@@ -349,11 +371,7 @@ func (r *Resolver) SetSearcher(s Searcher) {
 // decides it, counting and logging nothing: the operator's view of an
 // answer (the HTTP API's ?client=).
 func (r *Resolver) Answers(name []byte) bool {
-	pol := r.pol.Load()
-	if m := pol.MaxNameBytes; m > 0 && len(name) > m {
-		return false
-	}
-	return pol.NameAllowed == nil || pol.NameAllowed(name)
+	return r.pol.Load().refuses(name) == answered
 }
 
 // Lookup answers every (CID, name) of q in one registry read, grouped per
@@ -370,14 +388,14 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	hs := b.holders[:len(q)]
 	r.reg.LookupBatch(q, hs)
 	pol := r.pol.Load()
-	denied := 0
+	refused := 0
 	for i, h := range hs {
-		if m := pol.MaxNameBytes; m > 0 && len(q[i].Name) > m {
-			r.tooLong(len(q[i].Name), m)
+		switch pol.refuses(q[i].Name) {
+		case tooLong:
+			r.tooLong(len(q[i].Name), pol.MaxNameBytes)
 			continue
-		}
-		if allow := pol.NameAllowed; allow != nil && !allow(q[i].Name) {
-			denied++
+		case denied:
+			refused++
 			r.logDenied(q[i].Name)
 			continue
 		}
@@ -416,8 +434,8 @@ func (r *Resolver) Lookup(q []pva.SearchName, b *Batch) {
 	r.st.lookups.Add(1)
 	r.st.names.Add(uint64(len(q)))
 	r.st.misses.Add(uint64(len(b.Missing)))
-	if denied > 0 {
-		r.st.denied.Add(uint64(denied))
+	if refused > 0 {
+		r.st.denied.Add(uint64(refused))
 	}
 }
 
@@ -551,11 +569,11 @@ func (c *Client) waitLocked(q []pva.SearchName, missing []int, off Offer, exp ti
 	pol := r.pol.Load()
 	for _, i := range missing {
 		sn := q[i]
-		if m := pol.MaxNameBytes; m > 0 && len(sn.Name) > m {
-			r.tooLong(len(sn.Name), m)
+		switch pol.refuses(sn.Name) {
+		case tooLong:
+			r.tooLong(len(sn.Name), pol.MaxNameBytes)
 			continue
-		}
-		if pol.NameAllowed != nil && !pol.NameAllowed(sn.Name) {
+		case denied:
 			r.st.denied.Add(1)
 			continue
 		}
