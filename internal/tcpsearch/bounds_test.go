@@ -130,19 +130,20 @@ func (b *blockedTeardown) Closed(*pvaconn.Conn) {
 	<-b.release
 }
 
-// TestClosedConnectionFreesItsShareAtOnce: a client that closes its
-// connection and reconnects is served while the old connection's
-// teardown is still held up; its source's share counts open sockets.
-// (TestSoak's 100 clients of 127.0.0.1 were refused at
-// DefaultMaxConnsPerSource on a loaded host: closed connections kept
-// their places while waiting for the resolver's lock.)
-func TestClosedConnectionFreesItsShareAtOnce(t *testing.T) {
+// teardownWaiting starts a server with o whose connections' teardowns
+// wait (blockedTeardown), serves one connection, closes it and returns
+// once its teardown has started and waits: the world, a dialer, whether
+// a connection was served (the 36-byte greeting), and unblock, which
+// lets the teardowns finish (also at cleanup).
+func teardownWaiting(t *testing.T, o Options) (w *world, dial func() net.Conn, greeted func(net.Conn) bool, unblock func()) {
+	t.Helper()
 	b := &blockedTeardown{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	w := newWorld(t, Options{MaxConnsPerSource: 1, Channels: b})
+	o.Channels = b
+	w = newWorld(t, o)
 	var once sync.Once
-	unblock := func() { once.Do(func() { close(b.release) }) }
+	unblock = func() { once.Do(func() { close(b.release) }) }
 	t.Cleanup(unblock)
-	dial := func() net.Conn {
+	dial = func() net.Conn {
 		nc, err := net.DialTimeout("tcp", w.ep.String(), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -150,8 +151,7 @@ func TestClosedConnectionFreesItsShareAtOnce(t *testing.T) {
 		t.Cleanup(func() { nc.Close() })
 		return nc
 	}
-	// A served connection gets the 36-byte greeting and stays open.
-	greeted := func(nc net.Conn) bool {
+	greeted = func(nc net.Conn) bool {
 		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		n, err := readFull(nc, make([]byte, 36))
 		return err == nil && n == 36
@@ -162,6 +162,17 @@ func TestClosedConnectionFreesItsShareAtOnce(t *testing.T) {
 	}
 	first.Close()
 	<-b.entered // its teardown has started, and waits
+	return w, dial, greeted, unblock
+}
+
+// TestClosedConnectionFreesItsShareAtOnce: a client that closes its
+// connection and reconnects is served while the old connection's
+// teardown is still held up; its source's share counts open sockets.
+// (TestSoak's 100 clients of 127.0.0.1 were refused at
+// DefaultMaxConnsPerSource on a loaded host: closed connections kept
+// their places while waiting for the resolver's lock.)
+func TestClosedConnectionFreesItsShareAtOnce(t *testing.T) {
+	w, dial, greeted, unblock := teardownWaiting(t, Options{MaxConnsPerSource: 1})
 	second := dial()
 	if !greeted(second) || isClosed(second, 200*time.Millisecond) {
 		t.Fatalf("reconnection refused while the closed one's teardown waited (refused at the per-source bound: %d)", w.srv.cnt.perSource.Load())
@@ -178,30 +189,7 @@ func TestClosedConnectionFreesItsShareAtOnce(t *testing.T) {
 // at once), so a source that connects and closes in a loop while
 // teardowns wait cannot pile up more than MaxConns of them.
 func TestTeardownsCountAgainstMaxConns(t *testing.T) {
-	b := &blockedTeardown{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	w := newWorld(t, Options{MaxConns: 1, Channels: b})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(b.release) }) }
-	t.Cleanup(unblock)
-	dial := func() net.Conn {
-		nc, err := net.DialTimeout("tcp", w.ep.String(), 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nc.Close() })
-		return nc
-	}
-	greeted := func(nc net.Conn) bool {
-		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, err := readFull(nc, make([]byte, 36))
-		return err == nil && n == 36
-	}
-	first := dial()
-	if !greeted(first) {
-		t.Fatal("first connection not served")
-	}
-	first.Close()
-	<-b.entered // its teardown has started, and waits
+	w, dial, greeted, unblock := teardownWaiting(t, Options{MaxConns: 1})
 	second := dial()
 	if greeted(second) {
 		t.Fatalf("a connection was served while MaxConns=1 was held by a waiting teardown (rejected %d)", w.srv.cnt.rejected.Load())
