@@ -185,15 +185,17 @@ func TestLimiterIdleAndFractions(t *testing.T) {
 
 // At the production bounds, a flood from spoofed sources fills the
 // memory to RepeatNamesTotal and no further, each source to at most
-// RepeatNamesPerSource, and the heap it takes stays within ~100 bytes a
-// name (docs/SECURITY.md's bounds table says ~80).
+// RepeatNamesPerSource, the names it forgets early to stay there are
+// counted, and the heap it takes stays within ~100 bytes a name
+// (docs/SECURITY.md's bounds table says ~80).
 func TestRecentProductionBounds(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	ns := names("spoofed", RepeatNamesPerSource+1000)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := NewRecent(clk, nil)
+	var evicted metrics.Counter
+	r := NewRecent(clk, &evicted)
 	for i := range 6 {
 		a := netip.AddrFrom4([4]byte{10, 9, 0, byte(i)})
 		_, fresh := r.Price(a, len(ns), func(j int) []byte { return ns[j] }, nil)
@@ -209,6 +211,11 @@ func TestRecentProductionBounds(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := r.Len(); n != RepeatNamesTotal || len(r.idx) != RepeatNamesTotal {
 		t.Fatalf("%d names (%d keys) remembered, want %d", n, len(r.idx), RepeatNamesTotal)
+	}
+	// Each source kept its share; all but the last RepeatNamesTotal went
+	// early, and each is counted.
+	if e, want := evicted.Load(), uint64(6*RepeatNamesPerSource-RepeatNamesTotal); e != want {
+		t.Fatalf("%d names evicted, want %d", e, want)
 	}
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 100*RepeatNamesTotal {
 		t.Fatalf("the memory takes %d bytes for %d names", grew, RepeatNamesTotal)
