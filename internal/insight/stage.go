@@ -253,7 +253,8 @@ func (s *stage) put(h *header, payload []byte, names []pva.SearchName, missing [
 	r := free[:need]
 	h.put(r)
 	head := r[:need-len(span)]
-	if s.last >= 0 && s.sameAsLast(head, span) {
+	// A light record was compared above already.
+	if h.flags&flagLight == 0 && s.last >= 0 && s.sameAsLast(head, span) {
 		s.bumpLast()
 		return repeated
 	}
